@@ -1,0 +1,35 @@
+# Every target works from a fresh clone: `make install` creates .venv and installs cer with its dev tools.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install test test-slow lint bench demo samples clean
+
+$(BIN)/cer: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(BIN)/cer
+
+install: $(BIN)/cer
+
+test: install
+	$(BIN)/pytest
+
+test-slow: install
+	$(BIN)/pytest -m slow
+
+lint: install
+	$(BIN)/ruff check cer_cli tests
+
+bench: install
+	$(BIN)/pytest -m bench -s tests/bench
+
+demo: install
+	$(BIN)/cer check queries/phi1.cel
+
+samples: install
+	$(BIN)/python samples/make_samples.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,3 @@
+from cer_cli.cli import main
+
+main()

@@ -1,0 +1,73 @@
+"""Shared vocabulary of the pipeline: schemas of event logs, the event frame, matches.
+
+This module sits below every stage (query checks, io, engine, spark) and imports none
+of them, so each stage can speak about events without depending on another.
+
+The *event frame* is a polars DataFrame, already ordered by time, that the reader hands
+to the engine. Besides the log's own columns it carries reserved columns (prefixed with
+``__cer_`` so they never clash with user attributes):
+
+* ``TYPE`` — event type name (str);
+* ``STREAM`` — stream name (str), the file stem or the ``NAME=`` given on the command line;
+* ``TIME`` — the event time as an integer (nanoseconds for datetimes, the raw value for
+  numeric time columns) or null when the log has no time column;
+* ``ROW`` — 0-based data row in its file;
+* ``POS`` — 0-based position in the merged, time-ordered stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TYPE = "__cer_type"
+STREAM = "__cer_stream"
+TIME = "__cer_time"
+ROW = "__cer_row"
+POS = "__cer_pos"
+RESERVED = (TYPE, STREAM, TIME, ROW, POS)
+
+#: Attribute types a schema knows. Predicates are type-checked against these.
+ATTR_TYPES = ("int", "float", "str", "bool", "datetime")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a log contains: its streams, and per event type the attributes and their types.
+
+    ``event_types`` maps an event type to ``{attribute: type}`` (types from ``ATTR_TYPES``),
+    ``streams`` maps a stream name to the event types it contains. ``time_column`` names
+    the column used as time (``None`` when there is none: time is then the position).
+    """
+
+    event_types: dict[str, dict[str, str]]
+    streams: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    time_column: str | None = None
+
+    def attributes(self, event_type: str) -> dict[str, str]:
+        return self.event_types.get(event_type, {})
+
+    def all_attributes(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for attrs in self.event_types.values():
+            for name, typ in attrs.items():
+                out.setdefault(name, typ)
+        return out
+
+
+@dataclass(frozen=True)
+class Match:
+    """One complex event: interval ``[start, end]`` and the events it reports.
+
+    ``events`` lists ``(position, variables)`` in stream order; ``variables`` is the sorted
+    tuple of variables (after SELECT projection) that bind the event. Positions are global
+    positions in the merged stream (``POS``). ``partition`` is the PARTITION BY key, if any.
+    """
+
+    start: int
+    end: int
+    events: tuple[tuple[int, tuple[str, ...]], ...]
+    partition: tuple | None = None
+
+    def key(self) -> tuple:
+        """Identity of the match, for set comparisons in tests."""
+        return (self.start, self.end, self.events)
