@@ -1,0 +1,549 @@
+"""Read event logs (CSV, Parquet, NDJSON/JSON) into schemas and time-ordered event frames.
+
+A LOG argument is ``path`` or ``NAME=path``; the stream name defaults to the file stem.
+``read_schema`` looks at column types plus one grouped pass over the type column (the
+attributes an event type has are the columns non-null for at least one of its events), so
+it never materialises the log. ``read_events`` builds the *event frame* (see
+``cer_cli.events``): a validation pass over the time column (O(n) time, O(1) memory) tells
+whether the logs are already ordered; ordered logs are then streamed in batches of about
+``batch_size`` rows and merged (memory O(batch_size x logs)), unordered ones are loaded
+and stably sorted (memory O(n)). Every input mistake raises ``LogError``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+
+import polars as pl
+
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
+
+#: File extension -> format name.
+EXTENSIONS = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".ndjson": "ndjson",
+    ".jsonl": "ndjson",
+    ".json": "json",
+}
+FORMATS = ("csv", "parquet", "ndjson", "json")
+#: Column names taken as the time column when no datetime column settles it.
+TIME_NAMES = ("ts", "time", "timestamp")
+DEFAULT_TYPE_COLUMN = "type"
+_ARG = "__cer_arg"  # argument index of the log, used to break time ties; dropped before output
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class LogError(Exception):
+    """A problem with an event log the user gave (missing file, bad column, bad value)."""
+
+    message: str
+    hints: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    def render(self) -> str:
+        return "\n".join([f"error: {self.message}", *(f"  hint: {h}" for h in self.hints)])
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    """One LOG argument resolved: stream name, path, format (one of ``FORMATS``)."""
+
+    name: str
+    path: Path
+    format: str
+
+
+def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
+    """Resolve ``path`` or ``NAME=path``; ``fmt`` overrides the format given by the extension.
+
+    ``NAME=`` is only recognised when NAME is an identifier, so paths containing ``=`` still
+    work as plain paths.
+    """
+    name, sep, rest = spec.partition("=")
+    if sep and _NAME.fullmatch(name) and rest:
+        path = Path(rest)
+    else:
+        name, path = "", Path(spec)
+    if not path.exists():
+        raise LogError(f"log file not found: {path}", [f"current directory: {Path.cwd()}"])
+    if not path.is_file():
+        raise LogError(f"not a file: {path}")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as e:
+        raise LogError(f"cannot read {path}: {e.strerror}") from None
+    if fmt is None:
+        fmt = EXTENSIONS.get(path.suffix.lower())
+        if fmt is None:
+            raise LogError(
+                f"unsupported log format {path.suffix or '(no extension)'!r} for {path}",
+                [
+                    "supported extensions: " + ", ".join(EXTENSIONS),
+                    "or give the format explicitly (" + ", ".join(FORMATS) + ")",
+                ],
+            )
+    elif fmt not in FORMATS:
+        raise LogError(f"unsupported log format {fmt!r}", ["supported: " + ", ".join(FORMATS)])
+    return LogSpec(name or path.stem, path, fmt)
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+def _scan(spec: LogSpec) -> pl.LazyFrame:
+    """A lazy frame over the file, with dates in CSV parsed when every value parses."""
+    try:
+        if spec.format == "csv":
+            lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000)
+        elif spec.format == "parquet":
+            lf = pl.scan_parquet(spec.path)
+        elif spec.format == "ndjson":
+            lf = pl.scan_ndjson(spec.path, infer_schema_length=10_000)
+        else:
+            text = spec.path.read_text(encoding="utf-8").lstrip()
+            if text.startswith("["):
+                lf = pl.read_json(spec.path, infer_schema_length=10_000).lazy()
+            else:
+                lf = pl.scan_ndjson(spec.path, infer_schema_length=10_000)
+        lf.collect_schema()
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError, ValueError) as e:
+        raise LogError(f"cannot read {spec.path} as {spec.format}: {_first_line(e)}") from None
+    clash = [c for c in lf.collect_schema() if c.startswith("__cer_")]
+    if clash:
+        raise LogError(f"{spec.path}: column names starting with '__cer_' are reserved: {clash}")
+    return lf
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _attr_type(dtype: pl.DataType) -> str | None:
+    """Schema type of a polars dtype; ``None`` for types predicates cannot use (lists, ...)."""
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_float() or isinstance(dtype, pl.Decimal):
+        return "float"
+    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
+        return "str"
+    if dtype == pl.Boolean:
+        return "bool"
+    if isinstance(dtype, pl.Datetime) or dtype == pl.Date:
+        return "datetime"
+    return None
+
+
+def _columns_text(columns) -> str:
+    return ", ".join(columns) if columns else "(none)"
+
+
+@dataclass(frozen=True)
+class _Log:
+    """A scanned log and how it is read: its type column (or none) and time column."""
+
+    spec: LogSpec
+    index: int
+    lf: pl.LazyFrame
+    type_column: str | None
+    time_column: str | None
+
+    @property
+    def columns(self) -> dict[str, pl.DataType]:
+        return dict(self.lf.collect_schema())
+
+
+def _open(specs: list[str], type_column: str | None, time_column: str | None, fmt=None):
+    if not specs:
+        raise LogError("no event log given")
+    resolved = [parse_log_spec(s, fmt) for s in specs]
+    scans = [_scan(s) for s in resolved]
+    logs = []
+    for i, (spec, lf) in enumerate(zip(resolved, scans, strict=True)):
+        cols = lf.collect_schema()
+        if type_column is not None and type_column not in cols:
+            raise LogError(
+                f"{spec.path}: no type column {type_column!r}",
+                [f"columns: {_columns_text(cols)}"],
+            )
+        tcol = type_column or (DEFAULT_TYPE_COLUMN if DEFAULT_TYPE_COLUMN in cols else None)
+        logs.append(_Log(spec, i, lf, tcol, None))
+    tc = _time_column(logs, time_column)
+    return [_Log(g.spec, g.index, g.lf, g.type_column, tc) for g in logs]
+
+
+def _time_column(logs: list[_Log], given: str | None) -> str | None:
+    """The time column: ``given`` (must be in every log) or detected, else ``None``.
+
+    Detection: the only datetime column of the logs, else a column named ts/time/timestamp
+    (first found, case-insensitive). A detected column must exist in every log.
+    """
+    if given is not None:
+        for g in logs:
+            if given not in g.columns:
+                raise LogError(
+                    f"{g.spec.path}: no time column {given!r}",
+                    [f"columns: {_columns_text(g.columns)}"],
+                )
+        return given
+    union: dict[str, pl.DataType] = {}
+    for g in logs:
+        for c, d in g.columns.items():
+            if c != g.type_column:
+                union.setdefault(c, d)
+    dated = [c for c, d in union.items() if _attr_type(d) == "datetime"]
+    lowered = {c.lower(): c for c in union}
+    named = [lowered[n] for n in TIME_NAMES if n in lowered]
+    named = [c for c in named if _attr_type(union[c]) in ("int", "float", "str", "datetime")]
+    if len(dated) == 1:
+        chosen = dated[0]
+    elif named:
+        chosen = named[0]
+    else:
+        return None
+    for g in logs:
+        if chosen not in g.columns:
+            raise LogError(
+                f"time column {chosen!r} (detected) is missing from {g.spec.path}",
+                ["pass --time-column to choose the time column of every log"],
+            )
+    return chosen
+
+
+def _time_expr(dtype: pl.DataType, column: str) -> pl.Expr:
+    """The TIME value: ns since epoch for dates/datetimes (parsed from strings), else raw.
+
+    Unparsable values become null; callers compare with the raw nulls to find them.
+    """
+    col = pl.col(column)
+    kind = _attr_type(dtype)
+    if kind == "datetime":
+        if dtype == pl.Date:
+            col = col.cast(pl.Datetime("ns"))
+        return col.dt.epoch("ns").cast(pl.Int64)
+    if kind == "int":
+        return col.cast(pl.Int64)
+    if kind == "float":
+        return col.cast(pl.Float64)
+    if kind == "str":
+        return _parse_datetime(col).dt.epoch("ns").cast(pl.Int64)
+    return pl.lit(None, dtype=pl.Int64)
+
+
+def _parse_datetime(col: pl.Expr) -> pl.Expr:
+    return col.str.to_datetime(strict=False, time_unit="ns")
+
+
+def _where(spec: LogSpec, row: int) -> str:
+    """Human location of 0-based data row ``row``: line numbers for text formats."""
+    if spec.format == "csv":
+        return f"{spec.path}: line {row + 2} (data row {row}, 0-based)"
+    if spec.format == "ndjson":
+        return f"{spec.path}: line {row + 1} (data row {row}, 0-based)"
+    return f"{spec.path}: data row {row} (0-based)"
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def read_schema(
+    specs: list[str],
+    type_column: str | None = None,
+    time_column: str | None = None,
+    fmt: str | None = None,
+) -> Schema:
+    """The schema of the logs, from column types and one grouped pass (nothing materialised).
+
+    ``type_column=None`` uses a column named ``type`` when the log has one, and otherwise
+    the stream name as the event type; an explicit name must exist in every log. An event
+    type's attributes are the columns that are non-null for at least one of its events: in
+    a "wide" log (all types share the columns, nulls where a type has no value) each type
+    gets only its own attributes, so a predicate on a foreign attribute is reported.
+    Columns of nested types (lists, structs) are left out: predicates cannot use them.
+    """
+    return _schema(_open(specs, type_column, time_column, fmt))
+
+
+def _schema(logs: list[_Log]) -> Schema:
+    event_types: dict[str, dict[str, str]] = {}
+    streams: dict[str, list[str]] = {}
+    unified = _unified_dtypes(logs)  # one type per column across logs; string times parsed
+    for g in logs:
+        cols = {c: _attr_type(unified[c]) for c in g.columns if c != g.type_column}
+        usable = [c for c, t in cols.items() if t is not None]
+        present = pl.col(usable).is_not_null().any()
+        try:
+            if g.type_column is None:
+                seen = {g.spec.name: g.lf.select(present).collect().row(0, named=True)}
+            else:
+                grouped = (
+                    g.lf.group_by(pl.col(g.type_column).cast(pl.String).alias(TYPE))
+                    .agg(present)
+                    .collect()
+                )
+                seen = {r.pop(TYPE): r for r in grouped.iter_rows(named=True)}
+        except pl.exceptions.PolarsError as e:
+            raise LogError(f"cannot read {g.spec.path}: {_first_line(e)}") from None
+        stream_types = streams.setdefault(g.spec.name, [])
+        for etype in sorted(t for t in seen if t is not None):
+            attrs = event_types.setdefault(etype, {})
+            for c in usable:
+                if seen[etype].get(c):
+                    attrs.setdefault(c, cols[c])  # type: ignore[arg-type]
+            if etype not in stream_types:
+                stream_types.append(etype)
+    return Schema(
+        event_types=event_types,
+        streams={s: tuple(ts) for s, ts in streams.items()},
+        time_column=logs[0].time_column,
+    )
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class EventLog:
+    """The logs as one time-ordered stream of event frames.
+
+    ``batches()`` yields event frames with identical columns whose POS continues from one
+    to the next; it yields a single frame unless the logs were opened with a ``batch_size``
+    and were already ordered. ``columns`` are the log's own columns (union over the logs,
+    first-seen order) without the type column; every frame also has the RESERVED columns.
+    """
+
+    schema: Schema
+    columns: tuple[str, ...]
+    n_events: int
+    sorted_input: bool
+    _logs: tuple[_Log, ...] = field(repr=False)
+    _dtypes: dict[str, pl.DataType] = field(repr=False)
+    _batch_size: int | None = field(repr=False)
+
+    def batches(self) -> Iterator[pl.DataFrame]:
+        if self._batch_size is None or not self.sorted_input:
+            yield self._all()
+            return
+        per_log = [_iter_log(g, self._batch_size, self._dtypes) for g in self._logs]
+        frames = chain(*per_log) if self.schema.time_column is None else _merge(per_log)
+        pos = 0
+        for frame in frames:
+            yield frame.with_columns(
+                pl.int_range(pos, pos + frame.height, dtype=pl.Int64).alias(POS)
+            ).drop(_ARG)
+            pos += frame.height
+
+    def frame(self) -> pl.DataFrame:
+        """The whole event frame in memory."""
+        frames = list(self.batches())
+        return frames[0] if len(frames) == 1 else pl.concat(frames)
+
+    def _all(self) -> pl.DataFrame:
+        try:
+            frames = [_event_frame(g.lf.collect(), g, 0, self._dtypes) for g in self._logs]
+        except pl.exceptions.PolarsError as e:
+            raise LogError(f"cannot read the logs: {_first_line(e)}") from None
+        frame = pl.concat(frames)
+        if self.schema.time_column is not None and (len(frames) > 1 or not self.sorted_input):
+            frame = frame.sort([TIME, _ARG, ROW], maintain_order=True)
+        return frame.with_columns(pl.int_range(0, frame.height, dtype=pl.Int64).alias(POS)).drop(
+            _ARG
+        )
+
+
+def read_events(
+    specs: list[str],
+    type_column: str | None = None,
+    time_column: str | None = None,
+    batch_size: int | None = None,
+    fmt: str | None = None,
+) -> EventLog:
+    """Open the logs as one stream ordered by time (ties: argument order, then row).
+
+    First validates every time value (one streaming pass per log): a missing or unparsable
+    time raises ``LogError`` naming the file and the row. With ``batch_size`` and ordered
+    input, ``batches()`` streams; otherwise it yields one stably sorted frame.
+    """
+    if batch_size is not None and batch_size < 1:
+        raise LogError(f"batch size must be positive, got {batch_size}")
+    logs = _open(specs, type_column, time_column, fmt)
+    schema = _schema(logs)
+    kinds: dict[str, Path] = {}
+    total, ordered = 0, True
+    for g in logs:
+        n, in_order, kind = _check_time(g)
+        total += n
+        ordered = ordered and in_order
+        if kind is not None:
+            kinds.setdefault(kind, g.spec.path)
+    if len(kinds) > 1:
+        (k1, p1), (k2, p2) = list(kinds.items())[:2]
+        raise LogError(
+            f"time column {schema.time_column!r} holds {k1} values in {p1} but {k2} in {p2}",
+            [
+                "the time column must hold the same kind of value (datetime, int, float) in every log"
+            ],
+        )
+    dtypes = _unified_dtypes(logs)
+    columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.type_column))
+    return EventLog(schema, columns, total, ordered, tuple(logs), dtypes, batch_size)
+
+
+def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
+    """Column -> dtype common to all logs (supertypes; parsed time), reserved columns last."""
+    empties = []
+    for g in logs:
+        schema = dict(g.columns)
+        tc = g.time_column
+        if tc is not None and schema[tc] == pl.String:
+            schema[tc] = pl.Datetime("ns")
+        empties.append(pl.DataFrame(schema=schema))
+    try:
+        merged = pl.concat(empties, how="diagonal_relaxed").schema
+    except pl.exceptions.PolarsError as e:
+        raise LogError(f"the logs have incompatible columns: {_first_line(e)}") from None
+    time_kind = pl.Int64
+    for g in logs:
+        if g.time_column is not None and _attr_type(g.columns[g.time_column]) == "float":
+            time_kind = pl.Float64
+    return {
+        **merged,
+        TYPE: pl.String,
+        STREAM: pl.String,
+        TIME: time_kind,
+        ROW: pl.Int64,
+        _ARG: pl.Int64,
+    }
+
+
+def _check_time(g: _Log) -> tuple[int, bool, str | None]:
+    """One streaming pass: row count, whether time never decreases, the kind of time.
+
+    Raises ``LogError`` at the first row whose time is missing or unparsable.
+    """
+    tc = g.time_column
+    try:
+        if tc is None:
+            return g.lf.select(pl.len()).collect().item(), True, None
+        dtype = g.columns[tc]
+        kind = _attr_type(dtype)
+        if kind not in ("int", "float", "str", "datetime"):
+            raise LogError(f"{g.spec.path}: time column {tc!r} has unusable type {dtype}")
+        t = _time_expr(dtype, tc)
+        stats = (
+            g.lf.with_row_index(ROW)
+            .select(
+                pl.len().alias("n"),
+                (t.diff() < 0).any().alias("unsorted"),
+                pl.col(ROW).filter(t.is_null()).first().alias("bad"),
+            )
+            .collect()
+            .row(0, named=True)
+        )
+    except pl.exceptions.PolarsError as e:
+        raise LogError(f"cannot read {g.spec.path}: {_first_line(e)}") from None
+    if stats["bad"] is not None:
+        bad = stats["bad"]
+        raw = g.lf.slice(bad, 1).select(pl.col(tc).cast(pl.String)).collect().item()
+        what = "missing time value" if raw is None else f"cannot parse time value {raw!r}"
+        raise LogError(
+            f"{_where(g.spec, bad)}: {what} in column {tc!r}",
+            ["time values must be all datetimes (ISO 8601) or all numbers"],
+        )
+    return stats["n"], not stats["unsorted"], "datetime" if kind == "str" else kind
+
+
+def _event_frame(
+    df: pl.DataFrame, g: _Log, row0: int, dtypes: dict[str, pl.DataType]
+) -> pl.DataFrame:
+    """Rows ``row0..`` of a log as an event frame (plus the argument index), columns aligned."""
+    tc = g.time_column
+    extra = [
+        pl.int_range(row0, row0 + df.height, dtype=pl.Int64).alias(ROW),
+        pl.lit(g.spec.name, dtype=pl.String).alias(STREAM),
+        pl.lit(g.index, dtype=pl.Int64).alias(_ARG),
+        (
+            pl.lit(g.spec.name, dtype=pl.String)
+            if g.type_column is None
+            else pl.col(g.type_column).cast(pl.String)
+        ).alias(TYPE),
+        (pl.lit(None) if tc is None else _time_expr(df.schema[tc], tc)).alias(TIME),
+    ]
+    out = df.with_columns(extra)
+    if tc is not None and df.schema[tc] == pl.String:
+        out = out.with_columns(_parse_datetime(pl.col(tc)))
+    if g.type_column is not None:
+        missing = out.filter(pl.col(TYPE).is_null())
+        if missing.height:
+            raise LogError(
+                f"{_where(g.spec, missing[ROW][0])}: no event type in column {g.type_column!r}"
+            )
+    return out.select(
+        pl.col(c).cast(d) if c in out.columns else pl.lit(None, dtype=d).alias(c)
+        for c, d in dtypes.items()
+    )
+
+
+def _iter_log(g: _Log, batch_size: int, dtypes: dict[str, pl.DataType]) -> Iterator[pl.DataFrame]:
+    row0 = 0
+    try:
+        for chunk in g.lf.collect_batches(chunk_size=batch_size, lazy=True):
+            if chunk.height:
+                yield _event_frame(chunk, g, row0, dtypes)
+                row0 += chunk.height
+    except pl.exceptions.PolarsError as e:
+        raise LogError(f"cannot read {g.spec.path}: {_first_line(e)}") from None
+
+
+def _merge(streams: list[Iterator[pl.DataFrame]]) -> Iterator[pl.DataFrame]:
+    """Merge per-log time-ordered batch streams into ordered batches (ties: log, then row).
+
+    One buffer per log. A row earlier than the latest buffered time of every log that still
+    has input cannot be preceded by an unread row, so it is emitted; when no row qualifies,
+    the log holding the smallest latest time is read further. Memory: about one batch per
+    log (more only while a run of equal times spans batches).
+    """
+    if len(streams) == 1:
+        yield from streams[0]
+        return
+    buffers = [pl.DataFrame() for _ in streams]
+    live = [True] * len(streams)
+
+    def pull(i: int) -> None:
+        nxt = next(streams[i], None)
+        if nxt is None:
+            live[i] = False
+        else:
+            buffers[i] = nxt if buffers[i].height == 0 else pl.concat([buffers[i], nxt])
+
+    order = [TIME, _ARG, ROW]
+    while True:
+        for i in range(len(streams)):
+            while live[i] and buffers[i].height == 0:
+                pull(i)
+        lasts = {i: buffers[i][TIME][-1] for i in range(len(streams)) if live[i]}
+        if not lasts:
+            break
+        mark = min(lasts.values())
+        ready = [b.filter(pl.col(TIME) < mark) for b in buffers if b.height]
+        ready = [r for r in ready if r.height]
+        if not ready:
+            pull(min(i for i, t in lasts.items() if t == mark))
+            continue
+        buffers = [b.filter(pl.col(TIME) >= mark) if b.height else b for b in buffers]
+        yield pl.concat(ready).sort(order, maintain_order=True)
+    rest = [b for b in buffers if b.height]
+    if rest:
+        yield pl.concat(rest).sort(order, maintain_order=True)

@@ -1,0 +1,378 @@
+"""Write streams of matches as JSONL, CSV or Parquet (long format), or as a terminal table.
+
+Writers consume an iterator of ``Match`` and never hold it whole: JSONL and the table
+write one match at a time, CSV and Parquet buffer at most ``buffer_rows`` rows before
+writing a batch. Cost: O(reported events) time, O(buffer_rows) memory on top of the
+``EventLookup``. Files are written atomically: a temporary file next to the target is
+renamed over it at the end, and removed if anything (even Ctrl-C) interrupts the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+import polars as pl
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table
+
+from cer_cli.events import POS, ROW, STREAM, TYPE, Match
+from cer_cli.io.read import EventLog, LogError
+
+OUTPUT_FORMATS = ("table", "jsonl", "csv", "parquet")
+#: Leading columns of the long (one row per match x event) format.
+LONG_COLUMNS = ("match", "start", "end", "position", "stream", "row", "type", "vars")
+
+
+# --------------------------------------------------------------------------- lookup
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One event of the log, as writers show it."""
+
+    position: int
+    stream: str
+    row: int
+    type: str
+    time: Any
+    attrs: dict[str, Any]
+
+
+@dataclass
+class EventLookup:
+    """Finds an event's row by its stream position.
+
+    Feed it the event frames the engine reads (``tap``). ``window=None`` keeps every frame:
+    exact, but memory grows with the log (fine for in-memory logs, which are held anyway).
+    With ``window=n`` it keeps the current frame plus at least the ``n`` events before it,
+    dropping older frames: memory stays bounded for batched logs, but a match reaching back
+    further than ``n`` events cannot be written (``get`` raises ``LogError``). A window at
+    least the query's event window (``WITHIN n EVENTS``) is always enough.
+
+    Mutable on purpose: it follows the stream as the engine advances.
+    """
+
+    columns: tuple[str, ...]
+    time_column: str | None = None
+    window: int | None = None
+    dtypes: dict[str, pl.DataType] = field(default_factory=dict)
+    n_seen: int = 0
+    _frames: deque = field(default_factory=deque, repr=False)
+
+    @classmethod
+    def for_log(cls, log: EventLog, window: int | None = None) -> EventLookup:
+        return cls(log.columns, log.schema.time_column, window)
+
+    def add(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        for c in self.columns:
+            if c in frame.columns:
+                self.dtypes.setdefault(c, frame.schema[c])
+        self._frames.append((frame[POS][0], frame))
+        self.n_seen += frame.height
+        if self.window is not None:
+            while len(self._frames) > 1:
+                older = sum(f.height for _, f in list(self._frames)[1:-1])
+                if older < self.window:
+                    break
+                self._frames.popleft()
+
+    def tap(self, frames: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+        """Pass frames through (to the engine), remembering each one first."""
+        for frame in frames:
+            self.add(frame)
+            yield frame
+
+    def get(self, position: int) -> EventRow:
+        for base, frame in reversed(self._frames):
+            if base <= position < base + frame.height:
+                rec = frame.row(position - base, named=True)
+                return EventRow(
+                    position=position,
+                    stream=rec[STREAM],
+                    row=rec[ROW],
+                    type=rec[TYPE],
+                    time=rec[self.time_column] if self.time_column else None,
+                    attrs={c: rec.get(c) for c in self.columns},
+                )
+        if self._frames and position < self._frames[0][0]:
+            raise LogError(
+                f"event {position} is older than the {self.window} events kept for output",
+                ["read the log without batches, or keep a larger window of events"],
+            )
+        raise LogError(f"no event at position {position} has been read")
+
+    def time_of(self, position: int) -> Any:
+        return self.get(position).time
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, dt.datetime | dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, list | tuple):
+        return [_json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json_value(x) for k, x in v.items()}
+    return v
+
+
+def _partition(match: Match, names: Sequence[str]) -> dict[str, Any] | None:
+    if match.partition is None:
+        return None
+    keys = list(names) if len(names) == len(match.partition) else []
+    keys = keys or [f"key{i}" for i in range(len(match.partition))]
+    return {k: _json_value(v) for k, v in zip(keys, match.partition, strict=True)}
+
+
+def match_record(
+    n: int, match: Match, lookup: EventLookup, partition_names: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The JSON object of the ``n``-th match (0-based, output order)."""
+    events = []
+    for position, variables in match.events:
+        ev = lookup.get(position)
+        events.append(
+            {
+                "position": position,
+                "stream": ev.stream,
+                "row": ev.row,
+                "type": ev.type,
+                "vars": list(variables),
+                "attrs": {k: _json_value(v) for k, v in ev.attrs.items()},
+            }
+        )
+    return {
+        "match": n,
+        "start": match.start,
+        "end": match.end,
+        "start_time": _json_value(lookup.time_of(match.start)),
+        "end_time": _json_value(lookup.time_of(match.end)),
+        "partition": _partition(match, partition_names),
+        "events": events,
+    }
+
+
+def _long_names(columns: Sequence[str]) -> list[str]:
+    """Output names of the log's columns; a clash with a fixed column gets a ``log.`` prefix."""
+    return [f"log.{c}" if c in LONG_COLUMNS else c for c in columns]
+
+
+def _long_rows(matches: Iterable[Match], lookup: EventLookup) -> Iterator[list[Any]]:
+    for n, match in enumerate(matches):
+        for position, variables in match.events:
+            ev = lookup.get(position)
+            yield [
+                n,
+                match.start,
+                match.end,
+                position,
+                ev.stream,
+                ev.row,
+                ev.type,
+                list(variables),
+                *(ev.attrs[c] for c in lookup.columns),
+            ]
+
+
+def _long_schema(lookup: EventLookup) -> dict[str, pl.DataType]:
+    fixed = [pl.Int64] * 4 + [pl.String, pl.Int64, pl.String, pl.List(pl.String)]
+    schema: dict[str, pl.DataType] = dict(zip(LONG_COLUMNS, fixed, strict=True))
+    for name, c in zip(_long_names(lookup.columns), lookup.columns, strict=True):
+        schema[name] = lookup.dtypes.get(c, pl.String)
+    return schema
+
+
+def _chunks(rows: Iterator[list[Any]], size: int) -> Iterator[list[list[Any]]]:
+    chunk: list[list[Any]] = []
+    for r in rows:
+        chunk.append(r)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _frame(chunk: list[list[Any]], lookup: EventLookup) -> pl.DataFrame:
+    schema = _long_schema(lookup)
+    return pl.DataFrame(chunk, schema=schema, orient="row", strict=False)
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def write_jsonl(
+    matches: Iterable[Match],
+    lookup: EventLookup,
+    out: TextIO,
+    partition_names: Sequence[str] = (),
+) -> int:
+    """One JSON object per line; returns the number of matches."""
+    n = 0
+    for n, match in enumerate(matches, start=1):
+        record = match_record(n - 1, match, lookup, partition_names)
+        out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    return n
+
+
+def write_csv(
+    matches: Iterable[Match], lookup: EventLookup, out: TextIO, buffer_rows: int = 10_000
+) -> int:
+    """Long format, one row per (match, event); ``vars`` joined with ``|``. Returns rows."""
+    total = 0
+    for chunk in _chunks(_long_rows(matches, lookup), buffer_rows):
+        frame = _frame(chunk, lookup).with_columns(pl.col("vars").list.join("|"))
+        out.write(frame.write_csv(include_header=total == 0))
+        total += len(chunk)
+    if total == 0:
+        out.write(",".join([*LONG_COLUMNS, *_long_names(lookup.columns)]) + "\n")
+    return total
+
+
+def write_parquet(
+    matches: Iterable[Match], lookup: EventLookup, path: str | Path, buffer_rows: int = 50_000
+) -> int:
+    """Long format, one row group per ``buffer_rows`` rows; ``vars`` is a list. Returns rows."""
+    writer: pq.ParquetWriter | None = None
+    total = 0
+    try:
+        for chunk in _chunks(_long_rows(matches, lookup), buffer_rows):
+            table = _frame(chunk, lookup).to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(str(path), table.schema)
+            writer.write_table(table.cast(writer.schema))
+            total += len(chunk)
+        if writer is None:
+            pl.DataFrame(schema=_long_schema(lookup)).write_parquet(path)
+    finally:
+        if writer is not None:
+            writer.close()
+    return total
+
+
+def _cell(v: Any) -> str:
+    v = _json_value(v)
+    return "∅" if v is None else str(v)
+
+
+def render_table(
+    matches: Iterable[Match],
+    lookup: EventLookup,
+    console: Console,
+    partition_names: Sequence[str] = (),
+    started: float | None = None,
+) -> int:
+    """Print each match as a small table as it arrives, then a summary line."""
+    started = time.perf_counter() if started is None else started
+    n = 0
+    for n, match in enumerate(matches, start=1):
+        rec = match_record(n - 1, match, lookup, partition_names)
+        title = f"[bold]match {n - 1}[/]  positions {match.start}..{match.end}"
+        if rec["start_time"] is not None:
+            title += f"  time {rec['start_time']} → {rec['end_time']}"
+        if rec["partition"]:
+            title += "  " + " ".join(f"{k}={_cell(v)}" for k, v in rec["partition"].items())
+        console.print(title)
+        table = Table(show_edge=False, pad_edge=False)
+        for col in ("pos", "stream", "type", "vars", "attributes"):
+            table.add_column(col, style="cyan" if col == "vars" else None)
+        for ev in rec["events"]:
+            attrs = "  ".join(f"{k}={_cell(v)}" for k, v in ev["attrs"].items() if v is not None)
+            table.add_row(
+                str(ev["position"]), ev["stream"], ev["type"], ",".join(ev["vars"]), attrs
+            )
+        console.print(table)
+        console.print()
+    elapsed = max(time.perf_counter() - started, 1e-9)
+    rate = lookup.n_seen / elapsed
+    console.print(
+        f"[bold]{n}[/] match{'es' if n != 1 else ''} · {lookup.n_seen:,} events read · "
+        f"{rate:,.0f} events/s"
+    )
+    return n
+
+
+# --------------------------------------------------------------------------- files
+
+
+@contextmanager
+def atomic_path(target: str | Path) -> Iterator[Path]:
+    """A temporary path next to ``target``, renamed onto it only if the block succeeds."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        raise LogError(f"cannot write {target}: directory {target.parent} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    except OSError as e:
+        raise LogError(f"cannot write {target}: {e.strerror}") from None
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    try:
+        yield Path(tmp)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    os.replace(tmp, target)
+
+
+def write_matches(
+    matches: Iterable[Match],
+    lookup: EventLookup,
+    fmt: str,
+    output: str | Path | None = None,
+    *,
+    console: Console | None = None,
+    stdout: TextIO | None = None,
+    partition_names: Sequence[str] = (),
+    started: float | None = None,
+) -> int:
+    """Write ``matches`` in ``fmt`` to ``output`` (a file, atomically) or to standard output.
+
+    ``table`` always goes to ``console``; ``parquet`` needs a file. Returns the number of
+    matches for jsonl/table and of rows for csv/parquet.
+    """
+    if fmt not in OUTPUT_FORMATS:
+        raise LogError(f"unknown output format {fmt!r}", ["formats: " + ", ".join(OUTPUT_FORMATS)])
+    if fmt == "table":
+        return render_table(matches, lookup, console or Console(), partition_names, started)
+    to_stdout = output is None or str(output) == "-"
+    if fmt == "parquet":
+        if to_stdout:
+            raise LogError("parquet output needs a file", ["give an output path (-o FILE)"])
+        with atomic_path(output) as tmp:  # type: ignore[arg-type]
+            return write_parquet(matches, lookup, tmp)
+    if to_stdout:
+        out = stdout or sys.stdout
+        if fmt == "jsonl":
+            return write_jsonl(matches, lookup, out, partition_names)
+        return write_csv(matches, lookup, out)
+    with atomic_path(output) as tmp, tmp.open("w", encoding="utf-8", newline="") as f:  # type: ignore[arg-type]
+        if fmt == "jsonl":
+            return write_jsonl(matches, lookup, f, partition_names)
+        return write_csv(matches, lookup, f)

@@ -1,0 +1,285 @@
+"""Reading event logs: specs, formats, schema, time handling, ordering, batches, errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
+from cer_cli.io.read import LogError, parse_log_spec, read_events, read_schema
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+def _csv(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def sensors(tmp_path: Path) -> str:
+    return _csv(
+        tmp_path / "sensors.csv",
+        "type,id,tmp,hum\nH,2,,25\nT,0,45,\nH,0,,20\n",
+    )
+
+
+def test_spec_name_and_stem(sensors: str) -> None:
+    assert parse_log_spec(sensors).name == "sensors"
+    spec = parse_log_spec(f"S1={sensors}")
+    assert (spec.name, spec.format) == ("S1", "csv")
+
+
+def test_spec_with_equals_in_path_is_a_path(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "a=b.csv", "type\nA\n")
+    assert parse_log_spec(path).name == "a=b"
+
+
+def test_missing_file() -> None:
+    with pytest.raises(LogError, match="not found: nope.csv"):
+        read_events(["nope.csv"])
+
+
+def test_unsupported_format_lists_supported(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "log.xlsx", "x")
+    with pytest.raises(LogError) as e:
+        read_schema([path])
+    assert ".xlsx" in e.value.message
+    assert any(".parquet" in h for h in e.value.hints)
+
+
+def test_format_override(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "log.txt", "type,v\nA,1\n")
+    assert read_events([path], fmt="csv").frame()[TYPE].to_list() == ["A"]
+    with pytest.raises(LogError, match="unsupported log format 'xml'"):
+        read_events([path], fmt="xml")
+
+
+def test_every_format_reads_the_same(tmp_path: Path) -> None:
+    df = pl.DataFrame({"type": ["A", "B"], "v": [1, 2], "s": ["x", None]})
+    df.write_csv(tmp_path / "l.csv")
+    df.write_parquet(tmp_path / "l.parquet")
+    df.write_ndjson(tmp_path / "l.ndjson")
+    df.write_ndjson(tmp_path / "l.jsonl")
+    df.write_json(tmp_path / "l.json")
+    for ext in ("csv", "parquet", "ndjson", "jsonl", "json"):
+        frame = read_events([str(tmp_path / f"l.{ext}")]).frame()
+        assert frame.select("type", "v", "s").rows() == df.rows(), ext
+        assert frame[STREAM].to_list() == ["l", "l"]
+
+
+def test_schema_attributes_per_type(sensors: str) -> None:
+    schema = read_schema([sensors])
+    assert schema.event_types == {
+        "H": {"id": "int", "hum": "int"},
+        "T": {"id": "int", "tmp": "int"},
+    }
+    assert schema.streams == {"sensors": ("H", "T")}
+    assert schema.time_column is None
+
+
+def test_schema_types(tmp_path: Path) -> None:
+    pl.DataFrame(
+        {
+            "type": ["A"],
+            "i": [1],
+            "f": [1.5],
+            "s": ["x"],
+            "b": [True],
+            "d": [dt.datetime(2024, 1, 1)],
+        }
+    ).write_parquet(tmp_path / "t.parquet")
+    schema = read_schema([str(tmp_path / "t.parquet")])
+    assert schema.event_types["A"] == {
+        "i": "int",
+        "f": "float",
+        "s": "str",
+        "b": "bool",
+        "d": "datetime",
+    }
+    assert schema.time_column == "d"
+
+
+def test_no_type_column_uses_stream_name(tmp_path: Path) -> None:
+    a = _csv(tmp_path / "clicks.csv", "user,page\n1,home\n")
+    b = _csv(tmp_path / "buys.csv", "user,amount\n1,9.5\n")
+    schema = read_schema([a, f"Buy={b}"])
+    assert schema.event_types == {
+        "clicks": {"user": "int", "page": "str"},
+        "Buy": {"user": "int", "amount": "float"},
+    }
+    frame = read_events([a, f"Buy={b}"]).frame()
+    assert frame[TYPE].to_list() == ["clicks", "Buy"]
+
+
+def test_explicit_type_column(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "l.csv", "kind,v\nA,1\nB,2\n")
+    assert read_events([path], type_column="kind").frame()[TYPE].to_list() == ["A", "B"]
+    with pytest.raises(LogError) as e:
+        read_events([path], type_column="event")
+    assert "'event'" in e.value.message
+    assert "kind, v" in e.value.hints[0]
+
+
+def test_missing_explicit_time_column_names_columns(sensors: str) -> None:
+    with pytest.raises(LogError) as e:
+        read_schema([sensors], time_column="ts")
+    assert "'ts'" in e.value.message and "type, id, tmp, hum" in e.value.hints[0]
+
+
+def test_time_detection_by_name_and_by_type(tmp_path: Path) -> None:
+    by_name = _csv(tmp_path / "n.csv", "type,timestamp,v\nA,5,1\n")
+    assert read_schema([by_name]).time_column == "timestamp"
+    by_type = _csv(tmp_path / "d.csv", "type,at,v\nA,2024-01-01 10:00:00,1\n")
+    assert read_schema([by_type]).time_column == "at"
+    two_dates = _csv(tmp_path / "dd.csv", "type,a,b\nA,2024-01-01,2024-01-02\n")
+    assert read_schema([two_dates]).time_column is None
+
+
+def test_time_values(tmp_path: Path) -> None:
+    dates = _csv(tmp_path / "d.csv", "type,ts\nA,1970-01-01 00:00:01\n")
+    assert read_events([dates]).frame()[TIME].to_list() == [1_000_000_000]
+    ints = _csv(tmp_path / "i.csv", "type,ts\nA,7\n")
+    assert read_events([ints]).frame()[TIME].to_list() == [7]
+    floats = _csv(tmp_path / "f.csv", "type,ts\nA,7.5\n")
+    frame = read_events([floats]).frame()
+    assert frame[TIME].to_list() == [7.5] and frame.schema[TIME] == pl.Float64
+    none = _csv(tmp_path / "x.csv", "type,v\nA,1\nB,2\n")
+    assert read_events([none]).frame()[TIME].to_list() == [None, None]
+
+
+def test_string_times_in_ndjson_are_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "l.ndjson"
+    path.write_text(
+        '{"type":"A","ts":"2024-01-01T00:00:02"}\n{"type":"B","ts":"2024-01-01T00:00:01"}\n'
+    )
+    log = read_events([str(path)])
+    assert log.schema.event_types["A"]["ts"] == "datetime"
+    frame = log.frame()
+    assert frame[TYPE].to_list() == ["B", "A"]
+    assert frame.schema["ts"] == pl.Datetime("ns")
+
+
+def test_unsorted_input_is_sorted_stably(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "l.csv", "type,ts\nA,3\nB,1\nC,3\nD,1\nE,2\n")
+    log = read_events([path])
+    assert not log.sorted_input
+    frame = log.frame()
+    assert frame[TYPE].to_list() == ["B", "D", "E", "A", "C"]
+    assert frame[ROW].to_list() == [1, 3, 4, 0, 2]
+    assert frame[POS].to_list() == [0, 1, 2, 3, 4]
+
+
+def test_ties_by_argument_order_then_row(tmp_path: Path) -> None:
+    a = _csv(tmp_path / "a.csv", "type,ts\nA0,1\nA1,2\nA2,2\n")
+    b = _csv(tmp_path / "b.csv", "type,ts\nB0,1\nB1,2\n")
+    frame = read_events([b, a]).frame()
+    assert frame[TYPE].to_list() == ["B0", "A0", "B1", "A1", "A2"]
+    assert frame[STREAM].to_list() == ["b", "a", "b", "a", "a"]
+
+
+def test_no_time_concatenates_in_argument_order(tmp_path: Path) -> None:
+    a = _csv(tmp_path / "a.csv", "type\nA0\nA1\n")
+    b = _csv(tmp_path / "b.csv", "type\nB0\n")
+    for batch_size in (None, 1):
+        frames = list(read_events([b, a], batch_size=batch_size).batches())
+        assert pl.concat(frames)[TYPE].to_list() == ["B0", "A0", "A1"]
+        assert pl.concat(frames)[POS].to_list() == [0, 1, 2]
+
+
+def test_unparsable_time_names_file_and_line(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "l.csv", "type,ts\nA,2024-01-01 10:00:00\nB,soon\n")
+    with pytest.raises(LogError) as e:
+        read_events([path])
+    msg = e.value.message
+    assert "l.csv" in msg and "line 3" in msg and "data row 1" in msg and "'soon'" in msg
+
+
+def test_missing_time_value_is_an_error(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "l.csv", "type,ts\nA,1\nB,\n")
+    with pytest.raises(LogError, match="line 3.*missing time value"):
+        read_events([path])
+
+
+def test_mixed_time_kinds_across_logs(tmp_path: Path) -> None:
+    a = _csv(tmp_path / "a.csv", "type,ts\nA,1\n")
+    b = _csv(tmp_path / "b.csv", "type,ts\nB,2024-01-01 10:00:00\n")
+    with pytest.raises(LogError, match="int values in .* but datetime"):
+        read_events([a, b])
+
+
+def test_reserved_column_names_rejected(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "l.csv", "type,__cer_pos\nA,1\n")
+    with pytest.raises(LogError, match="reserved"):
+        read_events([path])
+
+
+def test_missing_type_value_is_an_error(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "l.csv", "type,v\nA,1\n,2\n")
+    with pytest.raises(LogError, match="line 3.*no event type"):
+        read_events([path]).frame()
+
+
+def test_sorted_input_streams_in_batches(tmp_path: Path) -> None:
+    n = 1000
+    pl.DataFrame({"type": ["A", "B"] * (n // 2), "ts": list(range(n))}).write_parquet(
+        tmp_path / "l.parquet"
+    )
+    log = read_events([str(tmp_path / "l.parquet")], batch_size=100)
+    assert log.sorted_input and log.n_events == n
+    frames = list(log.batches())
+    assert len(frames) > 1
+    assert max(f.height for f in frames) <= 100 * 2
+    assert pl.concat(frames)[POS].to_list() == list(range(n))
+    assert pl.concat(frames)[ROW].to_list() == list(range(n))
+
+
+def test_unsorted_input_falls_back_to_one_sorted_frame(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "l.csv", "type,ts\nA,2\nB,1\nC,3\n")
+    frames = list(read_events([path], batch_size=1).batches())
+    assert len(frames) == 1 and frames[0][TYPE].to_list() == ["B", "A", "C"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    times=st.lists(
+        st.lists(st.integers(0, 6), min_size=0, max_size=12).map(sorted), min_size=1, max_size=3
+    ),
+    batch_size=st.integers(1, 5),
+)
+def test_batched_merge_equals_full_sort(tmp_path_factory, times, batch_size) -> None:
+    """Merging ordered logs batch by batch gives exactly the fully sorted stream."""
+    d = tmp_path_factory.mktemp("merge")
+    specs = []
+    for i, ts in enumerate(times):
+        path = d / f"s{i}.parquet"
+        pl.DataFrame(
+            {"type": [f"E{i}"] * len(ts), "t": ts}, schema={"type": pl.String, "t": pl.Int64}
+        ).write_parquet(path)
+        specs.append(str(path))
+    cols = [TIME, STREAM, ROW, POS]
+    full = read_events(specs, time_column="t").frame().select(cols)
+    batched = pl.concat(
+        [
+            f.select(cols)
+            for f in read_events(specs, time_column="t", batch_size=batch_size).batches()
+        ]
+        or [full.clear()]
+    )
+    assert batched.rows() == full.rows()
+
+
+def test_committed_samples_read() -> None:
+    fig1 = read_events([str(SAMPLES / "fig1.csv")])
+    assert fig1.frame()[TYPE].to_list() == list("HTHHTTTHH")
+    assert fig1.schema.event_types["T"] == {"id": "int", "tmp": "int", "temp": "int"}
+    stocks = read_schema([str(SAMPLES / "stocks.csv")])
+    assert stocks.time_column == "ts" and set(stocks.event_types) == {"BUY", "SELL"}
+    flights = read_events([str(SAMPLES / "flights.parquet")], batch_size=20_000)
+    assert flights.sorted_input and flights.schema.time_column == "ts"
+    assert flights.schema.event_types["DEP"]["delay"] == "int"

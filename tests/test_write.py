@@ -1,0 +1,169 @@
+"""Writing matches: JSONL keys, long CSV/Parquet, atomic files, the table, the lookup window."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from rich.console import Console
+
+from cer_cli.events import Match
+from cer_cli.io.read import LogError, read_events
+from cer_cli.io.write import EventLookup, atomic_path, render_table, write_matches
+
+MATCHES = [
+    Match(1, 2, ((1, ("T", "x")), (2, ("y",)))),
+    Match(1, 8, ((1, ("x",)), (8, ("y",))), partition=(0,)),
+]
+
+
+@pytest.fixture
+def lookup(tmp_path: Path) -> EventLookup:
+    rows = ["H,2,,25", "T,0,45,", "H,0,,20", "H,1,,25", "T,1,40,", "T,0,42,", "T,1,25,"]
+    rows += ["H,1,,70", "H,0,,18"]
+    path = tmp_path / "fig1.csv"
+    path.write_text("type,id,tmp,hum\n" + "\n".join(rows) + "\n")
+    log = read_events([str(path)])
+    lk = EventLookup.for_log(log)
+    list(lk.tap(log.batches()))
+    return lk
+
+
+def test_jsonl_exact_keys(lookup: EventLookup) -> None:
+    out = io.StringIO()
+    assert write_matches(MATCHES, lookup, "jsonl", stdout=out, partition_names=["id"]) == 2
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert list(first) == [
+        "match", "start", "end", "start_time", "end_time", "partition", "events",
+    ]  # fmt: skip
+    assert (first["match"], first["start"], first["end"]) == (0, 1, 2)
+    assert first["start_time"] is None and first["partition"] is None
+    assert first["events"][0] == {
+        "position": 1,
+        "stream": "fig1",
+        "row": 1,
+        "type": "T",
+        "vars": ["T", "x"],
+        "attrs": {"id": 0, "tmp": 45, "hum": None},
+    }
+    assert second["match"] == 1 and second["partition"] == {"id": 0}
+
+
+def test_jsonl_times_are_iso(tmp_path: Path) -> None:
+    path = tmp_path / "l.csv"
+    path.write_text("type,ts\nA,2024-01-01 10:00:00\nB,2024-01-01 10:00:05\n")
+    log = read_events([str(path)])
+    lk = EventLookup.for_log(log)
+    list(lk.tap(log.batches()))
+    out = io.StringIO()
+    write_matches([Match(0, 1, ((0, ("A",)), (1, ("B",))))], lk, "jsonl", stdout=out)
+    rec = json.loads(out.getvalue())
+    assert rec["start_time"] == "2024-01-01T10:00:00"
+    assert rec["end_time"] == "2024-01-01T10:00:05"
+    assert rec["events"][1]["attrs"] == {"ts": "2024-01-01T10:00:05"}
+
+
+def test_csv_long_format_reads_back(tmp_path: Path, lookup: EventLookup) -> None:
+    target = tmp_path / "out.csv"
+    assert write_matches(MATCHES, lookup, "csv", target) == 4
+    back = pl.read_csv(target)
+    assert back.columns == [
+        "match", "start", "end", "position", "stream", "row", "type", "vars", "id", "tmp", "hum",
+    ]  # fmt: skip
+    assert back["vars"].to_list() == ["T|x", "y", "x", "y"]
+    assert back["position"].to_list() == [1, 2, 1, 8]
+    assert back["match"].to_list() == [0, 0, 1, 1]
+
+
+def test_csv_batches_write_one_header(lookup: EventLookup) -> None:
+    from cer_cli.io.write import write_csv
+
+    out = io.StringIO()
+    assert write_csv(MATCHES * 3, lookup, out, buffer_rows=3) == 12
+    assert pl.read_csv(io.StringIO(out.getvalue())).height == 12
+
+
+def test_parquet_long_format_reads_back(tmp_path: Path, lookup: EventLookup) -> None:
+    target = tmp_path / "out.parquet"
+    write_matches(MATCHES, lookup, "parquet", target)
+    back = pl.read_parquet(target)
+    assert back["vars"].to_list() == [["T", "x"], ["y"], ["x"], ["y"]]
+    assert back["tmp"].to_list() == [45, None, 45, None]
+
+
+def test_empty_outputs_have_headers(tmp_path: Path, lookup: EventLookup) -> None:
+    write_matches([], lookup, "parquet", tmp_path / "e.parquet")
+    assert pl.read_parquet(tmp_path / "e.parquet").columns[:3] == ["match", "start", "end"]
+    write_matches([], lookup, "csv", tmp_path / "e.csv")
+    assert pl.read_csv(tmp_path / "e.csv").columns[-1] == "hum"
+
+
+def _failing(exc: BaseException) -> Iterator[Match]:
+    yield MATCHES[0]
+    raise exc
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+@pytest.mark.parametrize("exc", [RuntimeError("engine failed"), KeyboardInterrupt()])
+def test_interrupted_write_leaves_nothing(tmp_path: Path, lookup, fmt, exc) -> None:
+    target = tmp_path / f"out.{fmt}"
+    with pytest.raises(type(exc)):
+        write_matches(
+            _failing(exc),
+            lookup,
+            fmt,
+            target,
+        )
+    assert list(tmp_path.iterdir()) == [tmp_path / "fig1.csv"]
+
+
+def test_interrupted_write_keeps_existing_file(tmp_path: Path, lookup) -> None:
+    target = tmp_path / "out.jsonl"
+    target.write_text("previous\n")
+    with pytest.raises(RuntimeError):
+        write_matches(_failing(RuntimeError("x")), lookup, "jsonl", target)
+    assert target.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig1.csv", "out.jsonl"]
+
+
+def test_atomic_path_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="does not exist"):
+        with atomic_path(tmp_path / "no" / "out.csv"):
+            pass
+
+
+def test_parquet_needs_a_file_and_unknown_format(lookup: EventLookup) -> None:
+    with pytest.raises(LogError, match="needs a file"):
+        write_matches(MATCHES, lookup, "parquet", None)
+    with pytest.raises(LogError, match="unknown output format"):
+        write_matches(MATCHES, lookup, "xml", None)
+
+
+def test_table_renders_matches_and_summary(lookup: EventLookup) -> None:
+    console = Console(record=True, width=100)
+    assert render_table(iter(MATCHES), lookup, console, partition_names=["id"]) == 2
+    text = console.export_text()
+    assert "match 0" in text and "positions 1..8" in text and "id=0" in text
+    assert "tmp=45" in text and "T,x" in text
+    assert "2 matches · 9 events read" in text and "events/s" in text
+
+
+def test_lookup_window_drops_old_frames(tmp_path: Path) -> None:
+    pl.DataFrame({"type": ["A"] * 100, "ts": list(range(100))}).write_parquet(
+        tmp_path / "l.parquet"
+    )
+    log = read_events([str(tmp_path / "l.parquet")], batch_size=10)
+    lk = EventLookup.for_log(log, window=20)
+    for frame in lk.tap(log.batches()):
+        last = frame["__cer_pos"][-1]
+        assert lk.get(last).row == last
+        assert lk.get(max(0, last - 25)).position == max(0, last - 25)
+    assert lk.n_seen == 100
+    with pytest.raises(LogError, match="older than the 20 events"):
+        lk.get(0)
+    with pytest.raises(LogError, match="no event at position 100"):
+        lk.get(100)
