@@ -323,6 +323,12 @@ class Query:
     consume: str = "NONE"
     limit: int | None = None
     span: Span | None = _span()
+    #: Where each FROM name and each PARTITION BY name was written (parallel to ``streams`` and
+    #: ``partition_by``; empty when unknown). Only diagnostics read them.
+    stream_spans: tuple[Span | None, ...] = field(default=(), compare=False, hash=False, repr=False)
+    partition_spans: tuple[tuple[Span | None, ...], ...] = field(
+        default=(), compare=False, hash=False, repr=False
+    )
 
 
 Node = Union[Query, Formula, Predicate, Expr, SelectItem, Window]

@@ -1,0 +1,705 @@
+"""Static checks on a parsed query: variable scoping, safety, and binding to a log's schema.
+
+Implements the syntactic classes of "Foundations of Complex Event Processing": the variable sets
+``var``/``vdef``/``vdef+`` (§3), ``bound`` and well-formedness (§5, relaxed by rule 1 of
+docs/language.md "Filters"), safety (§5.1) and the unary / n-ary split of filter atoms; plus the
+schema checks that docs/language.md promises (unknown event types, streams and attributes, string
+versus number, windows). Every mistake becomes a ``QueryError`` located at the offending text.
+
+Each check is one walk over the AST; the variable-set helpers are recomputed per node, so the whole
+check is O(|query|² + |query|·|schema|) — queries are small, schemas are read once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cer_cli.events import Schema
+from cer_cli.query.ast import (
+    And,
+    As,
+    AttributeWindow,
+    AttrRef,
+    BinOp,
+    BoolConst,
+    Compare,
+    DurationWindow,
+    EventsWindow,
+    EventType,
+    Expr,
+    Filter,
+    FNot,
+    FOr,
+    Formula,
+    InInterval,
+    InRange,
+    InSet,
+    Like,
+    Literal,
+    Neg,
+    Not,
+    Or,
+    Plus,
+    Predicate,
+    Query,
+    Seq,
+    Span,
+)
+from cer_cli.query.errors import QueryError, suggest
+
+# --------------------------------------------------------------------------- variable sets
+
+
+def labels(formula: Formula) -> frozenset[str]:
+    """Event-type labels the formula marks (``E``, and ``S>E`` for a stream-qualified atom).
+
+    Labels are variables for filters and SELECT, but not *defined* variables: ``SELL ; SELL``
+    is safe. Atoms under ``NOT`` mark nothing, so they contribute no label.
+    """
+    match formula:
+        case EventType():
+            return frozenset({formula.name, formula.label})
+        case As(child, _) | Plus(child) | Filter(child, _):
+            return labels(child)
+        case Seq(left, right) | FOr(left, right):
+            return labels(left) | labels(right)
+        case FNot():
+            return frozenset()
+    raise TypeError(formula)
+
+
+def vdef(formula: Formula) -> frozenset[str]:
+    """Variables defined by some ``AS`` anywhere in the formula (Foundations §3)."""
+    match formula:
+        case EventType() | FNot():
+            return frozenset()
+        case As(child, x):
+            return vdef(child) | {x}
+        case Plus(child) | Filter(child, _):
+            return vdef(child)
+        case Seq(left, right) | FOr(left, right):
+            return vdef(left) | vdef(right)
+    raise TypeError(formula)
+
+
+def vdef_plus(formula: Formula) -> frozenset[str]:
+    """Variables defined by an ``AS`` outside the scope of every ``+``: the single-event ones."""
+    match formula:
+        case EventType() | FNot() | Plus():
+            return frozenset()
+        case As(child, x):
+            return vdef_plus(child) | {x}
+        case Filter(child, _):
+            return vdef_plus(child)
+        case Seq(left, right) | FOr(left, right):
+            return vdef_plus(left) | vdef_plus(right)
+    raise TypeError(formula)
+
+
+def bound(formula: Formula, with_labels: bool = False) -> frozenset[str]:
+    """Variables every match of the formula binds (Foundations §5, ``bound``).
+
+    ``OR`` intersects, ``;`` unites, ``+`` binds nothing (zero iterations of an inner choice
+    may skip it), ``FILTER`` is transparent, and ``φ AS x`` binds ``x`` plus ``bound(φ)``.
+    ``with_labels`` also counts event-type labels, which filters may read.
+    """
+    match formula:
+        case EventType():
+            return frozenset({formula.name, formula.label}) if with_labels else frozenset()
+        case FNot() | Plus():
+            return frozenset()
+        case As(child, x):
+            return bound(child, with_labels) | {x}
+        case Filter(child, _):
+            return bound(child, with_labels)
+        case Seq(left, right):
+            return bound(left, with_labels) | bound(right, with_labels)
+        case FOr(left, right):
+            return bound(left, with_labels) & bound(right, with_labels)
+    raise TypeError(formula)
+
+
+def expr_variables(expr: Expr) -> frozenset[str]:
+    match expr:
+        case Literal():
+            return frozenset()
+        case AttrRef(var, _):
+            return frozenset({var})
+        case BinOp(_, left, right):
+            return expr_variables(left) | expr_variables(right)
+        case Neg(operand):
+            return expr_variables(operand)
+    raise TypeError(expr)
+
+
+def filter_atoms(predicate: Predicate) -> Iterator[Predicate]:
+    """The atoms of a filter: its leaves under ``AND``/``OR``/``NOT`` (constants excluded)."""
+    match predicate:
+        case And(left, right) | Or(left, right):
+            yield from filter_atoms(left)
+            yield from filter_atoms(right)
+        case Not(operand):
+            yield from filter_atoms(operand)
+        case BoolConst():
+            return
+        case _:
+            yield predicate
+
+
+def atom_variables(atom: Predicate) -> frozenset[str]:
+    """Variables an atom reads."""
+    match atom:
+        case Compare(_, left, right):
+            return expr_variables(left) | expr_variables(right)
+        case Like(operand, _) | InSet(operand, _) | InInterval(operand, _, _):
+            return expr_variables(operand)
+        case InRange(operand, low, high):
+            return expr_variables(operand) | expr_variables(low) | expr_variables(high)
+        case And(left, right) | Or(left, right):
+            return atom_variables(left) | atom_variables(right)
+        case Not(operand):
+            return atom_variables(operand)
+        case BoolConst():
+            return frozenset()
+    raise TypeError(atom)
+
+
+def subformulas(formula: Formula) -> Iterator[Formula]:
+    """Pre-order walk over a formula and all its subformulas (including those under ``NOT``)."""
+    yield formula
+    match formula:
+        case As(child, _) | Plus(child) | Filter(child, _):
+            yield from subformulas(child)
+        case Seq(left, right) | FOr(left, right):
+            yield from subformulas(left)
+            yield from subformulas(right)
+        case FNot(atom):
+            yield from subformulas(atom)
+
+
+def var(formula: Formula) -> frozenset[str]:
+    """Every variable mentioned: defined ones, labels, and those filters read (Foundations §3)."""
+    read = frozenset().union(
+        *(atom_variables(f.predicate) for f in subformulas(formula) if isinstance(f, Filter))
+    )
+    return vdef(formula) | labels(formula) | read
+
+
+def variable_event_types(formula: Formula) -> dict[str, frozenset[str]]:
+    """For each variable (labels included), the event types of the events it can bind.
+
+    ``(BUY OR SELL) AS x`` gives ``x -> {BUY, SELL}``; a variable defined several times gets
+    the union. Filters on ``x`` are checked against these types' attributes.
+    """
+    out: dict[str, frozenset[str]] = {}
+    for node in subformulas(formula):
+        if isinstance(node, EventType):
+            for name in (node.name, node.label):
+                out[name] = out.get(name, frozenset()) | {node.name}
+        elif isinstance(node, As):
+            out[node.var] = out.get(node.var, frozenset()) | _marked_types(node.formula)
+    return out
+
+
+def _marked_types(formula: Formula) -> frozenset[str]:
+    match formula:
+        case EventType(name):
+            return frozenset({name})
+        case FNot():
+            return frozenset()
+        case As(child, _) | Plus(child) | Filter(child, _):
+            return _marked_types(child)
+        case Seq(left, right) | FOr(left, right):
+            return _marked_types(left) | _marked_types(right)
+    raise TypeError(formula)
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class AtomInfo:
+    """One filter atom and what it reads: ``unary`` (at most one variable; the compiler puts it
+    on transitions) or ``correlation`` (two or more: a predicate between events)."""
+
+    atom: Predicate
+    variables: frozenset[str]
+    kind: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What the checks learnt about a query that passed them.
+
+    ``variables`` maps a kind (``var``, ``vdef``, ``vdef_plus``, ``bound``, ``labels``) to its
+    set; ``event_types`` maps each variable to the event types it can bind.
+    """
+
+    warnings: tuple[tuple[str, Span | None], ...]
+    atoms: tuple[AtomInfo, ...]
+    variables: dict[str, frozenset[str]]
+    event_types: dict[str, frozenset[str]]
+
+
+def classify_atoms(formula: Formula) -> tuple[AtomInfo, ...]:
+    """Every filter atom of the formula, in source order, as unary or correlation."""
+    out = []
+    for node in subformulas(formula):
+        if isinstance(node, Filter):
+            for atom in filter_atoms(node.predicate):
+                vs = atom_variables(atom)
+                out.append(AtomInfo(atom, vs, "correlation" if len(vs) >= 2 else "unary"))
+    return tuple(out)
+
+
+def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
+    """Run every check; raise the first ``QueryError``, or return what was learnt.
+
+    Order: shape (NOT, numbers), schema names, scoping of filters and SELECT, then typing —
+    so a misspelt event type is reported as such, not as a missing attribute.
+    """
+    f = query.formula
+    check_not_atoms(f)
+    check_sanity(query)
+    if schema is not None:
+        check_schema_names(query, schema)
+    check_well_formed(f)
+    check_select(query)
+    types = variable_event_types(f)
+    if schema is not None:
+        check_attributes(query, schema, types)
+        check_windows_and_partitions(query, schema)
+    check_predicate_types(f, schema, types)
+    warnings = safety_warnings(f)
+    if schema is not None:
+        warnings += stream_warnings(f, schema)
+    variables = {
+        "var": var(f),
+        "vdef": vdef(f),
+        "vdef_plus": vdef_plus(f),
+        "bound": bound(f),
+        "labels": labels(f),
+    }
+    return CheckReport(warnings, classify_atoms(f), variables, types)
+
+
+# --------------------------------------------------------------------------- scoping
+
+
+def _names(names: frozenset[str] | set[str]) -> str:
+    return ", ".join(sorted(names)) if names else "none"
+
+
+def _unknown_name_hints(name: str, known: frozenset[str] | set[str]) -> list[str]:
+    close = suggest(name, known)
+    return [f"did you mean '{close}'?"] if close else []
+
+
+def check_well_formed(formula: Formula) -> None:
+    """Filters read only variables they may (docs/language.md "Filters", rules 1–3).
+
+    Walk top-down carrying the union of ``bound`` over the ancestors (the papers' test for
+    well-formedness); at ``ρ FILTER f`` an atom may also read anything ``ρ`` defines (rule 1).
+    """
+    everything = vdef(formula) | labels(formula)
+
+    def walk(node: Formula, outer: frozenset[str]) -> None:
+        scope = outer | bound(node, with_labels=True)
+        match node:
+            case Filter(child, predicate):
+                allowed = scope | vdef(child) | labels(child)
+                for atom in filter_atoms(predicate):
+                    for v in sorted(atom_variables(atom) - allowed):
+                        hints = (
+                            [
+                                f"'{v}' is bound elsewhere, but not on every path around this"
+                                " filter; move the filter next to where it is bound"
+                            ]
+                            if v in everything
+                            else _unknown_name_hints(v, everything)
+                        )
+                        raise QueryError(
+                            f"filter on '{v}', which this formula never binds"
+                            f" (it binds: {_names(allowed)})",
+                            _var_span(atom, v),
+                            hints=hints,
+                        )
+                walk(child, scope)
+            case As(child, _) | Plus(child):
+                walk(child, scope)
+            case Seq(left, right) | FOr(left, right):
+                walk(left, scope)
+                walk(right, scope)
+
+    walk(formula, frozenset())
+
+
+def _var_span(atom: Predicate, v: str) -> Span | None:
+    """Span of the first reference to ``v`` inside the atom, else the atom's."""
+    for ref in _attr_refs_of_atom(atom):
+        if ref.var == v and ref.span is not None:
+            return ref.span
+    return atom.span
+
+
+def _attr_refs(expr: Expr) -> Iterator[AttrRef]:
+    match expr:
+        case AttrRef():
+            yield expr
+        case BinOp(_, left, right):
+            yield from _attr_refs(left)
+            yield from _attr_refs(right)
+        case Neg(operand):
+            yield from _attr_refs(operand)
+
+
+def _attr_refs_of_atom(atom: Predicate) -> Iterator[AttrRef]:
+    match atom:
+        case Compare(_, left, right):
+            yield from _attr_refs(left)
+            yield from _attr_refs(right)
+        case Like(operand, _) | InSet(operand, _) | InInterval(operand, _, _):
+            yield from _attr_refs(operand)
+        case InRange(operand, low, high):
+            for e in (operand, low, high):
+                yield from _attr_refs(e)
+
+
+def check_not_atoms(formula: Formula) -> None:
+    """``NOT(…)`` wraps one event type, optionally filtered on that event only (CORE §3.5)."""
+    for node in subformulas(formula):
+        if not isinstance(node, FNot):
+            continue
+        inner = node.atom
+        predicates = []
+        while isinstance(inner, Filter):
+            predicates.append(inner.predicate)
+            inner = inner.formula
+        if not isinstance(inner, EventType):
+            raise QueryError(
+                "NOT(…) takes a single event type, optionally with a FILTER",
+                node.span,
+                hints=["write NOT(E) or NOT(E FILTER E[attr > 1])"],
+            )
+        own = {inner.name, inner.label}
+        for predicate in predicates:
+            for atom in filter_atoms(predicate):
+                for v in sorted(atom_variables(atom) - own):
+                    raise QueryError(
+                        f"a filter inside NOT({inner.label}) may only read '{inner.label}', not '{v}'",
+                        _var_span(atom, v),
+                        hints=["NOT(…) tests one event on its own; filter other variables outside"],
+                    )
+
+
+def check_select(query: Query) -> None:
+    """Every SELECT item names a variable the formula binds (``S>E`` only if written so)."""
+    known = vdef(query.formula) | labels(query.formula)
+    for item in query.select or ():
+        if item.var in known:
+            continue
+        hints = _unknown_name_hints(item.var, known)
+        if ">" in item.var and item.var.split(">", 1)[1] in known:
+            hints.append(
+                f"the pattern matches '{item.var.split('>', 1)[1]}' without a stream;"
+                f" write {item.var} in the pattern to select it"
+            )
+        raise QueryError(
+            f"SELECT names '{item.var}', which the query never binds (it binds: {_names(known)})",
+            item.span,
+            hints=hints,
+        )
+
+
+def safety_warnings(formula: Formula) -> tuple[tuple[str, Span | None], ...]:
+    """Every ``;``/``:`` whose sides both define a variable outside ``+`` (Foundations §5.1).
+
+    Not an error: such a sequence discards the combinations that would bind the variable twice,
+    and the compiler rewrites it to a safe equivalent; but it is often a mistake.
+    """
+    out = []
+    for node in subformulas(formula):
+        if isinstance(node, Seq):
+            both = vdef_plus(node.left) & vdef_plus(node.right)
+            if both:
+                op = ":" if node.contiguous else ";"
+                out.append(
+                    (
+                        f"unsafe '{op}': {_names(both)} defined on both sides outside any '+';"
+                        " a match binds such a variable to one event, so these combinations never match",
+                        node.span,
+                    )
+                )
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def check_sanity(query: Query) -> None:
+    """LIMIT is not negative; window amounts are positive."""
+    if query.limit is not None and query.limit < 0:
+        raise QueryError(f"LIMIT must be 0 or more, not {query.limit}", query.span)
+    w = query.within
+    if isinstance(w, EventsWindow) and w.count <= 0:
+        raise QueryError(f"WITHIN {w.count} EVENTS: the window must be positive", w.span)
+    if isinstance(w, AttributeWindow) and w.amount <= 0:
+        raise QueryError(f"WITHIN {w.amount} [{w.attr}]: the window must be positive", w.span)
+    if isinstance(w, DurationWindow):
+        for amount, unit in w.parts:
+            if amount <= 0:
+                raise QueryError(f"WITHIN: '{amount} {unit}' must be positive", w.span)
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def _known(kind: str, names: list[str] | set[str]) -> str:
+    return f"known {kind}: {_names(set(names))}"
+
+
+def check_schema_names(query: Query, schema: Schema) -> None:
+    """Event types and streams the query names exist in the log."""
+    for i, stream in enumerate(query.streams or ()):
+        if stream not in schema.streams:
+            span = query.stream_spans[i] if i < len(query.stream_spans) else query.span
+            raise QueryError(
+                f"unknown stream '{stream}' in FROM",
+                span,
+                hints=_unknown_name_hints(stream, set(schema.streams))
+                + [_known("streams", set(schema.streams))],
+            )
+    for node in subformulas(query.formula):
+        if not isinstance(node, EventType):
+            continue
+        if node.stream is not None and node.stream not in schema.streams:
+            raise QueryError(
+                f"unknown stream '{node.stream}' in '{node.label}'",
+                node.span,
+                hints=_unknown_name_hints(node.stream, set(schema.streams))
+                + [_known("streams", set(schema.streams))],
+            )
+        if node.name not in schema.event_types:
+            raise QueryError(
+                f"unknown event type '{node.name}'",
+                node.span,
+                hints=_unknown_name_hints(node.name, set(schema.event_types))
+                + [_known("event types", set(schema.event_types))],
+            )
+
+
+def stream_warnings(formula: Formula, schema: Schema) -> tuple[tuple[str, Span | None], ...]:
+    """``S>E`` where stream ``S`` has no ``E`` events: legal, but it can never match."""
+    out = []
+    for node in subformulas(formula):
+        if (
+            isinstance(node, EventType)
+            and node.stream in schema.streams
+            and node.name not in schema.streams[node.stream]
+        ):
+            out.append(
+                (
+                    f"stream '{node.stream}' has no '{node.name}' events; '{node.label}' never matches",
+                    node.span,
+                )
+            )
+    return tuple(out)
+
+
+def check_attributes(query: Query, schema: Schema, types: dict[str, frozenset[str]]) -> None:
+    """Each attribute read for ``x`` (in filters and ``SELECT x[…]``) exists on one of x's types."""
+    for node in subformulas(query.formula):
+        if isinstance(node, Filter):
+            for atom in filter_atoms(node.predicate):
+                for ref in _attr_refs_of_atom(atom):
+                    _check_attribute(ref.var, ref.attr, ref.span, schema, types)
+    for item in query.select or ():
+        for attr in item.attrs or ():
+            _check_attribute(item.var, attr, item.span, schema, types)
+
+
+def _check_attribute(
+    v: str, attr: str, span: Span | None, schema: Schema, types: dict[str, frozenset[str]]
+) -> None:
+    event_types = sorted(types.get(v, ()))
+    if not event_types:
+        return
+    known = {a for t in event_types for a in schema.attributes(t)}
+    if attr in known:
+        return
+    if len(event_types) == 1:
+        message = f"event type '{event_types[0]}' (bound to '{v}') has no attribute '{attr}'"
+    else:
+        message = (
+            f"none of the event types of '{v}' ({', '.join(event_types)}) has attribute '{attr}'"
+        )
+    raise QueryError(
+        message,
+        span,
+        hints=_unknown_name_hints(attr, known) + [f"attributes of '{v}': {_names(known)}"],
+    )
+
+
+def check_windows_and_partitions(query: Query, schema: Schema) -> None:
+    """PARTITION BY groups and window attributes exist; a duration window has a time source."""
+    everything = schema.all_attributes()
+    for i, group in enumerate(query.partition_by):
+        if any(name in everything for name in group):
+            continue
+        spans = query.partition_spans[i] if i < len(query.partition_spans) else ()
+        hints = [] if len(group) > 1 else _unknown_name_hints(group[0], set(everything))
+        raise QueryError(
+            f"PARTITION BY [{', '.join(group)}]: no event type has "
+            + (f"attribute '{group[0]}'" if len(group) == 1 else "any of these attributes"),
+            spans[0] if spans else query.span,
+            hints=hints + [_known("attributes", set(everything))],
+        )
+    w = query.within
+    if isinstance(w, DurationWindow) and schema.time_column is None:
+        raise QueryError(
+            f"WITHIN {_duration_text(w)} needs a time column; this log has none",
+            w.span,
+            hints=["use --time-column COLUMN, or count events: WITHIN n EVENTS"],
+        )
+    if isinstance(w, AttributeWindow):
+        if w.attr not in everything:
+            raise QueryError(
+                f"WITHIN {w.amount} [{w.attr}]: no event type has attribute '{w.attr}'",
+                w.span,
+                hints=_unknown_name_hints(w.attr, set(everything))
+                + [_known("attributes", set(everything))],
+            )
+        kinds = {schema.attributes(t).get(w.attr) for t in schema.event_types} - {None}
+        if not kinds <= {"int", "float"}:
+            raise QueryError(
+                f"WITHIN {w.amount} [{w.attr}]: '{w.attr}' is {_names(kinds)},"
+                " but the window attribute must be numeric",
+                w.span,
+                hints=["use a numeric attribute, a duration over the time column, or n EVENTS"],
+            )
+
+
+def _duration_text(w: DurationWindow) -> str:
+    return " ".join(f"{amount} {unit}{'' if amount == 1 else 's'}" for amount, unit in w.parts)
+
+
+# --------------------------------------------------------------------------- typing
+
+#: What an attribute type can be compared with: numbers and strings never mix.
+_KIND = {
+    "int": "number",
+    "float": "number",
+    "str": "string",
+    "bool": "bool",
+    "datetime": "datetime",
+}
+
+
+def _expr_kinds(
+    expr: Expr, schema: Schema | None, types: dict[str, frozenset[str]]
+) -> frozenset[str] | None:
+    """The kinds (``number``/``string``/``bool``/``datetime``) an expression may have;
+    ``None`` when unknown (no schema). Arithmetic must be over numbers."""
+    match expr:
+        case Literal(value):
+            return frozenset({"string" if isinstance(value, str) else "number"})
+        case AttrRef(v, attr):
+            if schema is None:
+                return None
+            kinds = {schema.attributes(t).get(attr) for t in types.get(v, ())} - {None}
+            return frozenset(_KIND[k] for k in kinds) or None
+        case Neg(operand):
+            _require_number(operand, schema, types, "unary minus")
+            return frozenset({"number"})
+        case BinOp(op, left, right):
+            _require_number(left, schema, types, f"'{op}'")
+            _require_number(right, schema, types, f"'{op}'")
+            return frozenset({"number"})
+    raise TypeError(expr)
+
+
+def _require_number(
+    expr: Expr, schema: Schema | None, types: dict[str, frozenset[str]], what: str
+) -> None:
+    kinds = _expr_kinds(expr, schema, types)
+    if kinds is not None and "number" not in kinds:
+        raise QueryError(
+            f"{what} needs numbers, but {_describe(expr)} is a {_names(kinds)}", expr.span
+        )
+
+
+def _describe(expr: Expr) -> str:
+    match expr:
+        case AttrRef(v, attr):
+            return f"{v}.{attr}"
+        case Literal(value) if isinstance(value, str):
+            return repr(value)
+        case Literal(value):
+            return str(value)
+    return "this expression"
+
+
+def _clash(a: frozenset[str] | None, b: frozenset[str] | None) -> bool:
+    """Numbers against strings with nothing in common (datetime and bool are left to the engine)."""
+    if a is None or b is None or a & b:
+        return False
+    return bool(a & {"number", "string"}) and bool(b & {"number", "string"})
+
+
+def check_predicate_types(
+    formula: Formula, schema: Schema | None, types: dict[str, frozenset[str]]
+) -> None:
+    """Strings and numbers never meet; LIKE reads a string and has a valid regular expression;
+    the values of ``IN {…}`` have one kind."""
+    for node in subformulas(formula):
+        if isinstance(node, Filter):
+            for atom in filter_atoms(node.predicate):
+                _check_atom_types(atom, schema, types)
+
+
+def _check_atom_types(
+    atom: Predicate, schema: Schema | None, types: dict[str, frozenset[str]]
+) -> None:
+    def kinds(e: Expr) -> frozenset[str] | None:
+        return _expr_kinds(e, schema, types)
+
+    def mismatch(left: Expr, right: Expr, span: Span | None) -> QueryError:
+        lk, rk = kinds(left), kinds(right)
+        return QueryError(
+            f"cannot compare {_describe(left)} (a {_names(lk or set())}) with"
+            f" {_describe(right)} (a {_names(rk or set())})",
+            span,
+            hints=["quote the value to compare as text, or compare a numeric attribute"],
+        )
+
+    match atom:
+        case Compare(_, left, right):
+            if _clash(kinds(left), kinds(right)):
+                raise mismatch(left, right, atom.span)
+        case Like(operand, pattern):
+            k = kinds(operand)
+            if k is not None and "string" not in k:
+                raise QueryError(
+                    f"LIKE needs a string, but {_describe(operand)} is a {_names(k)}",
+                    atom.span,
+                    hints=["compare numbers with <, =, IN {lo..hi} or IN RANGE (lo, hi)"],
+                )
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise QueryError(f"invalid regular expression in LIKE: {e}", atom.span) from None
+        case InSet(operand, values):
+            value_kinds = {k for v in values for k in (kinds(v) or ())}
+            if len(value_kinds) > 1:
+                raise QueryError("IN {…} mixes strings and numbers", atom.span)
+            if _clash(kinds(operand), frozenset(value_kinds) or None):
+                raise mismatch(operand, values[0], atom.span)
+        case InInterval(operand, low, high):
+            for bound_value in (low, high):
+                if bound_value is not None and _clash(kinds(operand), kinds(bound_value)):
+                    raise mismatch(operand, bound_value, atom.span)
+        case InRange(operand, low, high):
+            for e in (operand, low, high):
+                _require_number(e, schema, types, "IN RANGE")
