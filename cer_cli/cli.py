@@ -207,23 +207,224 @@ def check_command(
             render_diagnostic(console, "warning", message, span, text, filename)
 
 
-def _not_yet(name: str) -> None:
-    click.echo(f"cer {name}: not yet implemented", err=True)
-    sys.exit(EXIT_RUNTIME)
+_log_options = [
+    click.option(
+        "--type-column",
+        help="Column holding the event type (default: 'type' if present, else the stream name).",
+    ),
+    click.option("--time-column", help="Column holding the event time (default: detected)."),
+]
 
 
-@cli.command("explain", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def explain_command(args: tuple[str, ...]) -> None:
-    """Show how a query is compiled (not yet implemented)."""
-    _not_yet("explain")
+def _with_log_options(f):
+    for option in reversed(_log_options):
+        f = option(f)
+    return f
 
 
-@cli.command("match", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def match_command(args: tuple[str, ...]) -> None:
-    """Find every complex event of a query in event logs (not yet implemented)."""
-    _not_yet("match")
+def _split_args(args: tuple[str, ...], expr: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """QUERY [LOG]... or, with -e, just LOG..."""
+    if expr is not None:
+        return None, args
+    return (args[0] if args else None), args[1:]
+
+
+@cli.command("explain")
+@click.argument("args", nargs=-1, metavar="QUERY [LOG]...")
+@click.option("-e", "--expr", help="Query text given inline instead of a QUERY file.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "dot", "mermaid"]),
+    default="text",
+    show_default=True,
+    help="text for a terminal, json for tools, dot for Graphviz, mermaid for Markdown.",
+)
+@_with_log_options
+@_debug_option
+def explain_command(
+    args: tuple[str, ...],
+    expr: str | None,
+    fmt: str,
+    type_column: str | None,
+    time_column: str | None,
+    debug: bool,
+) -> None:
+    """Show how a query is compiled and evaluated.
+
+    Prints the parsed query, each rewrite pass that changed it, the atomic predicates,
+    the complex event automaton (states, transitions, marks), and the evaluation plan
+    (window, partitions, strategy, consumption, limit, and what they cost). Given LOG
+    files, also runs the query over them and reports how many deterministic states the
+    lazy determinisation explored.
+
+    \b
+    Examples:
+      cer explain queries/phi1.cel
+      cer explain queries/phi1.cel samples/fig1.csv --format json
+      cer explain queries/core_q1.cel --format dot | dot -Tpng > q1.png
+    """
+    from cer_cli.explain import explanation, render
+
+    with user_errors(debug):
+        path, logs = _split_args(args, expr)
+        text, filename = read_query_text(path, expr)
+        compiled, log = _compile(text, filename, logs, type_column, time_column)
+        render(explanation(compiled, log), fmt, Console(highlight=False, soft_wrap=True))
+
+
+def _compile(text, filename, logs, type_column, time_column, batch_size=None):
+    """Read the logs' schema (if any), then parse, check and compile the query."""
+    from cer_cli.api import compile_query
+    from cer_cli.io.read import read_events
+
+    log = None
+    if logs:
+        log = read_events(
+            list(logs), type_column=type_column, time_column=time_column, batch_size=batch_size
+        )
+    compiled = compile_query(text, schema=None if log is None else log.schema, filename=filename)
+    return compiled, log
+
+
+OUTPUT_BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
+                       ".parquet": "parquet"}
+BATCH_ROWS = 262_144
+SLICE_ROWS = 65_536
+
+
+@cli.command("match")
+@click.argument("args", nargs=-1, metavar="QUERY LOG...")
+@click.option("-e", "--expr", help="Query text given inline instead of a QUERY file.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write matches to this file (format from its extension).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "jsonl", "csv", "parquet"]),
+    help="Output format [default: table on a terminal, else jsonl; with -o, from the extension].",
+)
+@_with_log_options
+@click.option("--limit", type=click.IntRange(min=0), help="Stop after N matches in total.")
+@click.option("--count", is_flag=True, help="Print only the number of matches.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: on a terminal].")
+@_debug_option
+def match_command(
+    args: tuple[str, ...],
+    expr: str | None,
+    output: str | None,
+    fmt: str | None,
+    type_column: str | None,
+    time_column: str | None,
+    limit: int | None,
+    count: bool,
+    progress: bool | None,
+    debug: bool,
+) -> None:
+    """Find every complex event of a query in event logs.
+
+    QUERY is a query file ('-' for stdin, or -e TEXT). Each LOG is a CSV, Parquet or
+    NDJSON file, optionally named as NAME=path (the stream name FROM and S>E refer to;
+    default: the file stem). Several logs are merged into one stream ordered by time.
+
+    Matches are written as they are found, in order of the event that completes them.
+
+    \b
+    Examples:
+      cer match queries/phi1.cel samples/fig1.csv
+      cer match -e "SELL ; BUY FILTER SELL[price > 100]" stocks.parquet --count
+      cer match q.cel clicks=clicks.csv orders=orders.parquet -o out.parquet
+
+    Exit codes: 0 ok (also with no match), 1 runtime failure, 2 mistake in the query,
+    the logs or the options, 130 interrupted (no partial output file is left).
+    """
+    from cer_cli.io.read import LogError
+
+    with user_errors(debug):
+        path, logs = _split_args(args, expr)
+        if not logs:
+            raise click.UsageError("give at least one LOG after the query")
+        text, filename = read_query_text(path, expr)
+        if fmt is None:
+            if output is not None:
+                from pathlib import Path
+
+                fmt = OUTPUT_BY_EXTENSION.get(Path(output).suffix.lower())
+                if fmt is None:
+                    raise LogError(
+                        f"cannot tell the output format from {output!r}",
+                        ["use --format table|jsonl|csv|parquet, or a .jsonl/.csv/.parquet name"],
+                    )
+            else:
+                fmt = "table" if sys.stdout.isatty() else "jsonl"
+        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
+        _run_match(compiled, log, fmt, output, limit, count, progress)
+
+
+def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
+    import itertools
+    import time
+
+    from cer_cli.io.write import EventLookup, write_matches
+
+    console = _stderr()
+    for message, span in compiled.report.warnings:
+        render_diagnostic(console, "warning", message, span, compiled.text, None)
+    for message in compiled.rewritten.warnings:
+        render_diagnostic(console, "warning", message, None, None, None)
+    started = time.perf_counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    lookup = None if count else EventLookup.for_log(log, _lookup_window(compiled))
+    frames = log.batches() if lookup is None else lookup.tap(log.batches())
+    engine = compiled.engine()
+    stats = {"events": 0, "matches": 0}
+
+    def matches():
+        for frame in frames:
+            for offset in range(0, frame.height, SLICE_ROWS):
+                part = frame.slice(offset, SLICE_ROWS)
+                for m in engine.run(part):
+                    stats["matches"] += 1
+                    yield m
+                stats["events"] += part.height
+                if bar is not None:
+                    bar.update(task, completed=stats["events"], matches=stats["matches"])
+
+    bar = task = None
+    if show:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(
+            TextColumn("[bold]matching"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        task = bar.add_task("match", total=log.n_events, matches=0)
+        bar.start()
+    try:
+        stream = matches() if limit is None else itertools.islice(matches(), limit)
+        if count:
+            n = sum(1 for _ in stream)
+            click.echo(n)
+        else:
+            names = [g[0] for g in compiled.query.partition_by]
+            write_matches(stream, lookup, fmt, output, console=Console(highlight=False),
+                          partition_names=names, started=started)
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
+def _lookup_window(compiled) -> int | None:
+    """How many past events the output needs to keep: an EVENTS window bounds it."""
+    from cer_cli.query.ast import EventsWindow
+
+    w = compiled.query.within
+    if isinstance(w, EventsWindow) and not compiled.query.partition_by:
+        return w.count + SLICE_ROWS
+    return None
 
 
 def main() -> None:

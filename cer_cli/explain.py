@@ -1,0 +1,170 @@
+"""`cer explain`: every step from query text to the automaton the engine runs.
+
+``explanation()`` gathers one JSON-serialisable dict — the parsed query, each rewrite pass
+that changed it, the atomic predicates (the alphabet), the CEA, the evaluation plan, and,
+when a log is given, what lazy determinisation explored on it. The renderers turn that dict
+into text for a terminal (rich), JSON for tools, Graphviz DOT, or a Mermaid diagram.
+Keeping one dict as the source means every format shows the same facts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cer_cli.api import CompiledQuery
+from cer_cli.compiler.construct import describe
+from cer_cli.compiler.predicates import describe_atom
+from cer_cli.io.read import EventLog
+from cer_cli.query.printer import to_text
+
+FORMATS = ("text", "json", "dot", "mermaid")
+
+
+def explanation(compiled: CompiledQuery, log: EventLog | None = None) -> dict[str, Any]:
+    """The facts `cer explain` shows, as plain data."""
+    q = compiled.query
+    engine = compiled.engine()
+    out: dict[str, Any] = {
+        "query": to_text(q),
+        "rewrites": [
+            {"pass": p.name, "formula": None if p.formula is None else to_text(p.formula)}
+            for p in compiled.rewritten.passes
+            if p.changed
+        ],
+        "warnings": [m for m, _ in compiled.report.warnings] + list(compiled.rewritten.warnings),
+        "atoms": [describe_atom(a) for a in compiled.alphabet.atoms],
+        "cea": describe(compiled.cea, compiled.alphabet),
+        "plan": {
+            "select": "*" if q.select is None else [i.var for i in q.select],
+            "strategy": q.strategy,
+            "streams": list(q.streams) if q.streams is not None else None,
+            "partition_by": [list(g) for g in q.partition_by],
+            "within": None if q.within is None else to_text(q.within),
+            "consume": q.consume,
+            "limit": q.limit,
+            "engine": engine.describe(),
+        },
+    }
+    if log is not None:
+        engine = compiled.engine()
+        matches = sum(1 for frame in log.batches() for _ in engine.run(frame))
+        s = engine.stats
+        out["run"] = {
+            "events": s.events,
+            "matches": matches,
+            "partitions": s.partitions,
+            "det_states": s.det_states,
+            "det_transitions_computed": s.det_transitions,
+            "det_cache_hits": s.det_cache_hits,
+            "det_cache_resets": s.det_cache_resets,
+            "peak_tecs_nodes": s.peak_live_nodes,
+            "tecs_compactions": s.compactions,
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- renderers
+
+
+def _mark(marks: list[str]) -> str:
+    return "•{" + ", ".join(marks) + "}" if marks else "∘"
+
+
+def to_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def to_dot(data: dict[str, Any]) -> str:
+    cea = data["cea"]
+    lines = ["digraph CEA {", "  rankdir=LR;", '  node [shape=circle, fontname="Helvetica"];']
+    lines.append('  start [shape=point, label=""];')
+    for s in range(cea["states"]):
+        shape = "doublecircle" if s in cea["finals"] else "circle"
+        lines.append(f'  q{s} [shape={shape}, label="q{s}"];')
+    lines.append(f"  start -> q{cea['initial']};")
+    for t in cea["transitions"]:
+        label = f"{t['guard']} / {_mark(t['marks'])}".replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'  q{t["from"]} -> q{t["to"]} [label="{label}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def to_mermaid(data: dict[str, Any]) -> str:
+    cea = data["cea"]
+    lines = ["stateDiagram-v2", f"  [*] --> q{cea['initial']}"]
+    for t in cea["transitions"]:
+        label = f"{t['guard']} / {_mark(t['marks'])}".replace(":", "꞉").replace(";", "；")
+        lines.append(f"  q{t['from']} --> q{t['to']}: {label}")
+    for f in cea["finals"]:
+        lines.append(f"  q{f} --> [*]")
+    return "\n".join(lines) + "\n"
+
+
+def render_text(data: dict[str, Any], console: Console) -> None:
+    """A readable rendering for terminals: one titled block per stage."""
+    console.rule("[bold]query", align="left")
+    console.print(Text(data["query"]))
+    console.rule("[bold]rewrites", align="left")
+    if data["rewrites"]:
+        for r in data["rewrites"]:
+            formula = "never matches" if r["formula"] is None else r["formula"]
+            console.print(f"  [cyan]{r['pass']}[/]: {formula}")
+    else:
+        console.print("none needed")
+    for w in data["warnings"]:
+        console.print(f"[yellow]warning:[/] {w}")
+    atoms = Table(title="atomic predicates", title_justify="left", show_edge=False)
+    atoms.add_column("bit", justify="right")
+    atoms.add_column("predicate")
+    for i, a in enumerate(data["atoms"]):
+        atoms.add_row(str(i), a)
+    console.print(atoms)
+    cea = data["cea"]
+    trans = Table(
+        title=f"CEA: {cea['states']} states, initial q{cea['initial']}, final "
+        + (", ".join(f"q{f}" for f in cea["finals"]) or "none"),
+        title_justify="left",
+        show_edge=False,
+    )
+    for col in ("from", "guard", "mark", "to"):
+        trans.add_column(col)
+    for t in cea["transitions"]:
+        trans.add_row(f"q{t['from']}", t["guard"], _mark(t["marks"]), f"q{t['to']}")
+    console.print(trans)
+    plan = data["plan"]
+    lines = [
+        f"select {plan['select'] if plan['select'] == '*' else ', '.join(plan['select']) or 'NONE'}"
+        f" · strategy {plan['strategy']} · consume by {plan['consume']}"
+        f" · limit {plan['limit'] if plan['limit'] is not None else 'none'}",
+        f"within {plan['within'] or '(no window)'}"
+        + (f" · partition by {plan['partition_by']}" if plan["partition_by"] else ""),
+        plan["engine"],
+    ]
+    console.rule("[bold]plan", align="left")
+    for line in lines:
+        console.print(Text(line))
+    if "run" in data:
+        run = Table(title="run over the log", title_justify="left", show_edge=False)
+        run.add_column("measure")
+        run.add_column("value", justify="right")
+        for k, v in data["run"].items():
+            run.add_row(k.replace("_", " "), f"{v:,}")
+        console.print(run)
+
+
+def render(data: dict[str, Any], fmt: str, console: Console) -> None:
+    if fmt == "text":
+        render_text(data, console)
+    elif fmt == "json":
+        console.print(to_json(data), markup=False, highlight=False, soft_wrap=True)
+    elif fmt == "dot":
+        console.print(to_dot(data), markup=False, highlight=False, soft_wrap=True, end="")
+    elif fmt == "mermaid":
+        console.print(to_mermaid(data), markup=False, highlight=False, soft_wrap=True, end="")
+    else:
+        raise ValueError(fmt)
