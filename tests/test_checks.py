@@ -206,12 +206,6 @@ def check_text(text: str, schema: Schema | None = SENSORS):
         raise e.with_source(text) from None
 
 
-#: Query.stream_spans / partition_spans are not filled by the parser yet; until they are, these
-#: errors point at the start of the query. strict: the mark must go once the parser records them.
-NEEDS_NAME_SPANS = pytest.mark.xfail(
-    strict=True, reason="parser does not record spans of FROM / PARTITION BY names yet"
-)
-
 #: (query, schema, message substring, hint substring or None, text where the caret must point)
 MISTAKES = [
     ("SELECT * FROM S\nWHERE Tx AS x ; H AS y", SENSORS, "unknown event type 'Tx'", "'T'", "Tx"),
@@ -249,7 +243,7 @@ MISTAKES = [
         "attribute 'idd'",
         "did you mean 'id'",
         "idd",
-        marks=NEEDS_NAME_SPANS,
+        marks=(),
     ),
     (
         "T AS x FILTER x.site > 3",
@@ -299,7 +293,7 @@ MISTAKES = [
         "unknown stream 'Q' in FROM",
         "known streams: R, S",
         "Q",
-        marks=NEEDS_NAME_SPANS,
+        marks=(),
     ),
     (
         "SELECT * FROM S WHERE SS>T",

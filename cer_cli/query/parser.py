@@ -267,18 +267,27 @@ class _Build:
         return ast.SelectItem(c[0].label, attrs, _span(c))
 
     def from_clause(self, c):
-        streams = tuple(t.value for t in c[1:] if t.type == "NAME")
-        return _Clause("from", {"streams": streams}, _span(c))
+        names = [t for t in c[1:] if t.type == "NAME"]
+        streams = tuple(t.value for t in names)
+        spans = tuple(_span([t]) for t in names)
+        return _Clause("from", {"streams": streams, "stream_spans": spans}, _span(c))
 
     def where_clause(self, c):
         return c[-1]
 
     def partition_clause(self, c):
-        groups = tuple(x for x in c[2:] if isinstance(x, tuple))
-        return _Clause("partition", {"partition_by": groups}, _span(c))
+        groups = [x for x in c[2:] if isinstance(x, tuple)]
+        return _Clause(
+            "partition",
+            {
+                "partition_by": tuple(tuple(t.value for t in g) for g in groups),
+                "partition_spans": tuple(tuple(_span([t]) for t in g) for g in groups),
+            },
+            _span(c),
+        )
 
     def partition_group(self, c):
-        return tuple(t.value for t in c[1:-1] if t.type == "NAME")
+        return tuple(t for t in c[1:-1] if t.type == "NAME")
 
     def within_clause(self, c):
         return _Clause("within", {"within": c[1]}, _span(c))

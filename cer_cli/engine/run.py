@@ -1,0 +1,322 @@
+"""The engine: a compiled query run over time-ordered event frames (CORE §4, Algorithm 1–2).
+
+``Engine`` owns everything that persists across batches: the lazy det-automaton, the tECS
+node arrays, and one Algorithm-1 table per PARTITION BY key. ``run(frame)`` does the
+column-wise work with polars first — FROM filtering, partition key ids, window times, and
+the event symbols (``Alphabet.symbols``) — and then runs a small per-event loop:
+
+1. advance the event's partition (``evaluate.advance``), pruning by the window;
+2. enumerate the windowed complex events ending at the event from the final det-states
+   (``enumerate.py``), apply the selection strategy and LIMIT (``strategies.py``);
+3. apply CONSUME BY (forget partial matches of every partition, or of this one);
+4. every so often, compact the tECS (``TECS.compact``) so that windowed queries run in
+   memory bounded by the window rather than the log.
+
+Per-event cost is constant for a fixed query plus the size of the reported matches (with
+a strategy, of all windowed matches ending at the event). Feeding several frames one after
+another gives the same matches as feeding their concatenation.
+
+``run_query`` composes the compiler (rewrite → construct → alphabet) with the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from cer_cli.compiler.cea import CEA
+from cer_cli.compiler.construct import compile_formula
+from cer_cli.compiler.determinize import LazyDFA
+from cer_cli.compiler.predicates import Alphabet
+from cer_cli.compiler.rewrite import rewrite
+from cer_cli.engine.enumerate import enumerate_latest_first, enumerate_window, events_of
+from cer_cli.engine.evaluate import Table, advance
+from cer_cli.engine.strategies import STRATEGY_COST, select
+from cer_cli.engine.tecs import NO_WINDOW, TECS
+from cer_cli.events import POS, STREAM, TIME, Match
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+
+_KEY = "__cer_engine_key"
+_WTIME = "__cer_engine_time"
+_SYM = "__cer_engine_sym"
+MIN_COMPACT = 4096
+
+
+@dataclass
+class _Partition:
+    """Algorithm-1 state of one sub-stream: its table and how many events it has seen."""
+
+    key: tuple | None
+    table: Table = field(default_factory=dict)
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    events: int
+    matches: int
+    partitions: int
+    live_nodes: int
+    allocated_nodes: int
+    compactions: int
+    peak_live_nodes: int
+    det_states: int
+    det_transitions: int
+    det_cache_hits: int
+    det_cache_resets: int
+
+
+class Engine:
+    """Evaluate a CEA over event frames, with window, partitions, strategy, consumption, limit.
+
+    ``alphabet`` needs ``symbols(frame) -> (symbol ids, masks)``: one id per row and the
+    atom bit mask of each id. ``window`` is an AST window (or ``None``), ``partition_by``
+    the bracket groups of alternative attribute names, ``streams`` the FROM list.
+    ``cache_limit`` bounds the det-automaton's transition cache; the tECS is compacted when
+    it holds more than ``max(compact_min, 2 × nodes live after the last compaction)`` nodes.
+    """
+
+    def __init__(
+        self,
+        cea: CEA,
+        alphabet,
+        window: ast.Window | None = None,
+        partition_by: tuple[tuple[str, ...], ...] = (),
+        strategy: str = "ALL",
+        consume: str = "NONE",
+        limit: int | None = None,
+        streams: tuple[str, ...] | None = None,
+        cache_limit: int = 100_000,
+        compact_min: int = MIN_COMPACT,
+    ) -> None:
+        if strategy not in ast.STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}")
+        if consume not in ast.CONSUME_POLICIES:
+            raise ValueError(f"unknown CONSUME BY policy {consume!r}")
+        self.dfa = LazyDFA(cea, cache_limit)
+        self.alphabet = alphabet
+        self.window = window
+        self.partition_by = partition_by
+        self.strategy = strategy
+        self.consume = consume
+        self.limit = limit
+        self.streams = streams
+        self.tecs = TECS()
+        self._bound: float | None = None
+        if isinstance(window, ast.EventsWindow):
+            self._bound = window.count
+        elif isinstance(window, ast.DurationWindow):
+            self._bound = window.nanoseconds
+        elif isinstance(window, ast.AttributeWindow):
+            self._bound = window.amount
+        self._parts: dict[int, _Partition] = {}
+        self._key_ids: dict[tuple, int] = {}
+        self._last_time: float = NO_WINDOW
+        self._now: float = NO_WINDOW
+        self._compact_min = compact_min
+        self._next_compact = compact_min
+        self._events = 0
+        self._matches = 0
+        self._peak = 0
+
+    # ------------------------------------------------------------------ description
+
+    def describe(self) -> str:
+        """How this engine evaluates, and what it costs (printed by ``cer explain``)."""
+        w = self.window
+        if w is None:
+            window = "no window: partial matches are kept for the whole log"
+        elif isinstance(w, ast.EventsWindow):
+            window = f"window {w.count} events (positions in the partition's stream)"
+        elif isinstance(w, ast.DurationWindow):
+            window = f"window {w.nanoseconds} ns of event time"
+        else:
+            window = f"window {w.amount} of attribute {w.attr}"
+        parts = (
+            "one evaluator per PARTITION BY key " + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            if self.partition_by
+            else "a single evaluator"
+        )
+        return "\n".join(
+            [
+                "engine: CORE Algorithm 1 over a lazily I/O-determinised CEA, tECS with "
+                "union-lists, windowed enumeration (Algorithm 2)",
+                f"  update: constant per event for the query; {window}",
+                f"  partitions: {parts}",
+                f"  strategy {self.strategy}: {STRATEGY_COST[self.strategy]}",
+                f"  consume by {self.consume}; limit {self.limit if self.limit is not None else 'none'}"
+                + (" per triggering event, latest start first" if self.limit is not None else ""),
+                f"  det-automaton cache: {self.dfa.cache_limit} transitions, cleared when full",
+            ]
+        )
+
+    @property
+    def stats(self) -> EngineStats:
+        d = self.dfa.stats
+        return EngineStats(
+            self._events,
+            self._matches,
+            len(self._parts),
+            len(self.tecs),
+            self.tecs.allocated,
+            self.tecs.compactions,
+            max(self._peak, len(self.tecs)),
+            d.states,
+            d.transitions_computed,
+            d.cache_hits,
+            d.resets,
+        )
+
+    # ------------------------------------------------------------------ column-wise preparation
+
+    def _prepare(self, frame: pl.DataFrame) -> pl.DataFrame:
+        if self.streams is not None:
+            frame = frame.filter(pl.col(STREAM).is_in(list(self.streams)))
+        if self.partition_by:
+            frame = self._with_keys(frame)
+        w = self.window
+        if isinstance(w, ast.DurationWindow):
+            if frame.height and frame[TIME].null_count():
+                raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
+            frame = frame.with_columns(pl.col(TIME).alias(_WTIME))
+        elif isinstance(w, ast.AttributeWindow):
+            if w.attr not in frame.columns:
+                raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
+            frame = frame.with_columns(pl.col(w.attr).alias(_WTIME))
+        if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
+            times = frame[_WTIME].drop_nulls()
+            if times.len():
+                if (times.diff().drop_nulls() < 0).any() or times[0] < self._last_time:
+                    raise QueryError(
+                        "WITHIN needs events ordered by their window time; the log is not", w.span
+                    )
+                self._last_time = times[-1]
+        return frame
+
+    def _with_keys(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Add the partition key id column; drop events missing a key (column-wise)."""
+        exprs = []
+        for i, group in enumerate(self.partition_by):
+            present = [pl.col(a) for a in group if a in frame.columns]
+            exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{_KEY}{i}"))
+        names = [f"{_KEY}{i}" for i in range(len(exprs))]
+        frame = frame.with_columns(exprs).drop_nulls(names)
+        uniq = frame.select(names).unique(maintain_order=True)
+        ids = [self._key_ids.setdefault(k, len(self._key_ids)) for k in uniq.rows()]
+        uniq = uniq.with_columns(pl.Series(_KEY, ids, dtype=pl.Int64))
+        return frame.join(uniq, on=names, how="left", maintain_order="left")
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, frame: pl.DataFrame) -> Iterator[Match]:
+        """Matches of the events of ``frame`` (continuing from earlier frames), in order of
+        their triggering event."""
+        frame = self._prepare(frame)
+        if frame.height == 0:
+            return
+        ids, masks = self.alphabet.symbols(frame)
+        to_dfa = [self.dfa.symbol(m) for m in masks]
+        syms = [to_dfa[s] for s in (ids.tolist() if hasattr(ids, "tolist") else ids)]
+        positions = frame[POS].to_list()
+        keys = frame[_KEY].to_list() if self.partition_by else [0] * frame.height
+        times = frame[_WTIME].to_list() if _WTIME in frame.columns else None
+        yield from self._loop(syms, positions, keys, times)
+
+    def _loop(self, syms, positions, keys, times) -> Iterator[Match]:
+        t, dfa, parts = self.tecs, self.dfa, self._parts
+        bound = self._bound
+        by_events = isinstance(self.window, ast.EventsWindow)
+        key_of = {v: k for k, v in self._key_ids.items()} if self.partition_by else {}
+        for i, pos in enumerate(positions):
+            kid = keys[i]
+            part = parts.get(kid)
+            if part is None:
+                part = parts[kid] = _Partition(key_of.get(kid))
+            local = part.count
+            part.count += 1
+            time = local if by_events else (times[i] if times is not None else 0)
+            # An event without a window time (attribute missing) can neither start nor end a
+            # match under the window, but may sit inside one.
+            tau = NO_WINDOW if bound is None or time is None else time - bound
+            if time is not None:
+                self._now = time
+            table = part.table = advance(t, dfa, part.table, syms[i], pos, time, local, tau)
+            self._events += 1
+            reported = 0
+            finals = [ul for q, ul in table.items() if dfa.is_final(q)] if time is not None else ()
+            if finals:
+                for start, _, p in self._batch(finals, tau, local):
+                    reported += 1
+                    yield Match(start, pos, events_of(p, dfa.labelsets), part.key)
+            if reported:
+                self._matches += reported
+                if self.consume == "ANY":
+                    for other in parts.values():
+                        other.table = {}
+                elif self.consume == "PARTITION":
+                    part.table = {}
+            if len(t) > self._next_compact:
+                self._peak = max(self._peak, len(t))
+                self._compact()
+
+    def _batch(self, finals: list[list[int]], tau: float, local: int):
+        """Windowed complex events ending now, after strategy and LIMIT."""
+        t, limit = self.tecs, self.limit
+        if self.strategy in ("ALL", "ANY"):
+            if limit is None:
+                return (c for ul in finals for n in ul for c in enumerate_window(t, n, tau))
+            roots = [n for ul in finals for n in ul]
+            return (c for _, c in zip(range(limit), enumerate_latest_first(t, roots, tau), strict=False))
+        batch = [c for ul in finals for n in ul for c in enumerate_window(t, n, tau)]
+        kept = select(self.strategy, batch, local)
+        if limit is not None:
+            kept = sorted(kept, key=lambda c: -c[0])[:limit]
+        return kept
+
+    def _compact(self) -> None:
+        """Compact the tECS from the live tables. Window times never decrease, so what is
+        out of the window now (per partition for EVENTS, globally for time) stays out."""
+        bound = self._bound
+        by_events = isinstance(self.window, ast.EventsWindow)
+        groups = []
+        for part in self._parts.values():
+            if bound is None:
+                tau = NO_WINDOW
+            elif by_events:
+                tau = part.count - 1 - bound
+            else:
+                tau = self._now - bound
+            groups.append((tau, list(part.table.values())))
+        self.tecs.compact(groups)
+        for part in self._parts.values():
+            if any(not ul for ul in part.table.values()):
+                part.table = {q: ul for q, ul in part.table.items() if ul}
+        live = len(self.tecs)
+        self._next_compact = max(self._compact_min, 2 * live)
+
+
+def run_query(query: ast.Query, frame: pl.DataFrame) -> Iterator[Match]:
+    """All matches of ``query`` over ``frame`` (an event frame, see ``cer_cli.events``)."""
+    yield from build_engine(query).run(frame)
+
+
+def build_engine(query: ast.Query) -> Engine:
+    """Compile ``query`` — rewrite, collect its atoms, construct the CEA with the SELECT
+    projection — into an ``Engine``. The query should have passed ``checks`` already."""
+    result = rewrite(query)
+    alphabet = Alphabet.from_formula(result.formula)
+    select = query.select
+    projection = None if select is None else frozenset(item.var for item in select)
+    return Engine(
+        compile_formula(result.formula, alphabet, projection),
+        alphabet,
+        window=query.within,
+        partition_by=query.partition_by,
+        strategy=query.strategy,
+        consume=query.consume,
+        limit=query.limit,
+        streams=query.streams,
+    )

@@ -1,0 +1,356 @@
+"""Hypothesis strategies for small random CEL formulas, CEQL queries and event streams.
+
+They feed the property tests that compare the real pipeline with ``tests/reference.py``,
+so everything is kept small (formula depth <= 4, about ten events) for brute force to stay
+fast, and every choice lists its simplest option first so that failures shrink to short
+formulas over short streams.
+
+Vocabulary: event types A, B, C; streams S1, S2; attributes ``v`` (0..3) and ``id`` (0..2);
+every event also has a ``time`` (nanoseconds, non-decreasing) and an attribute ``ts``
+(non-decreasing), for the three forms of WITHIN. Generated queries are well-formed (filter
+rules 1-3): a filter only reads variables that the filtered formula defines or that an
+enclosing formula binds.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import polars as pl
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from cer_cli import events as ev
+from cer_cli.query import ast
+from tests.reference import bound, vdef
+
+EVENT_TYPES = ("A", "B", "C")
+STREAMS = ("S1", "S2")
+VARIABLES = ("x", "y", "z")
+ATTRIBUTES = {"v": 3, "id": 2}  # attribute -> largest value (smallest is 0)
+TIME_STEP = 500_000_000  # ns between time ticks: half a second
+
+
+# --------------------------------------------------------------------------- streams
+
+
+@st.composite
+def streams(draw, min_size: int = 1, max_size: int = 8, types=EVENT_TYPES) -> list[dict]:
+    """Events with "type", "stream", "time", and attributes ``v``, ``id``, ``ts``."""
+    raw = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(types),
+                st.sampled_from(STREAMS),
+                st.integers(0, 2),  # time step
+                st.integers(0, 2),  # ts step
+                *(st.integers(0, hi) for hi in ATTRIBUTES.values()),
+            ),
+            min_size=min_size,
+            max_size=max_size,
+        )
+    )
+    out, time, ts = [], 0, 0
+    for typ, stream, dt, dts, *values in raw:
+        time, ts = time + dt, ts + dts
+        attrs = dict(zip(ATTRIBUTES, values, strict=True))
+        out.append({"type": typ, "stream": stream, "time": time * TIME_STEP, "ts": ts, **attrs})
+    return out
+
+
+def letters(text: str | list[str], stream: str = "S") -> list[dict]:
+    """Attribute-less events from type letters (``"AAB"``) or type names, for hand tests."""
+    types = text.split() if " " in text else list(text)
+    return [{"type": t, "stream": stream} for t in types]
+
+
+def _polars_column(name: str, values: list) -> pl.Series:
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, bool) for v in present) and present:
+        dtype = pl.Boolean
+    elif all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        dtype = pl.Int64
+    elif all(isinstance(v, (int, float)) for v in present):
+        dtype = pl.Float64
+    else:
+        dtype = pl.Utf8
+    return pl.Series(name, values, dtype=dtype)
+
+
+def events_frame(events: list[dict]) -> pl.DataFrame:
+    """The event frame the engine consumes (cer_cli/events.py): reserved columns plus one
+    column per attribute (null where an event lacks it). TIME is the "time" value, or the
+    position when the events carry none; ROW counts rows per stream (one file per stream)."""
+    rows_seen: dict[str, int] = {}
+    row = []
+    for t in events:
+        s = t.get("stream", "S")
+        row.append(rows_seen.get(s, 0))
+        rows_seen[s] = row[-1] + 1
+    attrs = sorted({k for t in events for k in t} - {"type", "stream", "time"})
+    columns = [
+        pl.Series(ev.TYPE, [t["type"] for t in events], dtype=pl.Utf8),
+        pl.Series(ev.STREAM, [t.get("stream", "S") for t in events], dtype=pl.Utf8),
+        pl.Series(ev.TIME, [t.get("time", i) for i, t in enumerate(events)], dtype=pl.Int64),
+        pl.Series(ev.ROW, row, dtype=pl.Int64),
+        pl.Series(ev.POS, list(range(len(events))), dtype=pl.Int64),
+    ]
+    columns += [_polars_column(a, [t.get(a) for t in events]) for a in attrs]
+    return pl.DataFrame(columns)
+
+
+def schema_of(events: list[dict], types=EVENT_TYPES, streams=STREAMS) -> ev.Schema:
+    """A Schema for generated streams: every type has ``v``, ``id``, ``ts`` (int) and is in
+    every stream, so checks accept every generated query even on an empty stream."""
+    attrs = {"v": "int", "id": "int", "ts": "int"}
+    for t in events:
+        for k, value in t.items():
+            if k not in ("type", "stream", "time"):
+                attrs.setdefault(k, "str" if isinstance(value, str) else "int")
+    return ev.Schema(
+        event_types={t: dict(attrs) for t in sorted(set(types) | {e["type"] for e in events})},
+        streams={
+            s: tuple(types) for s in sorted(set(streams) | {e.get("stream", "S") for e in events})
+        },
+        time_column="time",
+    )
+
+
+# --------------------------------------------------------------------------- predicates
+
+
+def _values(attr: str) -> st.SearchStrategy[int]:
+    return st.integers(0, ATTRIBUTES[attr])
+
+
+@st.composite
+def unary_atoms(draw, var: str, depth: int = 1) -> ast.Predicate:
+    """A predicate on one variable (one CORE ``x[pred]``): a comparison, a set or interval
+    test, or (``depth`` > 0) a NOT, AND or OR of smaller ones."""
+    attr = draw(st.sampled_from(sorted(ATTRIBUTES)))
+    ref = ast.AttrRef(var, attr)
+    kinds = ("compare", "inset", "interval") + (("not", "and", "or") if depth > 0 else ())
+    kind = draw(st.sampled_from(kinds))
+    if kind == "compare":
+        op = draw(st.sampled_from(ast.COMPARE_OPS))
+        return ast.Compare(op, ref, ast.Literal(draw(_values(attr))))
+    if kind == "inset":
+        values = draw(st.lists(_values(attr), min_size=1, max_size=2, unique=True))
+        return ast.InSet(ref, tuple(ast.Literal(k) for k in values), draw(st.booleans()))
+    if kind == "interval":
+        low = draw(st.none() | _values(attr).map(ast.Literal))
+        high = draw(st.none() | _values(attr).map(ast.Literal))
+        return ast.InInterval(ref, low, high, draw(st.booleans()))
+    if kind == "not":
+        return ast.Not(draw(unary_atoms(var, depth - 1)))
+    left, right = draw(unary_atoms(var, depth - 1)), draw(unary_atoms(var, depth - 1))
+    return ast.And(left, right) if kind == "and" else ast.Or(left, right)
+
+
+@st.composite
+def binary_atoms(draw, var: str, other: str) -> ast.Predicate:
+    """A predicate between two events: ``x.a op y.b``, possibly with arithmetic."""
+    left = ast.AttrRef(var, draw(st.sampled_from(sorted(ATTRIBUTES))))
+    right: ast.Expr = ast.AttrRef(other, draw(st.sampled_from(sorted(ATTRIBUTES))))
+    if draw(st.booleans()):
+        right = ast.BinOp(
+            draw(st.sampled_from(ast.ARITH_OPS)), right, ast.Literal(draw(st.integers(1, 2)))
+        )
+    return ast.Compare(draw(st.sampled_from(ast.COMPARE_OPS)), left, right)
+
+
+@st.composite
+def predicates(draw, allowed: tuple[str, ...], binary: bool = False) -> ast.Predicate:
+    """A filter predicate over ``allowed`` variables: one atom, or AND/OR/NOT of atoms."""
+
+    def atom():
+        var = draw(st.sampled_from(allowed))
+        others = [x for x in allowed if x != var]
+        if binary and others and draw(st.booleans()):
+            return draw(binary_atoms(var, draw(st.sampled_from(others))))
+        return draw(unary_atoms(var))
+
+    shape = draw(st.sampled_from(("atom", "and", "or", "not")))
+    if shape == "atom":
+        return atom()
+    if shape == "not":
+        return ast.Not(atom())
+    left, right = atom(), atom()
+    return ast.And(left, right) if shape == "and" else ast.Or(left, right)
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def _event_types(with_streams: bool) -> st.SearchStrategy[ast.EventType]:
+    plain = st.sampled_from(EVENT_TYPES).map(ast.EventType)
+    if not with_streams:
+        return plain
+    qualified = st.builds(ast.EventType, st.sampled_from(EVENT_TYPES), st.sampled_from(STREAMS))
+    return _rarely(plain, qualified)
+
+
+def _rarely(usual: st.SearchStrategy, rare: st.SearchStrategy) -> st.SearchStrategy:
+    """``usual`` three times in four (and when shrinking), else ``rare``."""
+    return st.integers(0, 3).flatmap(lambda k: rare if k == 3 else usual)
+
+
+_SOMETIMES = st.integers(0, 3).map(lambda k: k == 3)
+
+
+@st.composite
+def _not_atoms(draw, with_streams: bool) -> ast.FNot:
+    atom = draw(_event_types(with_streams))
+    if draw(st.booleans()):
+        return ast.FNot(atom)
+    return ast.FNot(ast.Filter(atom, draw(unary_atoms(draw(st.sampled_from(sorted(vdef(atom))))))))
+
+
+@cache
+def _skeletons(depth: int, with_not: bool, with_streams: bool, variables: tuple[str, ...]):
+    """Filter-free formulas of depth <= ``depth``; atoms first so examples shrink to atoms."""
+    atoms = _event_types(with_streams)
+    if with_not:
+        atoms = _rarely(atoms, _not_atoms(with_streams))
+    if depth <= 1:
+        return atoms
+    sub = _skeletons(depth - 1, with_not, with_streams, variables)
+    return st.one_of(
+        atoms,
+        st.builds(ast.As, sub, st.sampled_from(variables)),
+        st.builds(ast.Seq, sub, sub, _SOMETIMES),
+        st.builds(ast.FOr, sub, sub),
+        st.builds(ast.Plus, sub, _SOMETIMES),
+    )
+
+
+def _children(f: ast.Formula) -> tuple[ast.Formula, ...]:
+    if isinstance(f, (ast.Seq, ast.FOr)):
+        return (f.left, f.right)
+    if isinstance(f, ast.As):
+        return (f.formula,)
+    if isinstance(f, ast.Plus):
+        return (f.body,)
+    return ()
+
+
+def _rebuild(f: ast.Formula, children: tuple[ast.Formula, ...]) -> ast.Formula:
+    if isinstance(f, ast.Seq):
+        return ast.Seq(children[0], children[1], f.contiguous)
+    if isinstance(f, ast.FOr):
+        return ast.FOr(children[0], children[1])
+    if isinstance(f, ast.As):
+        return ast.As(children[0], f.var)
+    if isinstance(f, ast.Plus):
+        return ast.Plus(children[0], f.contiguous)
+    return f
+
+
+def _add_filters(draw, f: ast.Formula, outer: frozenset[str], p: float, binary: bool):
+    """Wrap some nodes in FILTERs reading only variables the node defines (rule 1) or an
+    ancestor binds (rule 2): ``outer`` is the union of ``bound`` over strict ancestors."""
+    inner = outer | bound(f)
+    g = _rebuild(f, tuple(_add_filters(draw, c, inner, p, binary) for c in _children(f)))
+    allowed = tuple(sorted(vdef(f) | outer))
+    if allowed and draw(st.integers(0, 99)) < p * 100:
+        g = ast.Filter(g, draw(predicates(allowed, binary)))
+    return g
+
+
+@st.composite
+def formulas(
+    draw,
+    max_depth: int = 3,
+    *,
+    with_not: bool = True,
+    with_streams: bool = True,
+    with_filters: bool = True,
+    binary: bool = False,
+    safe: bool = False,
+    variables: tuple[str, ...] = VARIABLES,
+    filter_probability: float = 0.2,
+) -> ast.Formula:
+    """A random well-formed formula of depth <= ``max_depth`` (at most 4 keeps brute force
+    fast). ``binary`` allows predicates between events; ``safe`` rejects formulas whose
+    ``;`` defines an AS variable on both sides (outside every ``+``)."""
+    assert max_depth <= 4, "the brute-force reference is exponential"
+    f = draw(_skeletons(max_depth, with_not, with_streams, tuple(variables)))
+    assume(not safe or is_safe(f))
+    if with_filters:
+        f = _add_filters(draw, f, frozenset(), filter_probability, binary)
+    return f
+
+
+def vdef_plus(f: ast.Formula) -> frozenset[str]:
+    """AS variables defined outside every ``+``."""
+    if isinstance(f, ast.As):
+        return vdef_plus(f.formula) | {f.var}
+    if isinstance(f, (ast.Plus, ast.EventType, ast.FNot)):
+        return frozenset()
+    return frozenset().union(*(vdef_plus(c) for c in _children(f)))
+
+
+def is_safe(f: ast.Formula) -> bool:
+    """Every ``φ ; ψ`` has disjoint vdef+ sets (then no match is lost to the safety rule)."""
+    if isinstance(f, ast.Seq) and vdef_plus(f.left) & vdef_plus(f.right):
+        return False
+    if isinstance(f, ast.Filter):
+        return is_safe(f.formula)
+    return all(is_safe(c) for c in _children(f))
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def _windows() -> st.SearchStrategy[ast.Window | None]:
+    return st.one_of(
+        st.none(),
+        st.builds(ast.EventsWindow, st.integers(1, 4)),
+        st.builds(
+            ast.DurationWindow,
+            st.tuples(
+                st.tuples(st.sampled_from((1, 0.5, 2)), st.sampled_from(("second", "millisecond")))
+            ),
+        ),
+        st.builds(ast.AttributeWindow, st.integers(1, 4), st.just("ts")),
+    )
+
+
+@st.composite
+def queries(
+    draw,
+    formula: st.SearchStrategy[ast.Formula] | None = None,
+    *,
+    strategies: bool = True,
+    select: bool = True,
+    from_streams: bool = True,
+    partition: bool = True,
+    window: bool = True,
+    consume: bool = True,
+    limit: bool = True,
+) -> ast.Query:
+    """A random query around ``formula`` (default ``formulas()``); each switch enables one
+    clause, which the generator then sometimes sets (the default value shrinks first)."""
+    f = draw(formula if formula is not None else formulas())
+    projection = None
+    if select:
+        kind = draw(st.sampled_from(("all", "none", "some")))
+        if kind == "none":
+            projection = ()
+        elif kind == "some" and vdef(f):
+            names = draw(
+                st.lists(st.sampled_from(sorted(vdef(f))), min_size=1, max_size=2, unique=True)
+            )
+            projection = tuple(ast.SelectItem(n) for n in names)
+    return ast.Query(
+        formula=f,
+        strategy=draw(st.sampled_from(ast.STRATEGIES)) if strategies else "ALL",
+        select=projection,
+        streams=draw(st.none() | st.sampled_from((("S1",), ("S1", "S2"))))
+        if from_streams
+        else None,
+        partition_by=draw(st.sampled_from(((), (("id",),)))) if partition else (),
+        within=draw(_windows()) if window else None,
+        consume=draw(st.sampled_from(("NONE", "ANY", "PARTITION"))) if consume else "NONE",
+        limit=draw(st.none() | st.integers(0, 3)) if limit else None,
+    )
