@@ -1,0 +1,81 @@
+"""Rewrite passes that bring a formula into the shape the CEA construction needs.
+
+Each pass is a function ``formula -> formula`` (or ``None``: the formula can never match)
+in its own module, applied in the order of ``RULES`` (the sqlglot-optimizer layout), so
+``cer explain`` can show the formula after every pass that changed it:
+
+1. ``split_filters`` — compound predicates mixing variables become separate filters;
+2. ``make_safe`` — Theorem 1: drop sequences that define a variable twice;
+3. ``lift_outer_filters`` — Theorem 2 / R2: filters on outer variables move to their binder;
+4. ``lp_normal_form`` — R1: filters move down onto atoms;
+5. ``simplify`` — constants, FALSE branches, merged filter chains.
+
+Cost: linear for the common case; ``make_safe`` and ``lift_outer_filters`` may grow the
+formula exponentially, in which case a warning is emitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from cer_cli.compiler.rewrite.lift_outer_filters import lift_outer_filters
+from cer_cli.compiler.rewrite.lp_normal_form import lp_normal_form
+from cer_cli.compiler.rewrite.make_safe import make_safe
+from cer_cli.compiler.rewrite.scope import size
+from cer_cli.compiler.rewrite.simplify import simplify
+from cer_cli.compiler.rewrite.split_filters import split_filters
+from cer_cli.query import ast
+
+Pass = Callable[[ast.Formula], "ast.Formula | None"]
+
+RULES: tuple[Pass, ...] = (split_filters, make_safe, lift_outer_filters, lp_normal_form, simplify)
+
+#: Rewriting that multiplies the formula's size by more than this triggers a warning.
+GROWTH_WARNING = 4
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """The formula after one pass (``None``: unsatisfiable) and whether the pass changed it."""
+
+    name: str
+    changed: bool
+    formula: ast.Formula | None
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """The rewritten query; ``formula`` is None (and ``unsatisfiable`` true) when no stream
+    can produce a match, in which case ``query`` keeps the original formula."""
+
+    query: ast.Query
+    formula: ast.Formula | None
+    passes: tuple[PassResult, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def unsatisfiable(self) -> bool:
+        return self.formula is None
+
+
+def rewrite(query: ast.Query, rules: tuple[Pass, ...] = RULES) -> RewriteResult:
+    formula: ast.Formula | None = query.formula
+    passes, warnings = [], []
+    for rule in rules:
+        before = formula
+        formula = rule(before)  # type: ignore[arg-type]
+        passes.append(PassResult(rule.__name__, formula != before, formula))
+        if formula is None:
+            warnings.append("the pattern can never match (it needs one event in two places "
+                            "or a filter that is always false)")
+            break
+    if size(formula) > GROWTH_WARNING * size(query.formula):
+        warnings.append(f"rewriting grew the pattern from {size(query.formula)} to "
+                        f"{size(formula)} nodes; its automaton may be large")
+    rewritten = query if formula is None else replace(query, formula=formula)
+    return RewriteResult(rewritten, formula, tuple(passes), tuple(warnings))
+
+
+__all__ = ["RULES", "PassResult", "RewriteResult", "rewrite", "split_filters", "make_safe",
+           "lift_outer_filters", "lp_normal_form", "simplify"]
