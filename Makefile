@@ -26,7 +26,7 @@ bench: install
 	$(BIN)/pytest -m bench -s tests/bench
 
 demo: install
-	$(BIN)/cer check queries/phi1.cel
+	$(BIN)/cer match queries/phi1.cel samples/fig1.csv --format table
 
 samples: install
 	$(BIN)/python samples/make_samples.py

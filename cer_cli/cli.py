@@ -428,7 +428,13 @@ def _lookup_window(compiled) -> int | None:
 
 
 def main() -> None:
+    """Entry point: click's own error handling, except that Ctrl-C exits with 130."""
     try:
-        cli.main(standalone_mode=True)
-    except KeyboardInterrupt:
+        rv = cli.main(standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("interrupted", err=True)
         sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -252,7 +252,7 @@ MISTAKES = [
         None,
         "x.site",
     ),
-    ("T AS x ; H AS y FILTER y[hum = 'wet']", SENSORS, "cannot compare", None, "hum ="),
+    ("T AS x ; H AS y FILTER y[hum = 'wet']", SENSORS, "cannot compare", None, "y[hum"),
     ("T AS x FILTER 'a' < 3", None, "cannot compare 'a' (a string) with 3", None, "'a'"),
     (
         "T AS x FILTER x.tmp LIKE 'a.*'",

@@ -96,16 +96,7 @@ def test_help_teaches_with_an_example():
     assert "cer check -e" in result.output
 
 
-@pytest.mark.parametrize("command", ["explain", "match"])
-def test_unimplemented_commands_say_so(command):
-    result = run(command, "-e", "T")
-    assert result.exit_code == 1
-    assert "not yet implemented" in result.stderr
-    assert result.stdout == ""
-
-
 def test_with_a_log_the_schema_is_checked(tmp_path):
-    pytest.importorskip("cer_cli.io.read")
     log = tmp_path / "sensors.csv"
     log.write_text("type,id,tmp,hum\nT,0,45,\nH,0,,20\n")
     assert run("check", "-e", "T AS x FILTER x.tmp > 40", str(log)).exit_code == 0
@@ -118,7 +109,6 @@ def test_with_a_log_the_schema_is_checked(tmp_path):
 
 
 def test_a_missing_log_is_an_input_error(tmp_path):
-    pytest.importorskip("cer_cli.io.read")
     result = run("check", "-e", "T", str(tmp_path / "missing.csv"))
     assert result.exit_code == 2
     assert "Traceback" not in result.output

@@ -1,0 +1,263 @@
+"""`cer match` and `cer explain` through the command line: outputs, formats, errors.
+
+Outputs on the small samples are checked against the brute-force reference evaluator;
+every example query in queries/ is also pinned by a golden file (regenerate with
+``CER_UPDATE_GOLDEN=1 pytest tests/test_cli_match.py`` and review the diff).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from cer_cli.cli import cli
+from cer_cli.events import Match
+from cer_cli.io.read import read_events
+from cer_cli.query.parser import parse
+from tests.reference import reference_matches
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+UPDATE = os.environ.get("CER_UPDATE_GOLDEN") == "1"
+QUERIES = sorted((ROOT / "queries").glob("*.cel"))
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "120"})
+
+
+def sample_of(query: Path) -> Path:
+    for line in query.read_text().splitlines():
+        if line.startswith("-- sample:"):
+            return ROOT / line.split(":", 1)[1].strip()
+    raise AssertionError(f"{query} names no sample")
+
+
+def needs_correlation(query: Path) -> bool:
+    return "needs correlation" in query.read_text().lower()
+
+
+def as_matches(jsonl: str) -> list[Match]:
+    out = []
+    for line in jsonl.splitlines():
+        rec = json.loads(line)
+        events = tuple((e["position"], tuple(e["vars"])) for e in rec["events"])
+        out.append(Match(rec["start"], rec["end"], events))
+    return out
+
+
+def events_of(sample: Path) -> list[dict]:
+    """The sample as the reference evaluator's list of event dicts."""
+    frame = read_events([str(sample)]).frame()
+    events = []
+    for row in frame.iter_rows(named=True):
+        ev = {k: v for k, v in row.items() if not k.startswith("__cer_")}
+        ev.update(type=row["__cer_type"], stream=row["__cer_stream"])
+        if row["__cer_time"] is not None:
+            ev["time"] = row["__cer_time"]
+        events.append(ev)
+    return events
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        if not UPDATE:
+            pytest.fail(f"golden file {path.name} was missing and has been written; review it")
+    assert text == path.read_text(), f"output differs from {path}"
+
+
+# --------------------------------------------------------------------------- match
+
+
+@pytest.mark.parametrize("query", [q for q in QUERIES if "fig" in sample_of(q).name], ids=lambda q: q.stem)
+def test_small_samples_agree_with_the_reference(query):
+    sample = sample_of(query)
+    result = run("match", str(query), str(sample), "--format", "jsonl")
+    if needs_correlation(query):
+        assert result.exit_code == 2 and "between events" in result.output
+        return
+    assert result.exit_code == 0, result.output
+    got = as_matches(result.stdout)
+    expected = reference_matches(parse(query.read_text()), events_of(sample))
+    assert sorted(m.key() for m in got) == sorted(m.key() for m in expected)
+    assert len({m.key() for m in got}) == len(got), "a match was reported twice"
+    assert [m.end for m in got] == sorted(m.end for m in got), "not in order of end position"
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.stem)
+def test_every_example_query_matches_its_golden_output(query):
+    result = run("match", str(query), str(sample_of(query)), "--format", "jsonl")
+    if needs_correlation(query):
+        assert result.exit_code == 2
+        return
+    assert result.exit_code == 0, result.output
+    golden(f"{query.stem}.jsonl", result.stdout)
+
+
+def test_jsonl_records_have_exactly_the_documented_keys():
+    result = run("match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"), "--format", "jsonl")
+    recs = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["match"] for r in recs] == list(range(len(recs))) and recs
+    for r in recs:
+        assert list(r) == ["match", "start", "end", "start_time", "end_time", "partition", "events"]
+        for e in r["events"]:
+            assert list(e) == ["position", "stream", "row", "type", "vars", "attrs"]
+            assert e["stream"] == "fig1"
+
+
+def test_count_equals_the_number_of_matches_written():
+    args = [str(ROOT / "queries/contiguous.cel"), str(ROOT / "samples/stocks.csv")]
+    lines = run("match", *args, "--format", "jsonl").stdout.splitlines()
+    count = run("match", *args, "--count")
+    assert count.exit_code == 0
+    assert int(count.stdout) == len(lines) > 0
+
+
+def test_limit_stops_after_n_matches():
+    args = [str(ROOT / "queries/contiguous.cel"), str(ROOT / "samples/stocks.csv"), "--format", "jsonl"]
+    full = run("match", *args).stdout.splitlines()
+    limited = run("match", *args, "--limit", "5").stdout.splitlines()
+    assert limited == full[:5]
+
+
+@pytest.mark.parametrize("ext", ["csv", "parquet", "jsonl"])
+def test_file_outputs_pick_the_format_from_the_extension(tmp_path, ext):
+    out = tmp_path / f"out.{ext}"
+    query, sample = ROOT / "queries/phi2.cel", ROOT / "samples/fig1.csv"
+    result = run("match", str(query), str(sample), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    expected = as_matches(run("match", str(query), str(sample), "--format", "jsonl").stdout)
+    n_rows = sum(len(m.events) for m in expected)
+    if ext == "jsonl":
+        assert as_matches(out.read_text()) == expected
+        return
+    frame = pl.read_csv(out) if ext == "csv" else pl.read_parquet(out)
+    assert frame.height == n_rows
+    assert frame.columns[:8] == ["match", "start", "end", "position", "stream", "row", "type", "vars"]
+    assert sorted(set(frame["match"].to_list())) == list(range(len(expected)))
+
+
+def test_table_output_has_a_summary_line():
+    result = run("match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"), "--format", "table")
+    assert result.exit_code == 0
+    assert "3 matches · 9 events read" in result.stdout
+    assert "match 0" in result.stdout
+
+
+def test_several_logs_merge_by_time_and_name_streams(tmp_path):
+    a = tmp_path / "a.csv"
+    b = tmp_path / "b.csv"
+    a.write_text("kind,t\nX,1\nX,5\n")
+    b.write_text("kind,t\nY,3\n")
+    result = run(
+        "match", "-e", "SELECT * FROM left, right WHERE left>X ; right>Y ; X",
+        f"left={a}", f"right={b}", "--type-column", "kind", "--time-column", "t", "--format", "jsonl",
+    )
+    assert result.exit_code == 0, result.output
+    (rec,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(e["position"], e["stream"], e["row"]) for e in rec["events"]] == [
+        (0, "left", 0), (1, "right", 0), (2, "left", 1)
+    ]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-e", "T", "missing.csv"], "missing.csv"),
+        (["-e", "T", "samples/README.md"], "format"),
+        (["-e", "T", "samples/fig1.csv", "--type-column", "kind"], "type"),
+        (["-e", "T", "samples/fig1.csv", "--time-column", "when"], "when"),
+        (["-e", "Q AS x", "samples/fig1.csv"], "unknown event type 'Q'"),
+        (["-e", "T AS x FILTER x.pressure > 1", "samples/fig1.csv"], "pressure"),
+        (["-e", "T ; H WITHIN 5 minutes", "samples/fig1.csv"], "time column"),
+        (["-e", "T ;", "samples/fig1.csv"], "<expr>:1:"),
+        (["-e", "T", "samples/fig1.csv", "-o", "out.unknown"], "output format"),
+        (["-e", "T", "samples/fig1.csv", "--format", "parquet"], "parquet output needs a file"),
+        (["-e", "T", "samples/fig1.csv", "-o", "no/such/dir/out.csv"], "does not exist"),
+        (["-e", "T"], "LOG"),
+    ],
+)
+def test_input_mistakes_exit_2_with_a_clear_message(args, message, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    result = run("match", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unparsable_time_names_the_file_and_row(tmp_path):
+    log = tmp_path / "bad.csv"
+    log.write_text("type,ts\nA,2024-01-01T00:00:00\nA,not a time\n")
+    result = run("match", "-e", "A", str(log), "--time-column", "ts")
+    assert result.exit_code == 2
+    assert "bad.csv" in result.output and "line 3" in result.output
+
+
+def test_interrupt_leaves_no_partial_output(tmp_path, monkeypatch):
+    from cer_cli import cli as cli_module
+    from cer_cli.engine import run as engine_run
+
+    real = engine_run.Engine.run
+
+    def interrupted(self, frame):
+        yield from real(self, frame)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine_run.Engine, "run", interrupted)
+    out = tmp_path / "out.jsonl"
+    argv = ["cer", "match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"), "-o", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_info:
+        cli_module.main()
+    assert exit_info.value.code == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- explain
+
+EXPLAINED = ["phi1", "core_q1", "flights_delayed_thrice"]
+
+
+@pytest.mark.parametrize("name", EXPLAINED)
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_explain_matches_its_golden_output(name, fmt):
+    result = run("explain", str(ROOT / f"queries/{name}.cel"), "--format", fmt)
+    assert result.exit_code == 0, result.output
+    golden(f"explain_{name}.{'txt' if fmt == 'text' else 'json'}", result.stdout)
+
+
+def test_explain_json_describes_every_stage():
+    result = run("explain", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"), "--format", "json")
+    data = json.loads(result.stdout)
+    assert set(data) == {"query", "rewrites", "warnings", "atoms", "cea", "plan", "run"}
+    assert [r["pass"] for r in data["rewrites"]] == ["split_filters", "lp_normal_form", "simplify"]
+    assert data["run"]["events"] == 9 and data["run"]["matches"] == 3
+    assert data["run"]["det_states"] >= 2
+    finals = set(data["cea"]["finals"])
+    assert any(t["to"] in finals and t["marks"] for t in data["cea"]["transitions"])
+
+
+def test_explain_dot_and_mermaid_draw_the_automaton():
+    dot = run("explain", str(ROOT / "queries/phi1.cel"), "--format", "dot").stdout
+    assert dot.startswith("digraph CEA {") and "doublecircle" in dot and "•{T, x}" in dot
+    mermaid = run("explain", str(ROOT / "queries/phi1.cel"), "--format", "mermaid").stdout
+    assert mermaid.startswith("stateDiagram-v2") and "[*] --> q0" in mermaid
+
+
+def test_explain_shows_the_unsafe_rewrite():
+    result = run("explain", "-e", "(T AS x OR H AS y) ; T AS x", "--format", "json")
+    data = json.loads(result.stdout)
+    assert any(r["pass"] == "make_safe" for r in data["rewrites"])
+    assert data["warnings"], "the unsafe sequence is reported"
