@@ -1,0 +1,300 @@
+"""Run the benchmark suite: generate the logs, measure every workload on `cer` (end to end and
+engine only), CORE (pycer) and the polars limit, print a table, write ``report.md`` and a plot.
+
+    .venv/bin/python tests/bench/run.py                      # everything, 1M-event logs
+    .venv/bin/python tests/bench/run.py --size 100000 --groups uniformP3,Pn
+    make bench                                               # the same through pytest -m bench
+
+Options are listed by ``--help``. The environment variable ``CER_BENCH_ARGS`` (split like a
+shell line) is appended to the arguments, which is how ``make bench`` passes options through
+pytest, e.g. ``make bench CER_BENCH_ARGS='--size 100000'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `tests.bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import polars as pl  # noqa: E402
+
+from tests.bench import generators as gen  # noqa: E402
+from tests.bench import harness as h  # noqa: E402
+from tests.bench.workloads import GROUPS, STRESS_LENGTHS, Workload, all_workloads  # noqa: E402
+
+SIDES = ("cer", "engine", "core", "polars")
+
+
+@dataclass
+class Result:
+    workload: Workload
+    events: int
+    runs: dict[str, h.Run] = field(default_factory=dict)
+    expected: int | None = None
+
+    def eps(self, side: str) -> float | None:
+        r = self.runs.get(side)
+        return r.eps if r is not None and r.error is None else None
+
+    def matches(self, side: str) -> int | None:
+        r = self.runs.get(side)
+        return r.matches if r is not None and r.error is None else None
+
+    def agree(self) -> str:
+        counts = {s: self.matches(s) for s in ("cer", "engine", "core")}
+        if self.expected is not None:
+            counts["expected"] = self.expected
+        known = {k: v for k, v in counts.items() if v is not None}
+        if len(known) < 2:
+            return "–"
+        return "yes" if len(set(known.values())) == 1 else "NO"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="cer benchmark suite")
+    p.add_argument("--size", type=int, default=gen.DEFAULT_SIZE, help="events per log (1M)")
+    p.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
+    p.add_argument("--groups", default=",".join(GROUPS),
+                   help=f"comma-separated subset of {','.join(GROUPS)}")
+    p.add_argument("--only", default="", help="comma-separated workload names (e.g. 'P3,F-Q1')")
+    p.add_argument("--stress-lengths", default=",".join(map(str, STRESS_LENGTHS)))
+    p.add_argument("--skip", default="", help=f"comma-separated sides to skip: {','.join(SIDES)}")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    p.add_argument("--data", type=Path, default=h.BENCH / "data", help="where logs are cached")
+    p.add_argument("--report", type=Path, default=h.BENCH / "report.md")
+    p.add_argument("--plot", type=Path, default=h.BENCH / "throughput.png")
+    extra = shlex.split(os.environ.get("CER_BENCH_ARGS", ""))
+    return p.parse_args((sys.argv[1:] if argv is None else argv) + extra)
+
+
+def _fmt_eps(v: float | None) -> str:
+    if v is None:
+        return "–"
+    if v >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if v >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    return f"{v:.0f}"
+
+
+def _fmt_int(v: int | None) -> str:
+    return "–" if v is None else f"{v:,}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if a is None or b is None or b == 0 else f"{a / b:.3g}"
+
+
+def _rss(r: h.Run | None) -> str:
+    return "–" if r is None or r.rss_mb is None or r.error else f"{r.rss_mb:.0f}"
+
+
+HEADER = [
+    "workload", "events", "matches cer", "matches CORE", "agree", "cer e2e e/s",
+    "cer engine e/s", "CORE e/s", "polars e/s", "engine/CORE", "e2e/CORE", "e2e/polars",
+    "RSS cer MiB", "RSS CORE MiB",
+]
+
+
+def row(r: Result) -> list[str]:
+    cer_m = r.matches("cer") if r.matches("cer") is not None else r.matches("engine")
+    return [
+        r.workload.name, _fmt_int(r.events), _fmt_int(cer_m), _fmt_int(r.matches("core")),
+        r.agree(), _fmt_eps(r.eps("cer")), _fmt_eps(r.eps("engine")), _fmt_eps(r.eps("core")),
+        _fmt_eps(r.eps("polars")), _ratio(r.eps("engine"), r.eps("core")),
+        _ratio(r.eps("cer"), r.eps("core")), _ratio(r.eps("cer"), r.eps("polars")),
+        _rss(r.runs.get("cer") if r.eps("cer") else r.runs.get("engine")), _rss(r.runs.get("core")),
+    ]
+
+
+def text_table(rows: list[list[str]]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(HEADER, *rows, strict=True)]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
+                       enumerate(zip(line, widths, strict=True))) for line in [HEADER, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def md_table(rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    out += ["| " + " | ".join(x.replace("|", "\\|") for x in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def plot(results: list[Result], path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plot skipped: matplotlib is not installed (pip install matplotlib)"
+    panels = [("window", "P'3: window (×T, T = 10000 stock_time)"),
+              ("Pn", "Pn (with output): n"), ("Pn'", "P'n (no output): n")]
+    panels = [(g, t) for g, t in panels if any(r.workload.group == g for r in results)]
+    if not panels:
+        return "plot skipped: no window or Pn workload was run"
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    labels = {"cer": "cer end to end", "engine": "cer engine", "core": "CORE (pycer)",
+              "polars": "polars limit"}
+    for ax, (group, title) in zip(axes[0], panels, strict=True):
+        rs = sorted((r for r in results if r.workload.group == group), key=lambda r: r.workload.x)
+        for side, label in labels.items():
+            pts = [(r.workload.x, r.eps(side)) for r in rs if r.eps(side)]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+        ax.set_yscale("log")
+        ax.set_xlabel(title)
+        ax.set_ylabel("events/s")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"plot written to {path}"
+
+
+def write_report(results: list[Result], args, notes: list[str], plot_msg: str) -> None:
+    rows = [row(r) for r in results]
+    lines = [
+        "# cer benchmark report",
+        "",
+        f"Generated by `tests/bench/run.py` on {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"{platform.platform()}, Python {platform.python_version()}, polars {pl.__version__}, "
+        f"{os.cpu_count()} CPUs. Logs: {args.size:,} events (stock-like and uniform A–D), seed "
+        f"{args.seed}.",
+        "",
+        "- **cer e2e**: `cer match QUERY NAME=LOG --count` as a subprocess, process start to exit.",
+        "- **cer engine**: `run_query` over an event frame already in memory (read time excluded).",
+        "- **CORE**: the C++ CORE through `pycer` 0.1.6 (Python 3.13), events preloaded as "
+        "`PyEvent`s; `send_events` time (evaluation and enumeration). Same query with "
+        "`WITHIN n+1 [attr]` (CORE is strict) and an explicit window where cer has none.",
+        "- **polars**: the limit — read the columns the query reads and evaluate its atomic "
+        "predicates, no pattern matching.",
+        "- Ratios are throughput ratios (higher is better for cer). RSS is the peak of the run's "
+        "own process.",
+        "",
+        md_table(rows),
+        "",
+    ]
+    if any(r.workload.group == "stress" for r in results):
+        lines.append("Stress rows: `agree` also compares with the exact count computed from the "
+                     "stream (every match ends at the trigger).")
+        lines.append("")
+    core_extra = [
+        f"- {r.workload.name}: CORE {_fmt_eps(r.runs['core'].extra.get('eps_with_output'))} e/s "
+        f"including `get_output` (text rendering of {r.matches('core'):,} matches)"
+        for r in results
+        if r.eps("core") and r.matches("core")
+    ]
+    if core_extra:
+        lines += ["CORE throughput when its output text is rendered too:", "", *core_extra, ""]
+    if notes:
+        lines += ["## Notes", "", *[f"- {n}" for n in notes], ""]
+    if args.plot.exists() and plot_msg.startswith("plot written"):
+        lines += [f"![throughput]({args.plot.name})", ""]
+    else:
+        lines += [plot_msg, ""]
+    args.report.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> list[Result]:
+    args = parse_args(argv)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    groups = {g.strip() for g in args.groups.split(",") if g.strip()}
+    only = {o.strip() for o in args.only.split(",") if o.strip()}
+    lengths = tuple(int(x) for x in args.stress_lengths.split(",") if x.strip())
+    workloads = [w for w in all_workloads(lengths) if w.group in groups]
+    if only:
+        workloads = [w for w in workloads if w.name in only]
+    notes: list[str] = []
+
+    core_reason = None if "core" not in skip else "skipped"
+    if core_reason is None:
+        core_reason = h.ensure_core()
+        if core_reason:
+            print(f"CORE unavailable: {core_reason}")
+            notes.append(f"CORE unavailable: {core_reason}")
+
+    args.data.mkdir(parents=True, exist_ok=True)
+    logs: dict[str, Path] = {}
+
+    def log_of(w: Workload) -> Path:
+        if w.log not in logs:
+            if w.log.startswith("stress:"):
+                _, q, n = w.log.split(":")
+                logs[w.log] = gen.ensure_stress(q, int(n), args.data, args.seed)
+            else:
+                logs[w.log] = gen.ensure(w.log, args.data, args.size, args.seed)
+        return logs[w.log]
+
+    results: list[Result] = []
+    unavailable: dict[str, str] = {}
+    qdir = Path(tempfile.mkdtemp(prefix="cer-bench-q-"))
+    for w in workloads:
+        path = log_of(w)
+        n = pl.scan_parquet(path).select(pl.len()).collect().item()
+        res = Result(w, n)
+        if w.group == "stress":
+            _, q, _ = w.log.split(":")
+            res.expected = gen.stress_expected(q, pl.read_parquet(path, columns=["type"]))
+        qfile = qdir / f"{len(results):03d}.ceql"
+        qfile.write_text(w.cer + "\n")
+        print(f"[{w.name}] {n:,} events", flush=True)
+        if "polars" not in skip:
+            res.runs["polars"] = h.run_polars(w.name, path, args.timeout)
+        if "core" not in skip:
+            res.runs["core"] = (
+                h.Run(error=f"CORE unavailable: {core_reason}") if core_reason
+                else h.run_core(w.core_text(n), w.stream, path, args.timeout)
+            )
+        sides = (
+            ("cer", partial(h.run_cer_cli, qfile, w.stream, path, n, args.timeout)),
+            ("engine", partial(h.run_cer_engine, w.name, path, args.timeout, None)),
+        )
+        for side, fn in sides:
+            if side in skip:
+                continue
+            if side in unavailable:  # the side is missing altogether: do not retry per workload
+                res.runs[side] = h.Run(error=unavailable[side])
+                continue
+            run = fn()
+            res.runs[side] = run
+            if run.error and ("not yet implemented" in run.error or "import failed" in run.error):
+                unavailable[side] = run.error
+        for side, run in res.runs.items():
+            status = run.error or f"{_fmt_eps(run.eps)} e/s, {_fmt_int(run.matches)} matches"
+            print(f"    {side:7s} {status}", flush=True)
+        results.append(res)
+
+    for side, reason in unavailable.items():
+        notes.append(f"{'cer end to end' if side == 'cer' else 'cer engine'}: {reason}")
+    errors = sorted({f"{r.workload.name} {s}: {run.error}" for r in results
+                     for s, run in r.runs.items()
+                     if run.error and run.error not in unavailable.values()
+                     and not run.error.startswith("CORE unavailable")})
+    notes += errors
+    notes += [f"{r.workload.name}: {r.workload.note}" for r in results if r.workload.note]
+    print()
+    print(text_table([row(r) for r in results]))
+    plot_msg = plot(results, args.plot)
+    print(plot_msg)
+    write_report(results, args, notes, plot_msg)
+    print(f"report written to {args.report}")
+    for n in notes:
+        print(f"note: {n}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""`make bench`: the benchmark suite under pytest. Every test here is marked ``bench``, which
+the default ``pytest`` run deselects (see ``addopts`` in pyproject.toml).
+
+Options reach ``run.py`` through ``CER_BENCH_ARGS``, e.g.
+``make bench CER_BENCH_ARGS='--size 100000 --groups uniformP3,Pn'``.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+pytestmark = pytest.mark.bench
+
+
+def test_generators_are_seeded_and_stress_counts_are_exact():
+    from tests.bench import generators as gen
+
+    assert gen.uniform(1000).equals(gen.uniform(1000))
+    assert gen.stocks(1000).equals(gen.stocks(1000))
+    s = gen.stocks(5000)
+    assert s["stock_time"].is_sorted() and s["ts"].is_sorted()
+    for q, k in (("Q1", 3), ("Q2", 4)):
+        df = gen.stress(q, 60)
+        types = df["type"].to_list()
+        assert types[-1] == gen.STRESS_TRIGGER[q] and types.count(types[-1]) == 1
+        want = list("ABCD"[:k])
+        brute = _count_subsequences(types, want)
+        assert gen.stress_expected(q, df) == brute
+
+
+def _count_subsequences(types: list[str], pattern: list[str]) -> int:
+    counts = [1] + [0] * len(pattern)
+    for t in types:
+        for i in range(len(pattern), 0, -1):
+            if pattern[i - 1] == t:
+                counts[i] += counts[i - 1]
+    return counts[-1]
+
+
+def test_benchmark_suite():
+    from tests.bench.run import main
+
+    results = main([])
+    assert results
+    disagree = [r.workload.name for r in results if r.agree() == "NO" and not r.workload.note]
+    assert not disagree, f"match counts differ between cer, CORE and the exact count: {disagree}"
+
+
+def test_polars_limit_reads_the_query_columns():
+    from tests.bench.workloads import all_workloads
+
+    for w in all_workloads():
+        assert "type" in w.columns
+        for a in w.atoms:
+            assert isinstance(a, pl.Expr)
