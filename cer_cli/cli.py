@@ -373,7 +373,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
         render_diagnostic(console, "warning", message, None, None, None)
     started = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
-    lookup = None if count else EventLookup.for_log(log, _lookup_window(compiled))
+    lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
     engine = compiled.engine()
     stats = {"events": 0, "matches": 0}
@@ -417,14 +417,20 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
             bar.stop()
 
 
-def _lookup_window(compiled) -> int | None:
-    """How many past events the output needs to keep: an EVENTS window bounds it."""
-    from cer_cli.query.ast import EventsWindow
+def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
+    """How much of the log the output must keep to print a match's events: the query's
+    window bounds it (positions for EVENTS without partitions, time otherwise)."""
+    from cer_cli.events import TIME
+    from cer_cli.query.ast import AttributeWindow, DurationWindow, EventsWindow
 
     w = compiled.query.within
     if isinstance(w, EventsWindow) and not compiled.query.partition_by:
-        return w.count + SLICE_ROWS
-    return None
+        return w.count + SLICE_ROWS, None
+    if isinstance(w, DurationWindow):
+        return None, (TIME, w.nanoseconds)
+    if isinstance(w, AttributeWindow):
+        return None, (w.attr, w.amount)
+    return None, None
 
 
 def main() -> None:

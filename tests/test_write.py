@@ -167,3 +167,20 @@ def test_lookup_window_drops_old_frames(tmp_path: Path) -> None:
         lk.get(0)
     with pytest.raises(LogError, match="no event at position 100"):
         lk.get(100)
+
+
+def test_lookup_time_horizon_keeps_exactly_what_a_time_window_can_reach(tmp_path: Path) -> None:
+    # times 0, 3, 6, ...: a window of 20 time units reaches back 7 events at most
+    pl.DataFrame({"type": ["A"] * 100, "ts": [3 * i for i in range(100)]}).write_parquet(
+        tmp_path / "l.parquet"
+    )
+    log = read_events([str(tmp_path / "l.parquet")], batch_size=10)
+    lk = EventLookup.for_log(log, horizon=("__cer_time", 20))
+    for frame in lk.tap(log.batches()):
+        first = frame["__cer_pos"][0]
+        for back in range(0, 8):  # every event within 20 time units of the frame's first one
+            if first - back >= 0:
+                assert lk.get(first - back).position == first - back
+        assert len(lk._frames) <= 2, "frames beyond the horizon are dropped"
+    with pytest.raises(LogError):
+        lk.get(0)

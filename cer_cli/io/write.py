@@ -61,7 +61,10 @@ class EventLookup:
     With ``window=n`` it keeps the current frame plus at least the ``n`` events before it,
     dropping older frames: memory stays bounded for batched logs, but a match reaching back
     further than ``n`` events cannot be written (``get`` raises ``LogError``). A window at
-    least the query's event window (``WITHIN n EVENTS``) is always enough.
+    least the query's event window (``WITHIN n EVENTS``) is always enough. For a time window,
+    ``horizon=(column, bound)`` drops frames whose last value of ``column`` is more than
+    ``bound`` before the first value of the newest frame: no match ending in the newest frame
+    can reach them, because a match spans at most ``bound`` of that time.
 
     Mutable on purpose: it follows the stream as the engine advances.
     """
@@ -69,13 +72,16 @@ class EventLookup:
     columns: tuple[str, ...]
     time_column: str | None = None
     window: int | None = None
+    horizon: tuple[str, float] | None = None
     dtypes: dict[str, pl.DataType] = field(default_factory=dict)
     n_seen: int = 0
     _frames: deque = field(default_factory=deque, repr=False)
 
     @classmethod
-    def for_log(cls, log: EventLog, window: int | None = None) -> EventLookup:
-        return cls(log.columns, log.schema.time_column, window)
+    def for_log(
+        cls, log: EventLog, window: int | None = None, horizon: tuple[str, float] | None = None
+    ) -> EventLookup:
+        return cls(log.columns, log.schema.time_column, window, horizon)
 
     def add(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
@@ -91,6 +97,16 @@ class EventLookup:
                 if older < self.window:
                     break
                 self._frames.popleft()
+        if self.horizon is not None and self.horizon[0] in frame.columns:
+            column, bound = self.horizon
+            first = frame[column].drop_nulls()
+            if first.len():
+                oldest_needed = first[0] - bound
+                while len(self._frames) > 1:
+                    last = self._frames[0][1][column].drop_nulls()
+                    if not last.len() or last[-1] >= oldest_needed:
+                        break
+                    self._frames.popleft()
 
     def tap(self, frames: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
         """Pass frames through (to the engine), remembering each one first."""
