@@ -62,7 +62,7 @@ def core_fig3() -> pl.DataFrame:
 
 
 def stocks(n_events: int, n_names: int = 100, seed: int = 13) -> pl.DataFrame:
-    """BUY/SELL events: random-walk prices per name, round-lot volumes, 0-3 s apart.
+    """BUY/SELL events: random-walk prices per name, round-lot volumes (four sizes), 0-3 s apart.
 
     `stock_time` is seconds since the first event (for `WITHIN n [stock_time]`).
     """
@@ -83,7 +83,7 @@ def stocks(n_events: int, n_names: int = 100, seed: int = 13) -> pl.DataFrame:
                 rng.choice(("BUY", "SELL")),
                 name,
                 round(price[name], 2),
-                100 * rng.randint(1, 50),
+                100 * rng.choice((1, 2, 5, 10)),  # few volumes: PARTITION BY [volume] finds groups
                 start + dt.timedelta(seconds=seconds),
                 seconds,
             )
