@@ -18,7 +18,6 @@ satisfies, so evaluating a guard is a few bit tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class GOr:
     operands: tuple[Guard, ...]
 
 
-Guard = Union[GTrue, GAtom, GNot, GAnd, GOr]
+Guard = GTrue | GAtom | GNot | GAnd | GOr
 
 
 def holds(guard: Guard, mask: int) -> bool:

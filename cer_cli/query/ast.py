@@ -22,7 +22,6 @@ A ``Query`` wraps a formula with the CEQL clauses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class Neg:
     span: Span | None = _span()
 
 
-Expr = Union[Literal, AttrRef, BinOp, Neg]
+Expr = Literal | AttrRef | BinOp | Neg
 
 # --------------------------------------------------------------------------- predicates
 
@@ -162,7 +161,7 @@ class BoolConst:
     span: Span | None = _span()
 
 
-Predicate = Union[Compare, Like, InSet, InInterval, InRange, And, Or, Not, BoolConst]
+Predicate = Compare | Like | InSet | InInterval | InRange | And | Or | Not | BoolConst
 
 # --------------------------------------------------------------------------- formulas
 
@@ -241,7 +240,7 @@ class FNot:
     span: Span | None = _span()
 
 
-Formula = Union[EventType, As, Seq, FOr, Plus, Filter, FNot]
+Formula = EventType | As | Seq | FOr | Plus | Filter | FNot
 
 # --------------------------------------------------------------------------- query
 
@@ -302,7 +301,7 @@ class AttributeWindow:
     span: Span | None = _span()
 
 
-Window = Union[EventsWindow, DurationWindow, AttributeWindow]
+Window = EventsWindow | DurationWindow | AttributeWindow
 
 
 @dataclass(frozen=True)
@@ -331,4 +330,4 @@ class Query:
     )
 
 
-Node = Union[Query, Formula, Predicate, Expr, SelectItem, Window]
+Node = Query | Formula | Predicate | Expr | SelectItem | Window

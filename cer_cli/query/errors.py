@@ -9,8 +9,8 @@ code 2. Nothing else should escape to the user for an input mistake.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from cer_cli.query.ast import Span
 
@@ -46,7 +46,7 @@ class QueryError(Exception):
     def __post_init__(self) -> None:
         super().__init__(self.message)
 
-    def with_source(self, source: str, filename: str | None = None) -> "QueryError":
+    def with_source(self, source: str, filename: str | None = None) -> QueryError:
         """Attach the query text (errors are raised deep down without it)."""
         if self.source is None:
             self.source = source
