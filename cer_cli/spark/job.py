@@ -1,0 +1,746 @@
+"""Run a compiled query on Spark: read the logs, number the events, fan out, merge.
+
+1. **Read.** Spark reads every LOG (a file or a directory, any path or URI it can read:
+   CSV with a header, Parquet, NDJSON or a JSON array) and builds the event frame of local
+   mode (``cer_cli.events``): TYPE from the type column (``--type-column``, else ``type``
+   when present, else the stream name), STREAM from ``NAME=`` or the path's stem, TIME in
+   nanoseconds for datetimes (raw for numbers) from the given or detected time column,
+   ROW the 0-based row in the log (for a directory: across its files in path order),
+   integers widened to 64 bits and floats to doubles as polars reads them.
+2. **Number.** The union is sorted by (TIME, argument order, ROW), the order of the local
+   reader, and POS is the rank in that order: a distributed sort, then per-partition counts
+   turned into offsets (``_index``), so no single task sees the whole log.
+3. **Fan out** as ``plan.plan_for`` says (see ``cer_cli.spark.plan`` for why each plan is
+   exact): the events of each task are sorted by POS and streamed, Arrow batch by Arrow
+   batch, into a fresh ``Engine`` (``mapInArrow``); a task of the ``ranges`` plan keeps only
+   the matches ending in its own range.
+4. **Merge.** Matches carry their end position and their rank within the task; the one
+   task that reports a match ending at an event reports it in the engine's order, so sorting
+   by (end, rank) gives local mode's order.
+
+The driver ships ``cer_cli`` itself as a zip (``addPyFile``), so executors only need
+Python with polars, pyarrow and numpy. Spark and input failures become ``SparkError``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+from cer_cli.spark.plan import PARTITION, RANGES, plan_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cer_cli.api import CompiledQuery
+
+EXTENSIONS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".ndjson": "ndjson",
+              ".jsonl": "ndjson", ".json": "json"}
+FORMATS = ("csv", "parquet", "ndjson", "json")
+WRITE_FORMATS = ("parquet", "csv", "json")
+TIME_NAMES = ("ts", "time", "timestamp")
+DEFAULT_MASTER = "local[*]"
+#: Session settings that make Spark read values as the local reader does.
+SESSION_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",  # datetimes without zone are UTC, as in polars
+    "spark.sql.timestampType": "TIMESTAMP_NTZ",  # CSV datetimes stay naive, as in polars
+    "spark.ui.showConsoleProgress": "false",
+}
+_ARG = "__cer_arg"
+_MID = "__cer_mid"
+_FILE = "__cer_file"
+_BLOCK = "__cer_block"
+_QPOS = "__cer_qpos"  # position in the stream the query sees (after FROM)
+_GROUP = "__cer_group"  # engine instance within a Spark partition (the range of `ranges`)
+_OWN = "__cer_own"  # the event belongs to its task's own range (not its context)
+_KEY = "__cer_key"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LONG_COLUMNS = ("match", "start", "end", "position", "stream", "row", "type", "vars")
+MATCH_SCHEMA = (
+    "end long, seq long, start long, "
+    "events array<struct<position: long, vars: array<string>>>, partition binary"
+)
+
+
+@dataclass
+class SparkError(Exception):
+    """A failure of a Spark run. ``input_error`` tells whose: ``True`` for the user's input
+    (a log that cannot be read, a bad column, a bad master URL: exit code 2), ``False`` for
+    the runtime (no Java, no pyspark, a failed job: exit code 1); ``exit_code`` says it."""
+
+    message: str
+    hints: list[str] = field(default_factory=list)
+    input_error: bool = False
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.input_error else 1
+
+    def render(self) -> str:
+        return "\n".join([f"error: {self.message}", *(f"  hint: {h}" for h in self.hints)])
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+# --------------------------------------------------------------------------- session
+
+
+def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """The active SparkSession (e.g. under spark-submit) or a new one.
+
+    ``master=None`` leaves the choice to Spark (``spark-submit --master``, ``spark.master``
+    in ``$SPARK_HOME/conf/spark-defaults.conf``), falling back to ``local[*]``. ``conf``
+    entries override ``SESSION_DEFAULTS``. For local masters the executors run this Python
+    (``sys.executable``) unless ``PYSPARK_PYTHON`` says otherwise; for a cluster, set
+    ``PYSPARK_PYTHON`` or pass ``spark.pyspark.python`` in ``conf``.
+    """
+    try:
+        from pyspark import SparkConf
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkError(
+            "pyspark is not installed", ["pip install 'cer-cli[spark]' (pyspark 4)"]
+        ) from None
+    conf = {**SESSION_DEFAULTS, **(conf or {})}
+    active = SparkSession.getActiveSession()
+    if active is None or (master is not None and active.sparkContext.master != master):
+        if active is not None:
+            active.stop()
+        if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+            raise SparkError(
+                "Spark needs Java, and no java was found",
+                ["install Java 17 or 21, or set JAVA_HOME"],
+            )
+        builder = SparkSession.builder.appName("cer match")
+        if master is None and "spark.master" not in conf and not _configured_master(SparkConf):
+            master = DEFAULT_MASTER
+        if master is not None:
+            builder = builder.master(master)
+        chosen = master or conf.get("spark.master", "")
+        python = conf.get("spark.pyspark.python") or (
+            sys.executable if chosen.startswith("local") else None
+        )
+        if python and "PYSPARK_PYTHON" not in os.environ:
+            os.environ["PYSPARK_PYTHON"] = python  # pyspark reads the workers' Python here
+        for k, v in conf.items():
+            builder = builder.config(k, v)
+        try:
+            spark = builder.getOrCreate()
+        except Exception as e:
+            raise _spark_error(e, master=master) from None
+    else:
+        spark = active
+        for k, v in conf.items():
+            if k.startswith("spark.sql."):
+                spark.conf.set(k, v)
+    spark.sparkContext.setLogLevel(conf.get("cer.logLevel", "FATAL"))
+    _ship_package(spark)
+    return spark
+
+
+def _configured_master(spark_conf_cls) -> bool:
+    """Whether spark-submit or spark-defaults.conf already chose a master."""
+    if os.environ.get("MASTER"):
+        return True
+    home = os.environ.get("SPARK_CONF_DIR") or (
+        os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None
+    )
+    if home and os.path.isfile(os.path.join(home, "spark-defaults.conf")):
+        with open(os.path.join(home, "spark-defaults.conf"), encoding="utf-8") as f:
+            if any(line.split()[:1] == ["spark.master"] for line in f):
+                return True
+    return "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+
+
+_shipped: dict[str, str] = {}
+
+
+def _ship_package(spark: SparkSession) -> None:
+    """Zip ``cer_cli`` once per process and add it to the executors' Python path."""
+    sc = spark.sparkContext
+    if _shipped.get("app") == sc.applicationId:
+        return
+    root = Path(__file__).resolve().parents[1]
+    path = _shipped.get("zip")
+    if path is None:
+        path = os.path.join(tempfile.mkdtemp(prefix="cer-spark-"), "cer_cli.zip")
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in sorted(root.rglob("*")):
+                if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".lark"):
+                    z.write(f, Path("cer_cli") / f.relative_to(root))
+        _shipped["zip"] = path
+    sc.addPyFile(path)
+    _shipped["app"] = sc.applicationId
+
+
+def _spark_error(e: BaseException, master: str | None = None, what: str = "") -> SparkError:
+    """A readable ``SparkError`` from whatever Spark or py4j raised."""
+    text = str(e)
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+    if "PythonException" in text or "Traceback" in text:  # a task's Python failed
+        errors = [ln.strip() for ln in text.splitlines() if re.match(r"\s*[\w.]+(Error|Exception):", ln)]
+        first = errors[-1] if errors else first
+    if "QueryError" in text:  # raised by an engine inside a task
+        lines = [ln for ln in text.splitlines() if "QueryError" in ln]
+        msg = lines[-1].split("QueryError:", 1)[-1].strip() if lines else first
+        return SparkError(f"{what}{msg}", input_error=True)
+    if "Master" in text and ("parse" in text or "URL" in text):
+        return SparkError(
+            f"bad Spark master URL {master!r}",
+            ["use local[*], local[N], spark://HOST:PORT, yarn or k8s://..."],
+            input_error=True,
+        )
+    if "JAVA_GATEWAY_EXITED" in text or "Java gateway" in text:
+        return SparkError(
+            "could not start Spark's JVM", ["check JAVA_HOME and that Java 17+ runs"]
+        )
+    if "PATH_NOT_FOUND" in text or "does not exist" in text:
+        return SparkError(f"{what}{first}", ["check the path or URI of the log"], input_error=True)
+    if type(e).__name__ == "AnalysisException":
+        return SparkError(f"{what}{first}", input_error=True)
+    return SparkError(f"{what}Spark failed: {first}", ["rerun with --debug for details"])
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class _Source:
+    name: str
+    path: str
+    format: str
+
+
+def _source(spec: str, fmt: str | None) -> _Source:
+    """``path`` or ``NAME=path`` (as the local reader); the format from the extension."""
+    name, sep, rest = spec.partition("=")
+    path = rest if sep and _NAME.fullmatch(name) and rest else spec
+    if not (sep and _NAME.fullmatch(name) and rest):
+        name = ""
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    stem, ext = os.path.splitext(base)
+    if fmt is None:
+        fmt = EXTENSIONS.get(ext.lower())
+        if fmt is None and os.path.isdir(path):
+            found = {EXTENSIONS.get(p.suffix.lower()) for p in Path(path).iterdir() if p.is_file()}
+            found.discard(None)
+            fmt = found.pop() if len(found) == 1 else None
+        if fmt is None:
+            raise SparkError(
+                f"cannot tell the format of log {path!r}",
+                ["use a .csv/.parquet/.ndjson/.json name, or give the format (" +
+                 ", ".join(FORMATS) + ")"],
+                input_error=True,
+            )
+    elif fmt not in FORMATS:
+        raise SparkError(f"unsupported log format {fmt!r}", ["supported: " + ", ".join(FORMATS)],
+                         input_error=True)
+    return _Source(name or stem, path, fmt)
+
+
+def _load(spark: SparkSession, src: _Source) -> DataFrame:
+    r = spark.read
+    try:
+        if src.format == "csv":
+            return r.options(header=True, inferSchema=True).csv(src.path)
+        if src.format == "parquet":
+            return r.parquet(src.path)
+        df = r.json(src.path)
+        if src.format == "json" and df.columns == ["_corrupt_record"]:
+            df = r.option("multiLine", True).json(src.path)  # a JSON array, not NDJSON
+        return df
+    except Exception as e:
+        raise _spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+
+
+def _kind(dtype) -> str | None:
+    """Schema attribute type of a Spark type (as ``cer_cli.io.read._attr_type``)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        return "int"
+    if isinstance(dtype, T.FloatType | T.DoubleType | T.DecimalType):
+        return "float"
+    if isinstance(dtype, T.StringType):
+        return "str"
+    if isinstance(dtype, T.BooleanType):
+        return "bool"
+    if isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType):
+        return "datetime"
+    return None
+
+
+@dataclass
+class _Log:
+    src: _Source
+    index: int
+    df: DataFrame
+    type_column: str | None
+
+
+def _open(spark, specs: list[str], type_column, fmt) -> list[_Log]:
+    if not specs:
+        raise SparkError("no event log given", input_error=True)
+    logs = []
+    for i, spec in enumerate(specs):
+        src = _source(spec, fmt)
+        df = _load(spark, src)
+        clash = [c for c in df.columns if c.startswith("__cer_")]
+        if clash:
+            raise SparkError(f"{src.path}: column names starting with '__cer_' are reserved: "
+                             f"{clash}", input_error=True)
+        if type_column is not None and type_column not in df.columns:
+            raise SparkError(f"{src.path}: no type column {type_column!r}",
+                             [f"columns: {', '.join(df.columns)}"], input_error=True)
+        tcol = type_column or ("type" if "type" in df.columns else None)
+        logs.append(_Log(src, i, df, tcol))
+    return logs
+
+
+def _time_column(logs: list[_Log], given: str | None) -> str | None:
+    """As the local reader: ``given``, else the only datetime column, else ts/time/timestamp."""
+    if given is not None:
+        for g in logs:
+            if given not in g.df.columns:
+                raise SparkError(f"{g.src.path}: no time column {given!r}",
+                                 [f"columns: {', '.join(g.df.columns)}"], input_error=True)
+        return given
+    union: dict[str, Any] = {}
+    for g in logs:
+        for f in g.df.schema.fields:
+            if f.name != g.type_column:
+                union.setdefault(f.name, f.dataType)
+    dated = [c for c, d in union.items() if _kind(d) == "datetime"]
+    lowered = {c.lower(): c for c in union}
+    named = [lowered[n] for n in TIME_NAMES if n in lowered]
+    named = [c for c in named if _kind(union[c]) in ("int", "float", "str", "datetime")]
+    chosen = dated[0] if len(dated) == 1 else (named[0] if named else None)
+    if chosen is not None:
+        for g in logs:
+            if chosen not in g.df.columns:
+                raise SparkError(f"time column {chosen!r} (detected) is missing from {g.src.path}",
+                                 ["pass --time-column to choose the time column of every log"],
+                                 input_error=True)
+    return chosen
+
+
+def _with_rows(spark, df: DataFrame) -> DataFrame:
+    """ROW: the row's rank in the log, files in path order, rows in file order.
+
+    Rows of one file block are read consecutively by one task, so the rank is the block's
+    offset (rows of earlier blocks) plus the row's distance from the block's first row.
+    """
+    from pyspark.sql import functions as F
+
+    df = df.select(
+        "*",
+        F.col("_metadata.file_path").alias(_FILE),
+        F.col("_metadata.file_block_start").alias(_BLOCK),
+        F.monotonically_increasing_id().alias(_MID),
+    )
+    blocks = sorted(df.groupBy(_FILE, _BLOCK).agg(F.min(_MID), F.count("*")).collect())
+    offsets = list(accumulate((b[3] for b in blocks), initial=0))
+    base = spark.createDataFrame(
+        [(b[0], b[1], off - b[2]) for b, off in zip(blocks, offsets, strict=False)],
+        f"{_FILE} string, {_BLOCK} long, base long",
+    )
+    joined = df.join(F.broadcast(base), [_FILE, _BLOCK])
+    return joined.withColumn(ROW, F.col(_MID) + F.col("base")).drop(_FILE, _BLOCK, _MID, "base")
+
+
+def _time_expr(dtype, column: str):
+    from pyspark.sql import functions as F
+
+    col = F.col(column)
+    kind = _kind(dtype)
+    if kind == "datetime":
+        return F.unix_micros(col.cast("timestamp")) * 1000
+    if kind == "int":
+        return col.cast("long")
+    if kind == "float":
+        return col.cast("double")
+    if kind == "str":
+        return F.unix_micros(F.try_to_timestamp(col).cast("timestamp")) * 1000
+    raise SparkError(f"time column {column!r} has unusable type {dtype.simpleString()}",
+                     input_error=True)
+
+
+@dataclass
+class _Events:
+    """The event frame on Spark: ``frame`` (columns of the logs + RESERVED, ordered
+    partitions), the log's own ``columns``, the ``time_column``, ``n`` events."""
+
+    frame: DataFrame
+    columns: list[str]
+    time_column: str | None
+    n: int
+    logs: list[_Log]
+
+
+class _Run:
+    """Holds what a run persisted, to release it at the end."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.cached: list[DataFrame] = []
+
+    def persist(self, df: DataFrame) -> DataFrame:
+        df = df.persist()
+        self.cached.append(df)
+        return df
+
+    def close(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+
+    def index(self, df: DataFrame, name: str) -> tuple[DataFrame, int]:
+        """Number the rows 0.. in partition order: per-partition counts become offsets."""
+        from pyspark.sql import functions as F
+
+        df = self.persist(df.withColumn(_MID, F.monotonically_increasing_id()))
+        pid = F.shiftright(F.col(_MID), 33)  # monotonically_increasing_id's partition bits
+        counts = dict(df.groupBy(pid.alias("p")).count().collect())
+        nparts = df.rdd.getNumPartitions()
+        offsets = list(accumulate((counts.get(p, 0) for p in range(nparts)), initial=0))
+        table = F.array(*(F.lit(o).cast("long") for o in offsets[:-1]))
+        value = F.element_at(table, (pid + 1).cast("int")) + F.col(_MID) - F.shiftleft(pid, 33)
+        return df.withColumn(name, value).drop(_MID), offsets[-1]
+
+    def events(self, specs, type_column, time_column, fmt) -> _Events:
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        logs = _open(self.spark, specs, type_column, fmt)
+        tc = _time_column(logs, time_column)
+        kinds = {_kind(g.df.schema[tc].dataType) for g in logs} if tc else set()
+        kinds = {"datetime" if k == "str" else k for k in kinds}
+        if len(kinds) > 1:
+            raise SparkError(f"time column {tc!r} holds {' and '.join(sorted(kinds))} values",
+                             ["the time column must hold the same kind of value in every log"],
+                             input_error=True)
+        time_type = "double" if kinds == {"float"} else "long"
+        frames, columns = [], []
+        for g in logs:
+            df = _with_rows(self.spark, g.df)
+            widened = []
+            for f in g.df.schema.fields:
+                c = F.col(f.name)
+                if isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
+                    c = c.cast("long")
+                elif isinstance(f.dataType, T.FloatType):
+                    c = c.cast("double")
+                elif f.name == tc and isinstance(f.dataType, T.StringType):
+                    c = F.try_to_timestamp(c)
+                if f.name != g.type_column:
+                    widened.append(c.alias(f.name))
+                    if f.name not in columns:
+                        columns.append(f.name)
+            etype = F.lit(g.src.name) if g.type_column is None else F.col(g.type_column)
+            ttime = F.lit(None) if tc is None else _time_expr(g.df.schema[tc].dataType, tc)
+            frames.append(df.select(
+                *widened,
+                etype.cast("string").alias(TYPE),
+                F.lit(g.src.name).alias(STREAM),
+                ttime.cast(time_type).alias(TIME),
+                F.col(ROW),
+                F.lit(g.index).cast("long").alias(_ARG),
+            ))
+        union = frames[0]
+        try:
+            for f in frames[1:]:
+                union = union.unionByName(f, allowMissingColumns=True)
+        except Exception as e:
+            raise _spark_error(e, what="the logs have incompatible columns: ") from None
+        ordered = union.orderBy(F.col(TIME).asc_nulls_first(), _ARG, ROW)
+        frame, n = self.index(ordered, POS)
+        bad = frame.filter(F.col(TYPE).isNull() | (F.col(TIME).isNull() if tc else F.lit(False)))
+        row = bad.select(_ARG, ROW, F.col(TYPE).isNull().alias("t")).limit(1).collect()
+        if row:
+            g = logs[row[0][0]]
+            what = (f"no event type in column {g.type_column!r}" if row[0][2]
+                    else f"missing or unparsable time value in column {tc!r}")
+            raise SparkError(f"{g.src.path}: data row {row[0][1]} (0-based): {what}",
+                             ["time values must be all datetimes (ISO 8601) or all numbers"],
+                             input_error=True)
+        return _Events(frame.drop(_ARG), columns, tc, n, logs)
+
+
+def spark_schema(
+    logs: list[str],
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    type_column: str | None = None,
+    time_column: str | None = None,
+    fmt: str | None = None,
+) -> Schema:
+    """The logs' ``Schema`` computed by Spark (for logs the driver cannot read locally):
+    an event type's attributes are the columns non-null for at least one of its events."""
+    from pyspark.sql import functions as F
+
+    spark = spark_session(master, conf)
+    opened = _open(spark, logs, type_column, fmt)
+    tc = _time_column(opened, time_column)
+    event_types: dict[str, dict[str, str]] = {}
+    streams: dict[str, list[str]] = {}
+    try:
+        for g in opened:
+            kinds = {f.name: _kind(f.dataType) for f in g.df.schema.fields if f.name != g.type_column}
+            kinds = {c: ("datetime" if c == tc else k) for c, k in kinds.items() if k is not None}
+            present = [F.max(F.col(c).isNotNull().cast("int")).alias(c) for c in kinds]
+            etype = F.lit(g.src.name) if g.type_column is None else F.col(g.type_column)
+            rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*present).collect()
+            stream = streams.setdefault(g.src.name, [])
+            for r in sorted((r for r in rows if r[TYPE] is not None), key=lambda r: r[TYPE]):
+                attrs = event_types.setdefault(r[TYPE], {})
+                for c, k in kinds.items():
+                    if r[c]:
+                        attrs.setdefault(c, k)
+                if r[TYPE] not in stream:
+                    stream.append(r[TYPE])
+    except SparkError:
+        raise
+    except Exception as e:
+        raise _spark_error(e) from None
+    return Schema(event_types, {s: tuple(t) for s, t in streams.items()}, tc)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _task(compiled: CompiledQuery):
+    """The ``mapInArrow`` function: batches sorted by (GROUP, POS) -> match rows.
+
+    It ships the whole compiled query and builds engines with ``compiled.engine()``, so an
+    executor evaluates exactly as local mode does.
+    A fresh engine starts at every new GROUP; a match is kept when it ends at or after the
+    group's first OWN event (events before it are the context of a ``ranges`` task).
+    """
+
+    def run(batches):
+        import polars as pl
+        import pyarrow as pa
+
+        schema = None
+        group, engine, lo, seq = None, None, None, 0
+        for batch in batches:
+            frame = pl.from_arrow(batch)
+            out: list[dict] = []
+            for part in frame.partition_by(_GROUP, maintain_order=True):
+                g = part[_GROUP][0]
+                if engine is None or g != group:
+                    group, engine, lo = g, compiled.engine(), None
+                own = part.filter(pl.col(_OWN))[POS]
+                if lo is None and own.len():
+                    lo = own[0]
+                events = part.drop(_GROUP, _OWN, _QPOS, strict=False)
+                for m in engine.run(events):
+                    if lo is not None and m.end >= lo:
+                        out.append({
+                            "end": m.end, "seq": seq, "start": m.start,
+                            "events": [{"position": p, "vars": list(v)} for p, v in m.events],
+                            "partition": None if m.partition is None else pickle.dumps(m.partition),
+                        })
+                        seq += 1
+            if schema is None:
+                schema = pa.schema([
+                    ("end", pa.int64()), ("seq", pa.int64()), ("start", pa.int64()),
+                    ("events", pa.list_(pa.struct([("position", pa.int64()),
+                                                   ("vars", pa.list_(pa.string()))]))),
+                    ("partition", pa.binary()),
+                ])
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+    return run
+
+
+def _wtime(query: ast.Query, ev: _Events):
+    """The window time column and bound of a time or attribute window."""
+    from pyspark.sql import functions as F
+
+    w = query.within
+    if isinstance(w, ast.DurationWindow):
+        if ev.time_column is None:
+            raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
+        return F.col(TIME), w.nanoseconds
+    assert isinstance(w, ast.AttributeWindow)
+    if w.attr not in ev.frame.columns:
+        raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
+    return F.col(w.attr), w.amount
+
+
+def _tasks(run: _Run, compiled: CompiledQuery, ev: _Events, ranges: int | None) -> DataFrame:
+    """The events of every task, partitioned and sorted by (GROUP, POS), with OWN."""
+    from pyspark.sql import functions as F
+
+    q, plan = compiled.query, plan_for(compiled)
+    frame = ev.frame
+    if q.streams is not None:
+        frame = frame.filter(F.col(STREAM).isin(list(q.streams)))
+    nparts = ranges or run.spark.sparkContext.defaultParallelism
+    if plan.kind == PARTITION:
+        keys = []
+        for i, group in enumerate(plan.partition_by):
+            present = [F.col(a) for a in group if a in frame.columns]
+            keys.append((F.coalesce(*present) if present else F.lit(None)).alias(f"{_KEY}{i}"))
+        names = [f"{_KEY}{i}" for i in range(len(keys))]
+        keyed = frame.select("*", *keys).dropna(subset=names)
+        return (keyed.repartition(nparts, *names).drop(*names)
+                .withColumns({_GROUP: F.lit(0), _OWN: F.lit(True)})
+                .sortWithinPartitions(POS))
+    if plan.kind != RANGES:
+        return (frame.repartition(1).withColumns({_GROUP: F.lit(0), _OWN: F.lit(True)})
+                .sortWithinPartitions(POS))
+    if q.streams is not None:
+        frame, n = run.index(frame, _QPOS)
+    else:
+        frame, n = frame.withColumn(_QPOS, F.col(POS)), ev.n
+    r = max(1, min(nparts, n))
+    size = math.ceil(n / r) if n else 1
+    starts = [k * size for k in range(r)]
+    if isinstance(q.within, ast.EventsWindow):
+        context = [max(0, p - q.within.count) for p in starts]
+    else:
+        wt, bound = _wtime(q, ev)
+        qpos = F.col(_QPOS)
+        first = frame.agg(*(F.min(F.when(qpos >= p, wt)) for p in starts)).first()
+        reach = frame.agg(*(
+            F.min(F.when(wt >= F.lit(t) - bound, qpos)) if t is not None else F.lit(p)
+            for t, p in zip(first, starts, strict=True)
+        )).first()
+        # One event more than needed: every pair of neighbours is then inside one task,
+        # so the engines check the whole stream's time order, as local mode does.
+        context = [max(0, min(p - 1, p if c is None else c)) for c, p in zip(reach, starts,
+                                                                             strict=True)]
+    lo = F.array(*(F.lit(c).cast("long") for c in context))
+    hi = F.array(*(F.lit(p).cast("long") for p in [*starts[1:], max(n, 1)]))
+    qpos = F.col(_QPOS)
+    owners = F.filter(
+        F.sequence(F.lit(0), F.lit(r - 1)),
+        lambda k: (F.element_at(lo, k + 1) <= qpos) & (qpos < F.element_at(hi, k + 1)),
+    )
+    pieces = frame.withColumn(_GROUP, F.explode(owners))
+    own = qpos >= F.element_at(F.array(*(F.lit(p).cast("long") for p in starts)), F.col(_GROUP) + 1)
+    return (pieces.withColumn(_OWN, own).repartitionByRange(r, _GROUP)
+            .sortWithinPartitions(_GROUP, POS))
+
+
+def _matches(run: _Run, compiled: CompiledQuery, ev: _Events, ranges: int | None) -> DataFrame:
+    tasks = _tasks(run, compiled, ev, ranges)
+    # Persisted: sorting by end samples its input first, which would run the engines twice.
+    return run.persist(tasks.mapInArrow(_task(compiled), MATCH_SCHEMA))
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def spark_match(
+    compiled: CompiledQuery,
+    logs: list[str],
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    type_column: str | None = None,
+    time_column: str | None = None,
+    ranges: int | None = None,
+    fmt: str | None = None,
+) -> Iterator[Match]:
+    """Every match of ``compiled`` over ``logs``, computed on Spark and streamed back to
+    the driver in local mode's order (end position, then the engine's order).
+
+    ``ranges`` is the number of tasks (default: Spark's default parallelism); ``fmt``
+    forces the logs' format. Raises ``SparkError`` (or ``QueryError`` for a window the
+    logs cannot serve)."""
+    spark = spark_session(master, conf)
+    run = _Run(spark)
+    try:
+        ev = run.events(logs, type_column, time_column, fmt)
+        rows = _matches(run, compiled, ev, ranges).orderBy("end", "seq").toLocalIterator()
+        for r in rows:
+            yield Match(
+                r["start"], r["end"],
+                tuple((e["position"], tuple(e["vars"])) for e in r["events"]),
+                None if r["partition"] is None else pickle.loads(r["partition"]),
+            )
+    except (SparkError, QueryError):
+        raise
+    except Exception as e:
+        raise _spark_error(e) from None
+    finally:
+        run.close()
+
+
+def spark_write(
+    compiled: CompiledQuery,
+    logs: list[str],
+    output: str,
+    fmt: str = "parquet",
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    type_column: str | None = None,
+    time_column: str | None = None,
+    ranges: int | None = None,
+    log_format: str | None = None,
+    mode: str = "errorifexists",
+) -> int:
+    """Have Spark write the long format of local mode (one row per match x event: match,
+    start, end, position, stream, row, type, vars, then the log's columns, ``log.``-prefixed
+    on a clash) as a ``parquet``, ``csv`` (vars joined with ``|``) or ``json`` directory,
+    ordered by (match, position). ``mode`` is Spark's save mode. Returns the match count."""
+    from pyspark.sql import functions as F
+
+    if fmt == "jsonl":
+        fmt = "json"
+    if fmt not in WRITE_FORMATS:
+        raise SparkError(f"Spark cannot write {fmt!r}", ["formats: " + ", ".join(WRITE_FORMATS)],
+                         input_error=True)
+    spark = spark_session(master, conf)
+    run = _Run(spark)
+    try:
+        ev = run.events(logs, type_column, time_column, log_format)
+        matches = _matches(run, compiled, ev, ranges).orderBy("end", "seq")
+        numbered, total = run.index(matches, "match")
+        exploded = numbered.select("match", "start", "end", F.explode("events").alias("e"))
+        rows = exploded.select("match", "start", "end", F.col("e.position").alias("position"),
+                               F.col("e.vars").alias("vars"))
+        names = [f"log.{c}" if c in _LONG_COLUMNS else c for c in ev.columns]
+        events = ev.frame.select(
+            F.col(POS).alias("position"), F.col(STREAM).alias("stream"), F.col(ROW).alias("row"),
+            F.col(TYPE).alias("type"),
+            *(F.col(f"`{c}`").alias(n) for c, n in zip(ev.columns, names, strict=True)),
+        )
+        vars_col = F.array_join("vars", "|") if fmt == "csv" else F.col("vars")
+        long = rows.join(events, "position").select(
+            "match", "start", "end", "position", "stream", "row", "type", vars_col.alias("vars"),
+            *(F.col(f"`{n}`") for n in names),
+        ).orderBy("match", "position")
+        writer = long.write.mode(mode)
+        if fmt == "csv":
+            writer = writer.option("header", True)
+        writer.format(fmt).save(output)
+        return total
+    except (SparkError, QueryError):
+        raise
+    except Exception as e:
+        raise _spark_error(e, what=f"cannot write {output}: ") from None
+    finally:
+        run.close()

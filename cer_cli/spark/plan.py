@@ -1,0 +1,118 @@
+"""How a compiled query fans out over a Spark cluster, and why that is exact.
+
+Local mode runs one engine over the whole time-ordered stream. On Spark the stream is cut
+into pieces, one engine runs per piece, and the pieces' matches are merged by end position.
+Three plans, chosen from the query alone (``plan_for``):
+
+``partition`` — the query has ``PARTITION BY`` and no ``CONSUME BY ANY``. The engine
+evaluates every key's sub-stream independently (its own table, its own EVENTS positions,
+its own ``CONSUME BY PARTITION``), so events are shuffled by key, each Spark partition is
+sorted by global position and fed to one engine. Every key lives in exactly one Spark
+partition and sees the same sub-stream, in the same order, as in local mode: exact.
+
+``ranges`` — no ``PARTITION BY``, a ``WITHIN`` bound, ``CONSUME BY NONE``. The stream the
+query sees (after ``FROM``) is cut into position ranges; each task owns one range and also
+reads the *context* before it: the ``n`` preceding events for ``WITHIN n EVENTS``, the events
+whose window time is at least ``time(first owned event) − bound`` for a duration or an
+attribute window. A task keeps only the matches that end inside its own range. A match
+``[i, j]`` depends only on the events ``i..j`` and the window puts ``i`` inside the
+context of ``j``'s range (window times never decrease along the stream), so the task that
+owns ``j`` reports it, with the same strategy and LIMIT decision (all windowed matches
+ending at ``j`` are visible there), and no other task does: no match lost or duplicated.
+Consumption breaks the argument: with ``CONSUME BY ANY``/``PARTITION`` a match forgets
+partial matches, so what ends in a range depends on matches before its context.
+
+``single`` — everything else (no window and no partition, or consumption across the
+whole stream): one task reads the whole time-ordered stream, as local mode does; Spark
+still reads the logs and computes positions in parallel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cer_cli.query import ast
+
+PARTITION = "partition"
+RANGES = "ranges"
+SINGLE = "single"
+
+
+@dataclass(frozen=True)
+class SparkPlan:
+    """The chosen fan-out: ``kind`` (``partition``, ``ranges`` or ``single``), the key
+    groups (``partition``), the window (``ranges``) and ``reason`` for the choice."""
+
+    kind: str
+    reason: str
+    partition_by: tuple[tuple[str, ...], ...] = ()
+    window: ast.Window | None = None
+
+    def describe(self) -> str:
+        """What ``cer explain --spark`` prints."""
+        if self.kind == PARTITION:
+            keys = ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            how = [
+                f"spark plan: one engine per Spark partition, events shuffled by PARTITION BY {keys}",
+                "  each Spark partition is sorted by global position; a key's events all go to one",
+                "  partition, so every key sees the same sub-stream as locally (exact)",
+            ]
+        elif self.kind == RANGES:
+            how = [
+                f"spark plan: split the stream into position ranges, context {_context(self.window)}",
+                "  each task runs the engine over its range plus the context before it and keeps",
+                "  the matches ending in its own range (exact: the window bounds every match)",
+            ]
+        else:
+            how = ["spark plan: one task over the whole time-ordered stream (no fan-out)"]
+        how.append(f"  why: {self.reason}")
+        how.append("  matches are merged by end position, then the engine's order (as local mode)")
+        return "\n".join(how)
+
+
+def _context(window: ast.Window | None) -> str:
+    if isinstance(window, ast.EventsWindow):
+        return f"the {window.count} preceding events (WITHIN {window.count} EVENTS)"
+    if isinstance(window, ast.DurationWindow):
+        return f"the preceding {window.nanoseconds} ns of event time"
+    if isinstance(window, ast.AttributeWindow):
+        return f"the preceding {window.amount} of attribute {window.attr}"
+    return "none"
+
+
+def plan_for(compiled) -> SparkPlan:
+    """The plan for a ``CompiledQuery`` (see the module docstring)."""
+    q: ast.Query = compiled.query
+    # The engine partitions by the rewritten query's groups: PARTITION BY may have grown a
+    # group from equalities between events; fanning out by it is exact for the same reason.
+    groups = compiled.rewritten.query.partition_by
+    if groups:
+        if q.consume == "ANY":
+            return SparkPlan(
+                SINGLE,
+                "CONSUME BY ANY forgets the partial matches of every partition after a match, "
+                "so partitions depend on each other and need the global order",
+            )
+        return SparkPlan(
+            PARTITION,
+            "the engine evaluates every PARTITION BY key independently"
+            + (" (CONSUME BY PARTITION stays within a key)" if q.consume == "PARTITION" else ""),
+            partition_by=groups,
+        )
+    if q.within is None:
+        return SparkPlan(
+            SINGLE,
+            "no PARTITION BY and no WITHIN: a match may span the whole log, "
+            "so the stream cannot be cut",
+        )
+    if q.consume != "NONE":
+        return SparkPlan(
+            SINGLE,
+            f"CONSUME BY {q.consume} without PARTITION BY: a match forgets every partial match, "
+            "so what ends in a range depends on matches before it",
+        )
+    return SparkPlan(
+        RANGES,
+        "WITHIN bounds every match, and CONSUME BY NONE keeps ranges independent",
+        window=q.within,
+    )

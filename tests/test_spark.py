@@ -1,0 +1,280 @@
+"""``cer match --spark`` gives exactly local mode's matches (cer_cli/spark).
+
+One SparkSession (local[2], 4 shuffle partitions) serves the module. Equivalence is checked
+on every sample x example query that runs locally, on random queries over random logs
+(through the real CSV readers on both sides), on a time-range split whose matches straddle
+the ranges, and on a real standalone cluster (master + worker started from pyspark's jars).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cer_cli.api import compile_query, read_events
+from cer_cli.io.write import EventLookup, write_matches
+from cer_cli.query.errors import QueryError
+from tests.gen_formulas import formulas, queries, schema_of, streams
+
+pytestmark = pytest.mark.spark
+pyspark = pytest.importorskip("pyspark")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs Java", allow_module_level=True)
+
+from cer_cli.spark import SparkError, plan_for, spark_match, spark_session, spark_write  # noqa: E402
+from cer_cli.spark.plan import PARTITION, RANGES, SINGLE  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.csv")) + glob.glob(str(ROOT / "samples" / "*.parquet")))
+QUERIES = sorted(glob.glob(str(ROOT / "queries" / "*.cel")))
+CONF = {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    return spark_session("local[2]", CONF)
+
+
+def local_matches(compiled, logs: list[str]) -> list:
+    return list(compiled.run(read_events(logs).batches()))
+
+
+def _pairs():
+    """(sample, query) pairs whose query compiles against the sample's schema."""
+    out = []
+    for sample in SAMPLES:
+        schema = read_events([sample]).schema
+        for q in QUERIES:
+            try:
+                compile_query(Path(q).read_text(), schema=schema)
+            except QueryError:
+                continue
+            out.append(pytest.param(sample, q, id=f"{Path(q).stem}-{Path(sample).stem}"))
+    return out
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("A ; B PARTITION BY [id] WITHIN 3 EVENTS", PARTITION),
+        ("A ; B PARTITION BY [id] CONSUME BY PARTITION", PARTITION),
+        ("A ; B PARTITION BY [id] CONSUME BY ANY", SINGLE),
+        ("A ; B WITHIN 3 EVENTS", RANGES),
+        ("A ; B WITHIN 2 seconds", RANGES),
+        ("A ; B WITHIN 2 seconds CONSUME BY ANY", SINGLE),
+        ("A ; B", SINGLE),
+    ],
+)
+def test_plan_kinds(text, kind):
+    plan = plan_for(compile_query("SELECT * WHERE " + text))
+    assert plan.kind == kind
+    assert "why:" in plan.describe()
+
+
+# --------------------------------------------------------------------------- equivalence
+
+
+@pytest.mark.parametrize(("sample", "query"), _pairs())
+def test_samples_and_example_queries(spark, sample, query):
+    compiled = compile_query(Path(query).read_text(), schema=read_events([sample]).schema)
+    try:
+        expected = local_matches(compiled, [sample])
+    except QueryError:
+        pytest.skip("fails locally")
+    assert list(spark_match(compiled, [sample])) == expected
+    if plan_for(compiled).kind == RANGES:
+        assert list(spark_match(compiled, [sample], ranges=5)) == expected
+
+
+def _write_streams(events: list[dict], directory: Path) -> list[str]:
+    """One CSV per stream (stream name = file stem), columns type, time, ts, v, id."""
+    logs = []
+    for name in sorted({e["stream"] for e in events}):
+        rows = [{k: e[k] for k in ("type", "time", "ts", "v", "id")} for e in events
+                if e["stream"] == name]
+        path = directory / f"{name}.csv"
+        pl.DataFrame(rows).write_csv(path)
+        logs.append(str(path))
+    return logs
+
+
+@given(
+    query=queries(formulas(max_depth=3)),
+    events=streams(min_size=1, max_size=14),
+    ranges=st.sampled_from([1, 2, 3]),
+)
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+def test_random_queries_equal_local(spark, tmp_path_factory, query, events, ranges):
+    from cer_cli.query.printer import to_text
+
+    text = to_text(query)
+    try:
+        compiled = compile_query(text, schema=schema_of(events))
+    except QueryError:
+        return
+    logs = _write_streams(events, tmp_path_factory.mktemp("logs"))
+    try:
+        expected = local_matches(compiled, logs)
+    except QueryError:
+        return
+    assert list(spark_match(compiled, logs, ranges=ranges)) == expected, text
+
+
+# --------------------------------------------------------------------------- range split
+
+
+@pytest.fixture(scope="module")
+def hundred(tmp_path_factory) -> str:
+    """100 events A/B/C, one second apart (times repeat in pairs), attribute n = position."""
+    path = tmp_path_factory.mktemp("hundred") / "s.csv"
+    types = ("A", "B", "C", "B", "A", "C", "C")
+    rows = [{"type": types[i % 7], "time": (i // 2) * 1_000_000_000, "n": i} for i in range(100)]
+    pl.DataFrame(rows).write_csv(path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "window", ["WITHIN 9 EVENTS", "WITHIN 4 seconds", "WITHIN 9 [n]", "WITHIN 30 EVENTS"]
+)
+def test_range_split_keeps_straddling_matches(spark, hundred, window):
+    compiled = compile_query(f"SELECT * WHERE A ; B+ ; C {window}", schema=read_events([hundred]).schema)
+    assert plan_for(compiled).kind == RANGES
+    expected = local_matches(compiled, [hundred])
+    got = list(spark_match(compiled, [hundred], ranges=5))
+    assert got == expected
+    assert len({m.key() for m in got}) == len(got)
+    straddling = [m for m in got if m.start // 20 != m.end // 20]
+    assert straddling, "the test should have matches across range boundaries"
+
+
+# --------------------------------------------------------------------------- output
+
+
+def test_spark_write_equals_local_long_format(spark, tmp_path):
+    sample = str(ROOT / "samples" / "stocks.csv")
+    log = read_events([sample])
+    compiled = compile_query((ROOT / "queries" / "contiguous.cel").read_text(), schema=log.schema)
+    local = tmp_path / "local.parquet"
+    lookup = EventLookup.for_log(log)
+    write_matches(compiled.run(lookup.tap(log.batches())), lookup, "parquet", local)
+    n = spark_write(compiled, [sample], str(tmp_path / "out"), "parquet")
+    got = pl.read_parquet(tmp_path / "out" / "*.parquet")
+    want = pl.read_parquet(local)
+    assert n == want["match"].n_unique()
+    assert got.columns == want.columns
+    assert got.sort("match", "position").equals(want.cast(got.schema))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_unreadable_log_is_an_input_error(spark, tmp_path):
+    compiled = compile_query("SELECT * WHERE A ; B")
+    with pytest.raises(SparkError) as info:
+        list(spark_match(compiled, [str(tmp_path / "missing.csv")]))
+    assert info.value.input_error and info.value.exit_code == 2
+
+
+def test_unknown_format_is_an_input_error(spark, tmp_path):
+    with pytest.raises(SparkError) as info:
+        list(spark_match(compile_query("A"), [str(tmp_path / "log.txt")]))
+    assert info.value.exit_code == 2
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(proc: subprocess.Popen, log: Path, text: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    raise AssertionError(f"{text!r} not seen:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+CLUSTER_SCRIPT = """
+import json, sys
+from cer_cli.api import compile_query, read_events
+from cer_cli.spark import spark_match
+query, sample, master = sys.argv[1:4]
+compiled = compile_query(open(query).read(), schema=read_events([sample]).schema)
+conf = {"spark.pyspark.python": sys.executable, "spark.executor.memory": "512m",
+        "spark.sql.shuffle.partitions": "4"}
+out = [[m.start, m.end, m.events, m.partition] for m in spark_match(compiled, [sample], master=master, conf=conf)]
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.spark_cluster
+def test_standalone_cluster(tmp_path):
+    # A Spark home made of pyspark's jars; RELEASE tells the worker's launcher to use jars/.
+    home = tmp_path / "spark_home"
+    home.mkdir()
+    (home / "RELEASE").write_text("Spark (pyspark jars)\n")
+    (home / "jars").symlink_to(Path(pyspark.__file__).parent / "jars")
+    jars = str(home / "jars" / "*")
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_SCALA_VERSION": "2.13",
+           "PYSPARK_PYTHON": sys.executable}
+    port, ui, wui = _free_port(), _free_port(), _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs = []
+    try:
+        mlog, wlog = tmp_path / "master.log", tmp_path / "worker.log"
+        master = subprocess.Popen(
+            ["java", "-cp", jars, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(ui)],
+            stdout=mlog.open("w"), stderr=subprocess.STDOUT, env=env)
+        procs.append(master)
+        _wait_for(master, mlog, "I have been elected leader")
+        worker = subprocess.Popen(
+            ["java", "-cp", jars, "org.apache.spark.deploy.worker.Worker", url, "--host",
+             "127.0.0.1", "--cores", "2", "--memory", "1g", "--webui-port", str(wui),
+             "--work-dir", str(tmp_path / "work")],
+            stdout=wlog.open("w"), stderr=subprocess.STDOUT, env=env)
+        procs.append(worker)
+        _wait_for(worker, wlog, "Successfully registered with master")
+        query, sample = ROOT / "queries" / "core_q2.cel", ROOT / "samples" / "stocks.csv"
+        done = subprocess.run(
+            [sys.executable, "-c", CLUSTER_SCRIPT, str(query), str(sample), url],
+            capture_output=True, text=True, cwd=tmp_path, timeout=240,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+        assert lines, done.stderr[-4000:]
+        got = json.loads(lines[0][len("RESULT "):])
+        compiled = compile_query(query.read_text(), schema=read_events([str(sample)]).schema)
+        expected = [[m.start, m.end, m.events, m.partition]
+                    for m in local_matches(compiled, [str(sample)])]
+        assert got == json.loads(json.dumps(expected))
+        assert expected
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
