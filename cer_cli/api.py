@@ -25,7 +25,7 @@ from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import RewriteResult, rewrite
-from cer_cli.engine.run import Engine
+from cer_cli.engine.run import Engine, cea_projection, post_filter_of
 from cer_cli.events import Match, Schema
 from cer_cli.io.read import EventLog, read_events, read_schema
 from cer_cli.query import ast
@@ -52,18 +52,37 @@ class CompiledQuery:
         select = self.query.select
         return None if select is None else frozenset(item.var for item in select)
 
+    @property
+    def post_filter(self):
+        """Predicates between events tested on each candidate (None when there are none)."""
+        return post_filter_of(self.query, self.rewritten)
+
+    @property
+    def correlation_method(self) -> str | None:
+        """How predicates between events are evaluated: "partition", "post-filter", or None."""
+        if self.post_filter is not None:
+            return "post-filter"
+        if self.rewritten.query.partition_by != self.query.partition_by:
+            return "partition"
+        return None
+
     def engine(self, **options) -> Engine:
-        """A fresh engine (its own tECS and partition tables) for one pass over a stream."""
+        """A fresh engine (its own tECS and partition tables) for one pass over a stream.
+
+        It runs the *rewritten* query: PARTITION BY may have grown a group (equalities between
+        events), which matches do not report; and a post-filter may test candidates."""
         q = self.query
         return Engine(
             self.cea,
             self.alphabet,
             window=q.within,
-            partition_by=q.partition_by,
+            partition_by=self.rewritten.query.partition_by,
             strategy=q.strategy,
             consume=q.consume,
             limit=q.limit,
             streams=q.streams,
+            post_filter=self.post_filter,
+            report_groups=len(q.partition_by),
             **options,
         )
 
@@ -84,7 +103,7 @@ def compile_query(text: str, schema: Schema | None = None, filename: str | None 
         report = check_query(query, schema)
         rewritten = rewrite(query)
         alphabet = Alphabet.from_formula(rewritten.formula)
-        projection = None if query.select is None else frozenset(i.var for i in query.select)
+        projection = cea_projection(query, post_filter_of(query, rewritten))
         cea = compile_formula(rewritten.formula, alphabet, projection)
     except QueryError as e:
         raise e.with_source(text, filename) from None

@@ -307,6 +307,12 @@ SLICE_ROWS = 65_536
 @click.option("--limit", type=click.IntRange(min=0), help="Stop after N matches in total.")
 @click.option("--count", is_flag=True, help="Print only the number of matches.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: on a terminal].")
+@click.option(
+    "--allow-unbounded",
+    is_flag=True,
+    help="Run a query with predicates between events and no WITHIN window although its cost "
+    "and memory grow with the log.",
+)
 @_debug_option
 def match_command(
     args: tuple[str, ...],
@@ -318,6 +324,7 @@ def match_command(
     limit: int | None,
     count: bool,
     progress: bool | None,
+    allow_unbounded: bool,
     debug: bool,
 ) -> None:
     """Find every complex event of a query in event logs.
@@ -357,7 +364,29 @@ def match_command(
             else:
                 fmt = "table" if sys.stdout.isatty() else "jsonl"
         compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
+        if not allow_unbounded:
+            _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress)
+
+
+def _refuse_unbounded(compiled, filename) -> None:
+    """Predicates between events tested per candidate, without a window: every earlier event
+    may be part of a candidate, so cost and memory grow with the log. Refuse (exit 2)."""
+    from cer_cli.query.errors import QueryError
+
+    post = compiled.post_filter
+    if post is None or compiled.query.within is not None:
+        return
+    site = post.sites[0]
+    raise QueryError(
+        f"'{post.describe()[0]}' is a predicate between events and the query has no WITHIN"
+        " window: each match is found by testing candidates that may combine any earlier"
+        " events, so the cost and memory grow with the log",
+        site.predicate.span,
+        hints=["add a window (WITHIN 10 minutes, WITHIN 100 EVENTS), or pass --allow-unbounded",
+               "equalities on one attribute that tie every event become a cheap PARTITION BY;"
+               " see `cer explain`"],
+    ).with_source(compiled.text, filename)
 
 
 def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
@@ -372,7 +401,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
     for message in compiled.rewritten.warnings:
         render_diagnostic(console, "warning", message, None, None, None)
     started = time.perf_counter()
-    show = sys.stderr.isatty() if progress is None else progress
+    # By default the bar shows only when matches do not stream to the same terminal.
+    to_terminal = not count and output is None and sys.stdout.isatty()
+    show = (sys.stderr.isatty() and not to_terminal) if progress is None else progress
     lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
     engine = compiled.engine()
@@ -407,6 +438,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
         stream = matches() if limit is None else itertools.islice(matches(), limit)
         if count:
             n = sum(1 for _ in stream)
+            if bar is not None:
+                bar.stop()
+                bar = None
             click.echo(n)
         else:
             names = [g[0] for g in compiled.query.partition_by]

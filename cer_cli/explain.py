@@ -13,13 +13,17 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from cer_cli.api import CompiledQuery
 from cer_cli.compiler.construct import describe
+from cer_cli.compiler.correlation import partition_plan, sites
 from cer_cli.compiler.predicates import describe_atom
 from cer_cli.io.read import EventLog
+from cer_cli.query import ast
+from cer_cli.query.checks import subformulas
 from cer_cli.query.printer import to_text
 
 FORMATS = ("text", "json", "dot", "mermaid")
@@ -33,6 +37,7 @@ def explanation(compiled: CompiledQuery, log: EventLog | None = None) -> dict[st
         "query": to_text(q),
         "rewrites": [
             {"pass": p.name, "formula": None if p.formula is None else to_text(p.formula)}
+            | ({"note": p.note} if p.note else {})
             for p in compiled.rewritten.passes
             if p.changed
         ],
@@ -48,6 +53,8 @@ def explanation(compiled: CompiledQuery, log: EventLog | None = None) -> dict[st
             "consume": q.consume,
             "limit": q.limit,
             "engine": engine.describe(),
+            "correlation": correlation_plan(compiled),
+            "memory": memory_verdict(compiled),
         },
     }
     if log is not None:
@@ -66,6 +73,102 @@ def explanation(compiled: CompiledQuery, log: EventLog | None = None) -> dict[st
             "tecs_compactions": s.compactions,
         }
     return out
+
+
+# --------------------------------------------------------------------------- cost and memory
+
+
+def correlation_plan(compiled: CompiledQuery) -> dict[str, Any] | None:
+    """Which method evaluates the predicates between events, and what it costs."""
+    method = compiled.correlation_method
+    if method is None:
+        return None
+    q = compiled.query
+    if method == "partition":
+        added = [g for g in compiled.rewritten.query.partition_by if g not in q.partition_by]
+        _, why = partition_plan(q)
+        return {
+            "method": "partition rewrite",
+            "predicates": [to_text(c) for _, c in sites(q.formula)],
+            "detail": f"{why}: the equalities become PARTITION BY "
+            + ", ".join("[" + ", ".join(g) + "]" for g in added or q.partition_by),
+            "cost": "as the query without them, evaluated per key: constant per event",
+            "bounded": True,
+        }
+    post = compiled.post_filter
+    bounded = q.within is not None
+    return {
+        "method": "post-filtered relaxation",
+        "predicates": post.describe(),
+        "detail": "the automaton accepts the pattern without these predicates (binding their"
+        " variables); every candidate ending at an event is enumerated and kept iff they hold"
+        " for every combination of the events of their variables, before SELECT, strategy,"
+        " LIMIT and CONSUME BY",
+        "cost": "per event, the number of candidates ending there, which can be exponentially"
+        " larger than the number of matches"
+        + ("; the window bounds it" if bounded else
+           "; without WITHIN it grows with the log (cer match refuses it without"
+           " --allow-unbounded)"),
+        "bounded": bounded,
+    }
+
+
+def _pattern_culprit(f) -> str | None:
+    """A '+' or ';' that lets a partial match wait for ever, shown as text; else None."""
+    plus = [to_text(n) for n in subformulas(f) if isinstance(n, ast.Plus)]
+    if plus:
+        return f"the iteration '{min(plus, key=len)}'"
+    seqs = [to_text(n) for n in subformulas(f) if isinstance(n, ast.Seq) and not n.contiguous]
+    if seqs:
+        return f"the sequence '{min(seqs, key=len)}' (';' skips any number of events)"
+    return None
+
+
+def memory_verdict(compiled: CompiledQuery) -> dict[str, str]:
+    """What the engine's memory grows with (in the spirit of the bounded-memory criteria for
+    streams: without a window, partial matches that can wait for ever, or whose number an
+    iteration multiplies, are kept for the whole log; partitions multiply state by keys)."""
+    q, rq = compiled.query, compiled.rewritten.query
+    f = compiled.rewritten.formula
+    post = compiled.post_filter
+    groups = ", ".join("[" + ", ".join(g) + "]" for g in rq.partition_by)
+    w = q.within
+    if w is not None:
+        if rq.partition_by and isinstance(w, ast.EventsWindow):
+            return {
+                "verdict": "grows with the number of distinct partition keys",
+                "reason": f"PARTITION BY {groups} with WITHIN {to_text(w)}: each key keeps the partial"
+                " matches of its own last window until it sees more events",
+            }
+        return {
+            "verdict": "bounded by the window",
+            "reason": f"WITHIN {to_text(w)}: partial matches"
+            + (" and the attributes the post-filter reads" if post is not None else "")
+            + " older than the window are dropped",
+        }
+    if post is not None:
+        return {
+            "verdict": "grows with the log length",
+            "reason": f"no WITHIN: '{post.describe()[0]}' may combine any earlier events, so their"
+            " partial matches and attributes are kept",
+        }
+    culprit = None if f is None else _pattern_culprit(q.formula)
+    if culprit is not None:
+        return {
+            "verdict": "grows with the log length",
+            "reason": f"no WITHIN: {culprit} keeps partial matches for the whole log",
+        }
+    if rq.partition_by:
+        return {
+            "verdict": "grows with the number of distinct partition keys",
+            "reason": f"PARTITION BY {groups} without WITHIN: the partial matches of each key"
+            " (at most the pattern's length) are kept",
+        }
+    return {
+        "verdict": "constant",
+        "reason": "every partial match lives at most as many events as the pattern is long"
+        " (no ';' and no '+')",
+    }
 
 
 # --------------------------------------------------------------------------- renderers
@@ -113,7 +216,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     if data["rewrites"]:
         for r in data["rewrites"]:
             formula = "never matches" if r["formula"] is None else r["formula"]
-            console.print(f"  [cyan]{r['pass']}[/]: {formula}")
+            note = f" · {r['note']}" if r.get("note") else ""
+            console.print(f"  [cyan]{r['pass']}[/]: {escape(formula + note)}")
     else:
         console.print("none needed")
     for w in data["warnings"]:
@@ -145,6 +249,14 @@ def render_text(data: dict[str, Any], console: Console) -> None:
         + (f" · partition by {plan['partition_by']}" if plan["partition_by"] else ""),
         plan["engine"],
     ]
+    corr = plan.get("correlation")
+    if corr is not None:
+        lines.append(f"correlation: {corr['method']} of " + "; ".join(corr["predicates"]))
+        lines.append(f"  {corr['detail']}")
+        lines.append(f"  cost: {corr['cost']}")
+    mem = plan.get("memory")
+    if mem is not None:
+        lines.append(f"memory: {mem['verdict']} — {mem['reason']}")
     console.rule("[bold]plan", align="left")
     for line in lines:
         console.print(Text(line))

@@ -39,10 +39,6 @@ def sample_of(query: Path) -> Path:
     raise AssertionError(f"{query} names no sample")
 
 
-def needs_correlation(query: Path) -> bool:
-    return "needs correlation" in query.read_text().lower()
-
-
 def as_matches(jsonl: str) -> list[Match]:
     out = []
     for line in jsonl.splitlines():
@@ -82,9 +78,6 @@ def golden(name: str, text: str) -> None:
 def test_small_samples_agree_with_the_reference(query):
     sample = sample_of(query)
     result = run("match", str(query), str(sample), "--format", "jsonl")
-    if needs_correlation(query):
-        assert result.exit_code == 2 and "between events" in result.output
-        return
     assert result.exit_code == 0, result.output
     got = as_matches(result.stdout)
     expected = reference_matches(parse(query.read_text()), events_of(sample))
@@ -96,9 +89,6 @@ def test_small_samples_agree_with_the_reference(query):
 @pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.stem)
 def test_every_example_query_matches_its_golden_output(query):
     result = run("match", str(query), str(sample_of(query)), "--format", "jsonl")
-    if needs_correlation(query):
-        assert result.exit_code == 2
-        return
     assert result.exit_code == 0, result.output
     golden(f"{query.stem}.jsonl", result.stdout)
 

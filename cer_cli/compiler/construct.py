@@ -138,7 +138,8 @@ class _Builder:
     def filter(self, inner: _Fragment, f: ast.Filter) -> _Fragment:
         xs = pred_vars(f.predicate)
         if len(xs) > 1:
-            raise QueryError("predicates between events are not supported yet",
+            raise QueryError("a predicate between events reached the automaton construction;"
+                             " rewrite the query first (equality_to_partition, relax_correlation)",
                              f.predicate.span or f.span)
         guard = self.alphabet.guard(f.predicate)
         if xs:
@@ -195,7 +196,7 @@ def compile_formula(
     state). ``alphabet`` must come from ``Alphabet.from_formula(formula)``; ``projection`` is
     the set of SELECTed variables (``None`` keeps all, ``frozenset()`` is SELECT NONE).
 
-    Raises QueryError for predicates between events (not supported yet).
+    Raises QueryError for predicates between events: the rewrite passes remove them first.
     """
     if formula is None:
         return CEA(1, 0, frozenset(), ())

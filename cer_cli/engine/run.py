@@ -91,6 +91,8 @@ class Engine:
         streams: tuple[str, ...] | None = None,
         cache_limit: int = 100_000,
         compact_min: int = MIN_COMPACT,
+        post_filter=None,
+        report_groups: int | None = None,
     ) -> None:
         if strategy not in ast.STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}")
@@ -121,6 +123,15 @@ class Engine:
         self._events = 0
         self._matches = 0
         self._peak = 0
+        #: Correlation post-filter (``cer_cli.compiler.correlation.PostFilter``): candidates
+        #: are tested, projected to its ``select`` and de-duplicated before strategy/LIMIT.
+        self.post = post_filter
+        #: How many leading PARTITION BY groups a match reports (the rest were added by the
+        #: equality rewrite); ``None``: all.
+        self.report_groups = report_groups
+        self._rows: dict[int, dict] = {}
+        self._row_meta: dict[int, tuple[int, float]] = {}
+        self._next_prune = compact_min
 
     # ------------------------------------------------------------------ description
 
@@ -140,11 +151,17 @@ class Engine:
             if self.partition_by
             else "a single evaluator"
         )
+        update = (
+            "constant per event for the relaxed pattern, plus every candidate ending at the"
+            " event (tested against the predicates between events)"
+            if self.post is not None
+            else "constant per event for the query"
+        )
         return "\n".join(
             [
                 "engine: CORE Algorithm 1 over a lazily I/O-determinised CEA, tECS with "
                 "union-lists, windowed enumeration (Algorithm 2)",
-                f"  update: constant per event for the query; {window}",
+                f"  update: {update}; {window}",
                 f"  partitions: {parts}",
                 f"  strategy {self.strategy}: {STRATEGY_COST[self.strategy]}",
                 f"  consume by {self.consume}; limit {self.limit if self.limit is not None else 'none'}"
@@ -223,9 +240,18 @@ class Engine:
         positions = frame[POS].to_list()
         keys = frame[_KEY].to_list() if self.partition_by else [0] * frame.height
         times = frame[_WTIME].to_list() if _WTIME in frame.columns else None
-        yield from self._loop(syms, positions, keys, times)
+        rows = None
+        if self.post is not None:
+            cols = [c for c in self.post.columns if c in frame.columns]
+            rows = frame.select(cols).to_dicts() if cols else [{} for _ in range(frame.height)]
+        yield from self._loop(syms, positions, keys, times, rows)
 
-    def _loop(self, syms, positions, keys, times) -> Iterator[Match]:
+    def _reported_key(self, key):
+        if self.report_groups is None or key is None:
+            return key
+        return tuple(key[: self.report_groups]) or None
+
+    def _loop(self, syms, positions, keys, times, rows=None) -> Iterator[Match]:
         t, dfa, parts = self.tecs, self.dfa, self._parts
         bound = self._bound
         by_events = isinstance(self.window, ast.EventsWindow)
@@ -243,14 +269,21 @@ class Engine:
             tau = NO_WINDOW if bound is None or time is None else time - bound
             if time is not None:
                 self._now = time
+            if rows is not None:
+                self._rows[pos] = rows[i]
+                self._row_meta[pos] = (kid, local if by_events else self._now)
             table = part.table = advance(t, dfa, part.table, syms[i], pos, time, local, tau)
             self._events += 1
             reported = 0
             finals = [ul for q, ul in table.items() if dfa.is_final(q)] if time is not None else ()
-            if finals:
+            if finals and self.post is not None:
+                for start, events in self._post_batch(finals, tau, local):
+                    reported += 1
+                    yield Match(start, pos, events, self._reported_key(part.key))
+            elif finals:
                 for start, _, p in self._batch(finals, tau, local):
                     reported += 1
-                    yield Match(start, pos, events_of(p, dfa.labelsets), part.key)
+                    yield Match(start, pos, events_of(p, dfa.labelsets), self._reported_key(part.key))
             if reported:
                 self._matches += reported
                 if self.consume == "ANY":
@@ -261,6 +294,59 @@ class Engine:
             if len(t) > self._next_compact:
                 self._peak = max(self._peak, len(t))
                 self._compact()
+            if rows is not None and bound is not None and len(self._rows) > self._next_prune:
+                self._prune_rows()
+
+    def _post_batch(self, finals: list[list[int]], tau: float, local: int):
+        """Correlation: every windowed candidate ending now, kept iff the post-filter holds
+        on its valuation, projected to the real SELECT and de-duplicated; then strategy and
+        LIMIT as in ``_batch``. Cost: every candidate is enumerated and tested."""
+        t, labelsets, post = self.tecs, self.dfa.labelsets, self.post
+        keep = post.select
+        seen: dict[tuple, tuple] = {}
+        for ul in finals:
+            for n in ul:
+                for start, start_local, p in enumerate_window(t, n, tau):
+                    events = events_of(p, labelsets)
+                    if not post.holds(events, self._rows):
+                        continue
+                    if keep is not None:
+                        events = tuple(
+                            (q, tuple(x for x in xs if x in keep))
+                            for q, xs in events
+                            if any(x in keep for x in xs)
+                        )
+                    seen.setdefault((start, events), (start, start_local, events))
+        batch = []
+        for start, start_local, events in seen.values():
+            cons = None
+            for q, xs in reversed(events):
+                cons = (q, xs, cons)
+            batch.append((start, start_local, cons))
+        kept = select(self.strategy, batch, local)
+        if self.limit is not None:
+            kept = sorted(kept, key=lambda c: -c[0])[: self.limit]
+        for start, _, cons in kept:
+            out = []
+            while cons is not None:
+                out.append((cons[0], cons[1]))
+                cons = cons[2]
+            yield start, tuple(out)
+
+    def _prune_rows(self) -> None:
+        """Forget the attributes of events that are out of every window (their partition's
+        for EVENTS windows): no future candidate can contain them."""
+        bound = self._bound
+        by_events = isinstance(self.window, ast.EventsWindow)
+        taus = {kid: part.count - 1 - bound for kid, part in self._parts.items()} if by_events else {}
+        now_tau = self._now - bound
+        for pos in [
+            pos for pos, (kid, time) in self._row_meta.items()
+            if time < (taus.get(kid, -1) if by_events else now_tau)
+        ]:
+            del self._rows[pos]
+            del self._row_meta[pos]
+        self._next_prune = max(self._compact_min, 2 * len(self._rows))
 
     def _batch(self, finals: list[list[int]], tau: float, local: int):
         """Windowed complex events ending now, after strategy and LIMIT."""
@@ -308,15 +394,34 @@ def build_engine(query: ast.Query) -> Engine:
     projection — into an ``Engine``. The query should have passed ``checks`` already."""
     result = rewrite(query)
     alphabet = Alphabet.from_formula(result.formula)
-    select = query.select
-    projection = None if select is None else frozenset(item.var for item in select)
+    post = post_filter_of(query, result)
     return Engine(
-        compile_formula(result.formula, alphabet, projection),
+        compile_formula(result.formula, alphabet, cea_projection(query, post)),
         alphabet,
         window=query.within,
-        partition_by=query.partition_by,
+        partition_by=result.query.partition_by,
         strategy=query.strategy,
         consume=query.consume,
         limit=query.limit,
         streams=query.streams,
+        post_filter=post,
+        report_groups=len(query.partition_by),
     )
+
+
+def post_filter_of(query: ast.Query, result):
+    """The correlation post-filter of a rewritten query, or None when it needs none."""
+    if not result.post_filters:
+        return None
+    from cer_cli.compiler.correlation import PostFilter
+
+    select = None if query.select is None else frozenset(item.var for item in query.select)
+    return PostFilter(tuple(result.post_filters), select)
+
+
+def cea_projection(query: ast.Query, post) -> frozenset[str] | None:
+    """The variables the automaton marks: SELECT's, plus those the post-filter reads."""
+    if query.select is None:
+        return None
+    projection = frozenset(item.var for item in query.select)
+    return projection if post is None else projection | post.variables

@@ -2,8 +2,12 @@
 
 Each pass is a function ``formula -> formula`` (or ``None``: the formula can never match)
 in its own module, applied in the order of ``RULES`` (the sqlglot-optimizer layout), so
-``cer explain`` can show the formula after every pass that changed it:
+``cer explain`` can show the formula after every pass that changed it. Passes marked
+``query_level`` take and return the whole query (they may change PARTITION BY, and
+``relax_correlation`` also returns post-filters for the engine):
 
+0a. ``equality_to_partition`` — equalities tying every event of a match become PARTITION BY;
+0b. ``relax_correlation`` — other predicates between events become post-filters;
 1. ``split_filters`` — compound predicates mixing variables become separate filters;
 2. ``make_safe`` — Theorem 1: drop sequences that define a variable twice;
 3. ``lift_outer_filters`` — Theorem 2 / R2: filters on outer variables move to their binder;
@@ -19,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from cer_cli.compiler.rewrite.equality_to_partition import equality_to_partition
 from cer_cli.compiler.rewrite.lift_outer_filters import lift_outer_filters
 from cer_cli.compiler.rewrite.lp_normal_form import lp_normal_form
 from cer_cli.compiler.rewrite.make_safe import make_safe
+from cer_cli.compiler.rewrite.relax_correlation import relax_correlation
 from cer_cli.compiler.rewrite.scope import size
 from cer_cli.compiler.rewrite.simplify import simplify
 from cer_cli.compiler.rewrite.split_filters import split_filters
@@ -29,7 +35,8 @@ from cer_cli.query import ast
 
 Pass = Callable[[ast.Formula], "ast.Formula | None"]
 
-RULES: tuple[Pass, ...] = (split_filters, make_safe, lift_outer_filters, lp_normal_form, simplify)
+RULES: tuple[Pass, ...] = (equality_to_partition, relax_correlation, split_filters, make_safe,
+                           lift_outer_filters, lp_normal_form, simplify)
 
 #: Rewriting that multiplies the formula's size by more than this triggers a warning.
 GROWTH_WARNING = 4
@@ -42,6 +49,8 @@ class PassResult:
     name: str
     changed: bool
     formula: ast.Formula | None
+    #: What a query-level pass changed besides the formula (e.g. "PARTITION BY [id]").
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,9 @@ class RewriteResult:
     formula: ast.Formula | None
     passes: tuple[PassResult, ...]
     warnings: tuple[str, ...]
+    #: Conjuncts with predicates between events that the engine tests on each candidate
+    #: (``cer_cli.compiler.correlation.Site``); empty when the pattern has none left.
+    post_filters: tuple = ()
 
     @property
     def unsatisfiable(self) -> bool:
@@ -60,22 +72,38 @@ class RewriteResult:
 
 
 def rewrite(query: ast.Query, rules: tuple[Pass, ...] = RULES) -> RewriteResult:
+    original = query
     formula: ast.Formula | None = query.formula
-    passes, warnings = [], []
+    passes, warnings, post = [], [], ()
     for rule in rules:
         before = formula
+        if getattr(rule, "query_level", False):
+            out = rule(replace(query, formula=before))  # type: ignore[arg-type]
+            if isinstance(out, tuple):
+                out, found = out
+                post += found
+            note = None
+            if out.partition_by != query.partition_by:
+                note = "PARTITION BY " + ", ".join("[" + ", ".join(g) + "]" for g in out.partition_by)
+            elif isinstance(out, ast.Query) and rule.__name__ == "relax_correlation" and post:
+                note = f"{len(post)} predicate(s) between events tested on each candidate"
+            query, formula = out, out.formula
+            passes.append(PassResult(rule.__name__, formula != before or note is not None,
+                                     formula, note))
+            continue
         formula = rule(before)  # type: ignore[arg-type]
         passes.append(PassResult(rule.__name__, formula != before, formula))
         if formula is None:
             warnings.append("the pattern can never match (it needs one event in two places "
                             "or a filter that is always false)")
             break
-    if size(formula) > GROWTH_WARNING * size(query.formula):
-        warnings.append(f"rewriting grew the pattern from {size(query.formula)} to "
+    if size(formula) > GROWTH_WARNING * size(original.formula):
+        warnings.append(f"rewriting grew the pattern from {size(original.formula)} to "
                         f"{size(formula)} nodes; its automaton may be large")
-    rewritten = query if formula is None else replace(query, formula=formula)
-    return RewriteResult(rewritten, formula, tuple(passes), tuple(warnings))
+    rewritten = replace(query, formula=original.formula) if formula is None else replace(
+        query, formula=formula)
+    return RewriteResult(rewritten, formula, tuple(passes), tuple(warnings), tuple(post))
 
 
-__all__ = ["RULES", "PassResult", "RewriteResult", "rewrite", "split_filters", "make_safe",
+__all__ = ["RULES", "equality_to_partition", "relax_correlation", "PassResult", "RewriteResult", "rewrite", "split_filters", "make_safe",
            "lift_outer_filters", "lp_normal_form", "simplify"]

@@ -1,0 +1,557 @@
+"""Predicates between events (correlation): where they sit, and how they are evaluated.
+
+A filter atom that reads two or more variables (``x.id = z.id``, ``x.v < y.v + 1``) is not a
+property of one event, so the CEA, whose transitions read one event, cannot test it. Two
+methods, tried in this order by the rewrite passes ``equality_to_partition`` and
+``relax_correlation``:
+
+1. **Partition rewrite.** When every such atom is an equality ``x.a = y.a`` on one attribute
+   name, and the equalities tie every event a match can report to every other one, then a
+   match's events all share one value of ``a``: the query equals the same query with the
+   atoms dropped and ``PARTITION BY [a]`` added (the sub-stream of one key keeps the order
+   of the events). This needs positions to mean nothing across keys: no ``:`` / ``:+``
+   contiguity, no ``NOT(…)`` (it consumes an event of any key), no ``WITHIN n EVENTS``, no
+   ``STRICT`` (gaps are counted in the global stream), no ``CONSUME BY PARTITION`` (its
+   scope would shrink to one key). The cost is then the cost of a unary query.
+
+2. **Post-filtered relaxation.** Otherwise the conjuncts holding such atoms are removed
+   from their filters (the *relaxation*), the automaton binds their variables, and the
+   engine keeps a candidate valuation iff every removed conjunct holds for every
+   combination of the events of its variables (docs/language.md), before SELECT, the
+   strategy, LIMIT and CONSUME BY. Exact when the valuation alone tells which events the
+   conjunct constrains (``site_problem``); other shapes are rejected with a QueryError.
+   The cost is the number of candidates, which may be exponentially larger than the
+   number of results.
+
+Both analyses work on the formula *before* ``split_filters`` (which would copy a mixed
+``OR`` into formula branches and lose which branch a conjunct belonged to).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from cer_cli.compiler.predicates import pred_vars
+from cer_cli.compiler.rewrite.scope import bound, children, conj, defines, with_children
+from cer_cli.compiler.rewrite.split_filters import propagate_constants
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+from cer_cli.query.printer import to_text
+
+_CONNECTIVES = (ast.And, ast.Or, ast.Not)
+Path = tuple[int, ...]
+
+
+# --------------------------------------------------------------------------- predicate shape
+
+
+def is_atom(p: ast.Predicate) -> bool:
+    """An atom of the filter semantics: reads one variable, or is a (negated) test
+    between events that is not itself a connective over smaller parts."""
+    if isinstance(p, ast.Not) and not isinstance(p.operand, _CONNECTIVES):
+        return True
+    return len(pred_vars(p)) <= 1 or not isinstance(p, _CONNECTIVES)
+
+
+def between_atoms(p: ast.Predicate) -> Iterator[ast.Predicate]:
+    """Atoms of ``p`` that read two or more variables."""
+    if is_atom(p):
+        if len(pred_vars(p)) >= 2:
+            yield p
+        return
+    if isinstance(p, (ast.And, ast.Or)):
+        yield from between_atoms(p.left)
+        yield from between_atoms(p.right)
+    elif isinstance(p, ast.Not):
+        yield from between_atoms(p.operand)
+
+
+def conjuncts(p: ast.Predicate) -> list[ast.Predicate]:
+    if isinstance(p, ast.And):
+        return conjuncts(p.left) + conjuncts(p.right)
+    return [p]
+
+
+def is_correlation(p: ast.Predicate) -> bool:
+    return any(True for _ in between_atoms(p))
+
+
+def has_correlation(formula: ast.Formula | None) -> bool:
+    return formula is not None and any(
+        isinstance(n, ast.Filter) and is_correlation(n.predicate) for _, n in nodes(formula)
+    )
+
+
+def shown(p: ast.Predicate) -> str:
+    return to_text(p)
+
+
+# --------------------------------------------------------------------------- formula walking
+
+
+def nodes(f: ast.Formula, path: Path = ()) -> Iterator[tuple[Path, ast.Formula]]:
+    """Pre-order ``(path, node)`` pairs, not entering ``NOT(…)``."""
+    yield path, f
+    if isinstance(f, ast.FNot):
+        return
+    for i, k in enumerate(children(f)):
+        yield from nodes(k, (*path, i))
+
+
+def at(f: ast.Formula, path: Path) -> ast.Formula:
+    for i in path:
+        f = children(f)[i]
+    return f
+
+
+def _definers(f: ast.Formula, v: str) -> list[Path]:
+    """Paths of the nodes that bind ``v``: ``AS v`` and event types labelled ``v``."""
+    out = []
+    for path, n in nodes(f):
+        if (isinstance(n, ast.As) and n.var == v) or (
+            isinstance(n, ast.EventType) and v in (n.name, n.label)
+        ):
+            out.append(path)
+    return out
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path[: len(root)] == root
+
+
+def _site_conjuncts(f: ast.Filter) -> list[ast.Predicate]:
+    return conjuncts(propagate_constants(f.predicate, bound(f.formula)))
+
+
+@dataclass(frozen=True)
+class Site:
+    """A conjunct with an atom between events, at the filter found at ``path``.
+
+    ``guards``: variables that are non-empty exactly when the match went through the OR
+    branches leading to the filter; the conjunct is only tested then.
+    """
+
+    predicate: ast.Predicate
+    path: Path
+    guards: tuple[str, ...] = ()
+
+
+def sites(formula: ast.Formula) -> list[tuple[Path, ast.Predicate]]:
+    out = []
+    for path, n in nodes(formula):
+        if isinstance(n, ast.Filter):
+            for c in _site_conjuncts(n):
+                if is_correlation(c):
+                    out.append((path, c))
+    return out
+
+
+def site_problem(formula: ast.Formula, path: Path, c: ast.Predicate) -> str | tuple[str, ...]:
+    """Why a whole valuation cannot decide the conjunct ``c`` at the filter at ``path``
+    (a message), or the guard variables under which it applies (a tuple).
+
+    The conjunct constrains the events its variables have *at the filter*: inside the
+    filtered formula for variables it defines (rule 1), at the lowest enclosing formula
+    that binds them otherwise (rule 2). Those are all the valuation's events of the
+    variable when every binder of the variable lies in that scope and the scope is used
+    once per match. A ``+`` around the filter repeats the scope: fine when one variable of
+    ``c`` is inside it and ``c`` is a single atom (a for-all over the union of the
+    iterations), not otherwise. An ``OR`` on the way decides whether the filter applies at
+    all: fine when a variable bound on every path of that branch, and nowhere else, says
+    which branch the match took.
+    """
+    site = at(formula, path)
+    assert isinstance(site, ast.Filter)
+    local = defines(site.formula)
+    vs = pred_vars(c)
+    text = shown(c)
+    guards: list[str] = []
+    plus_seen = False
+    for depth in range(len(path)):
+        anc = at(formula, path[:depth])
+        below = path[: depth + 1]
+        branch = at(formula, below)
+        if isinstance(anc, ast.Plus):
+            plus_seen = True
+            inner = {v for v in vs if v in defines(anc.body)}
+            if len(inner) > 1:
+                return (
+                    f"'{text}' compares {', '.join(sorted(inner))} within each repetition of a '+'"
+                    " that binds them all; a match's events do not say which events were in the"
+                    " same repetition"
+                )
+            if inner and not is_atom(c):
+                return (
+                    f"'{text}' combines several tests inside a '+'; each repetition may pass it"
+                    " through a different part, which a match's events cannot show"
+                )
+        if isinstance(anc, ast.FOr):
+            if plus_seen:
+                return (
+                    f"'{text}' sits in one branch of an OR inside a '+'; a match's events do not"
+                    " say which repetitions took that branch"
+                )
+            other = children(anc)[1 - path[depth]]
+            guard = next(
+                (
+                    g
+                    for g in sorted(bound(branch))
+                    if g not in defines(other)
+                    and all(_inside(d, below) for d in _definers(formula, g))
+                ),
+                None,
+            )
+            if guard is None:
+                return (
+                    f"'{text}' sits in one branch of an OR whose other branch binds the same"
+                    " variables; a match's events cannot tell which branch it took, so whether"
+                    " the predicate applies is unknown"
+                )
+            guards.append(guard)
+    for v in sorted(vs):
+        if v in local:
+            scope = (*path, 0)
+            where = "the filtered pattern"
+        else:
+            scope = next(
+                (path[:d] for d in range(len(path), -1, -1) if v in bound(at(formula, path[:d]))),
+                None,
+            )
+            if scope is None:  # checks reject this first
+                return f"'{text}' reads '{v}', which no enclosing pattern binds on every path"
+            where = "the pattern that binds it on every path"
+        outside = [d for d in _definers(formula, v) if not _inside(d, scope)]
+        if outside:
+            return (
+                f"'{text}' constrains the events of '{v}' inside {where}, but '{v}' is also bound"
+                f" outside it; a match's events of '{v}' mix both"
+            )
+    return tuple(guards)
+
+
+# --------------------------------------------------------------------------- pass 1: partition
+
+
+def _equality_attr(c: ast.Predicate) -> tuple[str, str, str] | None:
+    """``x.a = y.a`` -> ``(a, x, y)``."""
+    if (
+        isinstance(c, ast.Compare)
+        and c.op == "="
+        and isinstance(c.left, ast.AttrRef)
+        and isinstance(c.right, ast.AttrRef)
+        and c.left.attr == c.right.attr
+        and c.left.var != c.right.var
+    ):
+        return c.left.attr, c.left.var, c.right.var
+    return None
+
+
+def _always_nonempty(f: ast.Formula) -> frozenset[str]:
+    """Variables with at least one event in every match (``bound``, but a ``+`` has at least
+    one repetition)."""
+    if isinstance(f, ast.EventType):
+        return frozenset({f.name, f.label})
+    if isinstance(f, ast.FNot):
+        return frozenset()
+    if isinstance(f, ast.As):
+        return _always_nonempty(f.formula) | {f.var}
+    if isinstance(f, (ast.Filter, ast.Plus)):
+        return _always_nonempty(children(f)[0])
+    if isinstance(f, ast.Seq):
+        return _always_nonempty(f.left) | _always_nonempty(f.right)
+    return _always_nonempty(f.left) & _always_nonempty(f.right)
+
+
+def partition_plan(query: ast.Query) -> tuple[str | None, str]:
+    """``(attribute, why)`` when the partition rewrite applies, else ``(None, why not)``."""
+    f = query.formula
+    found = sites(f)
+    if not found:
+        return None, "no predicate between events"
+    attrs, edges = set(), []
+    for path, c in found:
+        eq = _equality_attr(c)
+        if eq is None:
+            return None, f"'{shown(c)}' is not an equality of one attribute between two events"
+        problem = site_problem(f, path, c)
+        if isinstance(problem, str) or problem:
+            return None, problem if isinstance(problem, str) else f"'{shown(c)}' sits under an OR"
+        attrs.add(eq[0])
+        edges.append(eq[1:])
+    if len(attrs) > 1:
+        return None, f"the equalities compare different attributes ({', '.join(sorted(attrs))})"
+    (attr,) = attrs
+    for _, n in nodes(f):
+        if isinstance(n, ast.FNot):
+            return None, "NOT(…) consumes events of every key"
+        if isinstance(n, (ast.Seq, ast.Plus)) and n.contiguous:
+            return None, "':' counts positions in the whole stream"
+    if isinstance(query.within, ast.EventsWindow):
+        return None, "WITHIN n EVENTS counts positions in the whole stream"
+    if query.strategy == "STRICT":
+        return None, "STRICT counts gaps in the whole stream"
+    if query.consume == "PARTITION":
+        return None, "CONSUME BY PARTITION would forget per key instead of per stream"
+    tied = {v for e in edges for v in e}
+    # every event a match reports is bound to a tied variable
+    def leaves(g: ast.Formula, marks: frozenset[str]) -> Iterator[frozenset[str]]:
+        if isinstance(g, ast.EventType):
+            yield marks | {g.name, g.label}
+        elif isinstance(g, ast.As):
+            yield from leaves(g.formula, marks | {g.var})
+        elif not isinstance(g, ast.FNot):
+            for k in children(g):
+                yield from leaves(k, marks)
+
+    for marks in leaves(f, frozenset()):
+        if not marks & tied:
+            return None, f"an event bound to {', '.join(sorted(marks))} is not tied by the equalities"
+    # the equalities connect the always-present variables, and reach every other one
+    nonempty = _always_nonempty(f) & tied
+    if not nonempty:
+        return None, "no tied variable is present in every match"
+    reach, todo = set(), [next(iter(sorted(nonempty)))]
+    while todo:
+        v = todo.pop()
+        if v in reach:
+            continue
+        reach.add(v)
+        todo += [b for a, b in edges if a == v and b in nonempty]
+        todo += [a for a, b in edges if b == v and a in nonempty]
+    if reach != nonempty:
+        return None, "the equalities do not tie the variables into one class"
+    for v in tied - nonempty:
+        if not any((a == v and b in nonempty) or (b == v and a in nonempty) for a, b in edges):
+            return None, f"'{v}' may be absent from a match and is the only link of its equalities"
+    return attr, f"every event of a match shares '{attr}'"
+
+
+def _drop(formula: ast.Formula, keep) -> ast.Formula:
+    """Remove the conjuncts ``keep(path, conjunct)`` rejects from every filter."""
+
+    def walk(f: ast.Formula, path: Path) -> ast.Formula:
+        if isinstance(f, ast.FNot):
+            return f
+        f = with_children(f, tuple(walk(k, (*path, i)) for i, k in enumerate(children(f))))
+        if isinstance(f, ast.Filter):
+            parts = _site_conjuncts(f)
+            kept = [c for c in parts if keep(path, c)]
+            if len(kept) != len(parts):
+                return replace(f, predicate=conj(kept)) if kept else f.formula
+        return f
+
+    return walk(formula, ())
+
+
+def equality_to_partition(query: ast.Query) -> ast.Query:
+    """Pass: equalities tying every event of a match -> ``PARTITION BY [attr]``."""
+    attr, _ = partition_plan(query)
+    if attr is None:
+        return query
+    formula = _drop(query.formula, lambda _p, c: not is_correlation(c))
+    groups = query.partition_by
+    if (attr,) not in groups:
+        groups = (*groups, (attr,))
+    return replace(query, formula=formula, partition_by=groups)
+
+
+equality_to_partition.query_level = True  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- pass 2: relaxation
+
+
+def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
+    """Pass: remove the conjuncts with atoms between events; return them as post-filters.
+
+    Raises QueryError (naming the predicate) when a valuation cannot decide one."""
+    f = query.formula
+    found = []
+    for path, c in sites(f):
+        problem = site_problem(f, path, c)
+        if isinstance(problem, str):
+            raise QueryError(
+                f"cannot evaluate the predicate between events {problem}",
+                c.span or at(f, path).span,
+                hints=["move the predicate to a filter around the whole pattern, or bind its"
+                       " variables outside the OR / '+'"],
+            )
+        found.append(Site(c, path, problem))
+    if not found:
+        return query, ()
+    relaxed = _drop(f, lambda _p, c: not is_correlation(c))
+    return replace(query, formula=relaxed), tuple(found)
+
+
+relax_correlation.query_level = True  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+class _Missing(Exception):
+    pass
+
+
+def _attr_names(p) -> set[tuple[str, str]]:
+    if isinstance(p, ast.AttrRef):
+        return {(p.var, p.attr)}
+    if isinstance(p, (ast.Literal, ast.BoolConst, str, int, float, bool)) or p is None:
+        return set()
+    out: set[tuple[str, str]] = set()
+    for name, value in vars(p).items():
+        if name == "span":
+            continue
+        for item in value if isinstance(value, tuple) else (value,):
+            out |= _attr_names(item)
+    return out
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _value(e: ast.Expr, row: dict[str, dict]):
+    if isinstance(e, ast.Literal):
+        return e.value
+    if isinstance(e, ast.AttrRef):
+        v = row[e.var].get(e.attr)
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            raise _Missing
+        return v
+    if isinstance(e, ast.Neg):
+        v = _value(e.operand, row)
+        if not _num(v):
+            raise _Missing
+        return -v
+    a, b = _value(e.left, row), _value(e.right, row)
+    if not (_num(a) and _num(b)):
+        raise _Missing
+    if e.op in ("/", "%") and b == 0:
+        raise _Missing
+    ints = isinstance(a, int) and isinstance(b, int)
+    if e.op == "+":
+        return a + b
+    if e.op == "-":
+        return a - b
+    if e.op == "*":
+        return a * b
+    if e.op == "/":
+        return _trunc_div(a, b) if ints else a / b
+    return a - b * _trunc_div(a, b) if ints else math.fmod(a, b)
+
+
+def _compare(op: str, a, b) -> bool:
+    if isinstance(a, str) != isinstance(b, str):
+        raise _Missing
+    try:
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "=": a == b, "!=": a != b}[op]
+    except TypeError:
+        raise _Missing from None
+
+
+def _classic(p: ast.Predicate, row: dict[str, dict]) -> bool:
+    if isinstance(p, ast.BoolConst):
+        return p.value
+    if isinstance(p, ast.Compare):
+        return _compare(p.op, _value(p.left, row), _value(p.right, row))
+    if isinstance(p, ast.Like):
+        v = _value(p.operand, row)
+        if not isinstance(v, str):
+            raise _Missing
+        return re.search(p.pattern, v) is not None
+    if isinstance(p, ast.InSet):
+        v = _value(p.operand, row)
+        hit = any(not (isinstance(v, str) != isinstance(lit.value, str)) and v == lit.value
+                  for lit in p.values)
+        return hit != p.negated
+    if isinstance(p, ast.InInterval):
+        v = _value(p.operand, row)
+        inside = (p.low is None or _compare(">=", v, p.low.value)) and (
+            p.high is None or _compare("<=", v, p.high.value)
+        )
+        return inside != p.negated
+    if isinstance(p, ast.InRange):
+        v = _value(p.operand, row)
+        return _compare("<=", _value(p.low, row), v) and _compare("<=", v, _value(p.high, row))
+    if isinstance(p, ast.And):
+        return _classic(p.left, row) and _classic(p.right, row)
+    if isinstance(p, ast.Or):
+        return _classic(p.left, row) or _classic(p.right, row)
+    if isinstance(p, ast.Not):
+        return not _classic(p.operand, row)
+    raise TypeError(p)
+
+
+def _push_not(p: ast.Predicate) -> ast.Predicate:
+    if isinstance(p, ast.And):
+        return ast.Or(ast.Not(p.left), ast.Not(p.right))
+    if isinstance(p, ast.Or):
+        return ast.And(ast.Not(p.left), ast.Not(p.right))
+    if isinstance(p, ast.Not):
+        return p.operand
+    return ast.Not(p)
+
+
+def truth(p: ast.Predicate, env: dict[str, list[int]], rows) -> bool:
+    """docs/language.md: an atom holds for every combination of its variables' events (an
+    empty set passes; a missing attribute fails); connectives combine atoms' truth values."""
+    if is_atom(p):
+        names = sorted(pred_vars(p))
+        for combo in itertools.product(*(env.get(v, ()) for v in names)):
+            try:
+                if not _classic(p, {v: rows[i] for v, i in zip(names, combo, strict=True)}):
+                    return False
+            except _Missing:
+                return False
+        return True
+    if isinstance(p, ast.And):
+        return truth(p.left, env, rows) and truth(p.right, env, rows)
+    if isinstance(p, ast.Or):
+        return truth(p.left, env, rows) or truth(p.right, env, rows)
+    assert isinstance(p, ast.Not)
+    return truth(_push_not(p.operand), env, rows)
+
+
+@dataclass(frozen=True)
+class PostFilter:
+    """The removed conjuncts, tested on each candidate valuation by the engine."""
+
+    sites: tuple[Site, ...]
+    select: frozenset[str] | None  # the real SELECT (None: every variable)
+
+    @property
+    def variables(self) -> frozenset[str]:
+        out = frozenset()
+        for s in self.sites:
+            out |= pred_vars(s.predicate) | set(s.guards)
+        return out
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(sorted({a for s in self.sites for _, a in _attr_names(s.predicate)}))
+
+    def holds(self, events: tuple[tuple[int, tuple[str, ...]], ...], rows) -> bool:
+        env: dict[str, list[int]] = {}
+        for pos, xs in events:
+            for x in xs:
+                env.setdefault(x, []).append(pos)
+        for s in self.sites:
+            if any(g not in env for g in s.guards):
+                continue
+            if not truth(s.predicate, env, rows):
+                return False
+        return True
+
+    def describe(self) -> list[str]:
+        return [shown(s.predicate) + (f" (when {', '.join(s.guards)} is bound)" if s.guards else "")
+                for s in self.sites]

@@ -1,0 +1,330 @@
+"""Predicates between events: the PARTITION BY rewrite, the post-filtered relaxation, the
+cost refusal of `cer match`, and the memory verdict of `cer explain` — all against the
+brute-force reference (tests/reference.py), which evaluates predicates between events
+directly from docs/language.md."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from cer_cli.api import compile_query, read_events
+from cer_cli.compiler.correlation import has_correlation, partition_plan
+from cer_cli.compiler.rewrite import rewrite
+from cer_cli.engine.run import build_engine
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+from cer_cli.query.parser import parse
+from tests import reference
+from tests.gen_formulas import events_frame, formulas, queries, streams
+
+FIG1 = "samples/fig1.csv"
+PHI4 = open("queries/phi4.cel").read()
+
+
+def engine_matches(query: ast.Query, events: list[dict]) -> list:
+    return list(build_engine(query).run(events_frame(events)))
+
+
+def check(query: ast.Query, events: list[dict]) -> None:
+    got = engine_matches(query, events)
+    if query.limit is None:
+        reference.assert_same_matches(got, reference.reference_matches(query, events))
+    else:
+        reference.check_limited(got, query, events)
+
+
+def run_text(text: str, path: str = FIG1):
+    log = read_events([path])
+    q = compile_query(text, schema=log.schema)
+    return q, [m for frame in log.batches() for m in q.run(frame)]
+
+
+def position_sets(matches) -> set[frozenset[int]]:
+    return {frozenset(p for p, _ in m.events) for m in matches}
+
+
+# --------------------------------------------------------------------------- φ4 (Foundations)
+
+
+def test_phi4_on_fig1_is_rewritten_to_partition_and_gives_the_papers_matches():
+    q, got = run_text(PHI4)
+    assert q.correlation_method == "partition"
+    assert q.rewritten.query.partition_by == (("id",),)
+    assert position_sets(got) == {frozenset({3, 4, 7}), frozenset({3, 6, 7}), frozenset({3, 4, 6, 7})}
+    assert all(m.partition is None for m in got)  # the added group is not reported
+
+
+def test_phi4_equals_the_query_written_with_partition_by():
+    explicit = (
+        "SELECT * WHERE (H AS x ; (T AS y)+ ; H AS z) FILTER x.hum < 30 AND z.hum > 60"
+        " PARTITION BY [id]"
+    )
+    _, got = run_text(PHI4)
+    _, want = run_text(explicit)
+    assert {m.key() for m in got} == {m.key() for m in want}
+    assert len(got) == len(want)
+
+
+def test_phi4_equals_the_reference():
+    log = read_events([FIG1])
+    events = [
+        {k: v for k, v in row.items() if not k.startswith("__cer") and v is not None}
+        | {"type": row["__cer_type"], "stream": "S"}
+        for frame in log.batches()
+        for row in frame.to_dicts()
+    ]
+    query = parse(PHI4)
+    reference.assert_same_matches(engine_matches(query, events), reference.reference_matches(query, events))
+
+
+def test_partition_rewrite_is_a_visible_pass():
+    result = rewrite(parse(PHI4))
+    (p,) = [p for p in result.passes if p.name == "equality_to_partition"]
+    assert p.changed and p.note == "PARTITION BY [id]"
+    assert not result.post_filters
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id", "not tied"),  # y is free
+        ("H AS x : H AS z FILTER x.id = z.id", "':'"),
+        ("H AS x ; NOT(T) ; H AS z FILTER x.id = z.id", "NOT"),
+        ("SELECT * WHERE H AS x ; H AS z FILTER x.id = z.id WITHIN 3 EVENTS", "EVENTS"),
+        ("SELECT STRICT * WHERE H AS x ; H AS z FILTER x.id = z.id", "STRICT"),
+        ("H AS x ; H AS z FILTER x.id = z.id CONSUME BY PARTITION", "CONSUME"),
+        ("H AS x ; H AS z FILTER x.hum = z.id", "not an equality of one attribute"),
+        ("H AS x ; H AS z FILTER x.id = z.id OR x.hum = z.hum", "not an equality"),
+    ],
+)
+def test_partition_rewrite_is_refused_where_positions_or_ties_differ(text, why):
+    attr, message = partition_plan(parse(text))
+    assert attr is None and why in message
+
+
+def test_explicit_partition_by_is_combined():
+    q = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id = z.id PARTITION BY [type]")
+    result = rewrite(q)
+    assert result.query.partition_by == (("type",), ("id",))
+
+
+# --------------------------------------------------------------------------- property tests
+
+
+def _partition_queries():
+    return queries(formulas(max_depth=3, binary=True, filter_probability=0.35)).filter(
+        lambda q: has_correlation(q.formula))
+
+
+@given(_partition_queries(), streams(max_size=7))
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.filter_too_much])
+def test_engine_equals_reference_with_predicates_between_events(query, events):
+    try:
+        build_engine(query)
+    except QueryError:
+        assume(False)
+    check(query, events)
+
+
+@st.composite
+def _tied_queries(draw):
+    """Queries whose formula ties its variables by ``id`` equalities, so that the partition
+    rewrite often applies."""
+    f = draw(formulas(max_depth=3, with_not=False, filter_probability=0.2))
+    names = sorted(reference.vdef(f))
+    assume(len(names) >= 2)
+    if draw(st.booleans()):  # tie every variable: the partition rewrite may apply
+        picks = draw(st.permutations(names))
+    else:
+        picks = draw(st.lists(st.sampled_from(names), min_size=2, max_size=4))
+    preds = [ast.Compare("=", ast.AttrRef(a, "id"), ast.AttrRef(b, "id"))
+             for a, b in zip(picks, picks[1:], strict=False) if a != b]
+    assume(preds)
+    pred = preds[0]
+    for p in preds[1:]:
+        pred = ast.And(pred, p)
+    q = draw(queries(st.just(ast.Filter(f, pred))))
+    return q
+
+
+@given(_tied_queries(), streams(max_size=7))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.filter_too_much])
+def test_partition_rewrite_equals_reference(query, events):
+    try:
+        build_engine(query)
+    except QueryError:
+        assume(False)
+    check(query, events)
+
+
+# --------------------------------------------------------------------------- papers' examples
+
+
+def ev(spec: str) -> list[dict]:
+    """``"H:id=1 T:id=1"`` -> events."""
+    out = []
+    for item in spec.split():
+        typ, _, attrs = item.partition(":")
+        e = {"type": typ, "stream": "S"}
+        for kv in filter(None, attrs.split(",")):
+            k, v = kv.split("=")
+            e[k] = int(v)
+        out.append(e)
+    return out
+
+
+B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
+
+
+@pytest.mark.parametrize(
+    "text, events, expected, method",
+    [
+        # B1: chain with an equality on a prefix (y is tied, z is not): post-filter
+        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id", B_STREAM,
+         {(0, 1, 2), (0, 1, 4), (2, 3, 4)}, "post"),
+        # B2: non-contiguous class
+        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id", B_STREAM, {(0, 1, 4), (0, 3, 4)}, "post"),
+        # B3: ordered chain over a non-hierarchical join graph
+        ("R AS r ; S AS s ; T AS t FILTER r.x = s.x AND s.y = t.y",
+         ev("R:x=1 S:x=1,y=2 T:y=2 S:x=1,y=3 T:y=3 T:y=2"),
+         {(0, 1, 2), (0, 3, 4), (0, 1, 5)}, "post"),
+        # A2: CCEA C0 of the PCEA paper
+        ("T AS t ; S AS s ; R AS r FILTER t.a = s.a AND s.a = r.a AND s.b = r.b",
+         ev("S:a=2,b=11 T:a=2 R:a=1,b=10 S:a=2,b=11 T:a=1 R:a=2,b=11 S:a=4,b=13 T:a=1"),
+         {(1, 3, 5)}, "post"),
+        # D1: the bounded-memory paper's worked example, positions as order
+        ("U AS u ; T AS t ; S AS s FILTER t.B > 0 AND t.B < 5 AND s.A > t.B",
+         ev("S:A=42 T:B=7 U:C=1 T:B=2 U:C=3 T:B=1 S:A=42 T:B=3"),
+         {(2, 3, 6), (2, 5, 6), (4, 5, 6)}, "post"),
+        # every event tied by id: partition rewrite
+        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id", B_STREAM,
+         {(0, 1, 4)}, "partition"),
+    ],
+)
+def test_papers_examples(text, events, expected, method):
+    query = parse(text)
+    got = engine_matches(query, events)
+    assert {tuple(p for p, _ in m.events) for m in got} == expected
+    reference.assert_same_matches(got, reference.reference_matches(query, events))
+    result = rewrite(query)
+    assert bool(result.post_filters) == (method == "post")
+
+
+def test_post_filter_runs_before_projection_strategy_and_limit():
+    # The relaxation has a candidate ending at 4 with an earlier start ({0,3,4} is not a
+    # match since 1 != 2... ) : LIMIT and NEXT must choose among true matches only.
+    for extra in ("SELECT NEXT z", "SELECT LAST x", "SELECT MAX *", "SELECT y"):
+        query = parse(f"{extra} WHERE H AS x ; T AS y ; H AS z FILTER x.id = z.id LIMIT 1")
+        check(query, B_STREAM)
+    query = parse("SELECT z WHERE H AS x ; T AS y ; H AS z FILTER x.id = z.id CONSUME BY ANY")
+    check(query, B_STREAM + ev("T:id=9 H:id=1"))
+
+
+def test_across_batches_the_post_filter_remembers_earlier_events():
+    query = parse("H AS x ; T AS y ; H AS z FILTER x.id = z.id")
+    engine = build_engine(query)
+    frame = events_frame(B_STREAM)
+    got = [m for i in range(frame.height) for m in engine.run(frame.slice(i, 1))]
+    reference.assert_same_matches(got, reference.reference_matches(query, B_STREAM))
+
+
+def test_window_prunes_remembered_attributes():
+    query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id = z.id WITHIN 2 EVENTS")
+    events = ev(" ".join(f"H:id={i % 3}" for i in range(60)))
+    engine = build_engine(replace(query))
+    engine._compact_min = engine._next_prune = 4
+    got = list(engine.run(events_frame(events)))
+    reference.assert_same_matches(got, reference.reference_matches(query, events))
+    assert len(engine._rows) <= 10
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("(H AS x ; T AS y FILTER x.id = y.id) OR (H AS x ; T AS y)", "other branch binds"),
+        ("(H AS x ; H AS y FILTER x.id = y.id)+", "repetition"),
+        ("H AS x ; (T AS y FILTER x.id = y.id OR y.tmp > 1)+ ; H AS z", "several tests"),
+    ],
+)
+def test_undecidable_shapes_are_rejected_naming_the_predicate(text, words):
+    with pytest.raises(QueryError) as e:
+        build_engine(parse(text))
+    assert "between events" in e.value.message and words in e.value.message
+    assert "id" in e.value.message
+
+
+# --------------------------------------------------------------------------- CLI and explain
+
+
+def cli(*args):
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli as main
+
+    return CliRunner().invoke(main, list(args))
+
+
+def test_match_refuses_unbounded_post_filtered_queries():
+    text = "H AS x ; T AS y FILTER x.id < y.id"
+    refused = cli("match", "-e", text, FIG1, "--format", "jsonl", "--no-progress")
+    assert refused.exit_code == 2
+    assert "x.id < y.id" in refused.output and "--allow-unbounded" in refused.output
+    allowed = cli("match", "-e", text, FIG1, "--format", "jsonl", "--no-progress", "--allow-unbounded")
+    assert allowed.exit_code == 0 and allowed.output.strip()
+    windowed = cli("match", "-e", f"SELECT * WHERE {text} WITHIN 5 EVENTS", FIG1, "--format",
+                   "jsonl", "--no-progress")
+    assert windowed.exit_code == 0
+    partition = cli("match", "-e", "H AS x ; H AS z FILTER x.id = z.id", FIG1, "--format",
+                    "jsonl", "--no-progress")
+    assert partition.exit_code == 0  # rewritten to PARTITION BY: not refused
+
+
+def plan_of(text: str) -> dict:
+    from cer_cli.explain import explanation
+
+    return explanation(compile_query(text))["plan"]
+
+
+@pytest.mark.parametrize(
+    "text, verdict, names",
+    [
+        # B1 / D4: full enumeration, no window -> log length
+        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id", "grows with the log length", "x.id = y.id"),
+        ("SELECT * WHERE H AS x ; T AS y ; H AS z FILTER x.id = y.id WITHIN 10 EVENTS",
+         "bounded by the window", "WITHIN 10 EVENTS"),
+        # φ4: rewritten to PARTITION BY, but the '+' keeps partial matches
+        (PHI4, "grows with the log length", "+"),
+        ("SELECT * WHERE H AS x ; H AS z FILTER x.id = z.id WITHIN 1 minute",
+         "bounded by the window", "1 minute"),
+        ("SELECT * WHERE H AS x ; H AS z PARTITION BY [id] WITHIN 3 EVENTS",
+         "grows with the number of distinct partition keys", "PARTITION BY [id]"),
+        ("SELECT * WHERE H AS x : T AS y PARTITION BY [id]",
+         "grows with the number of distinct partition keys", "PARTITION BY [id]"),
+        ("H AS x : T AS y", "constant", "no ';'"),
+        ("T FILTER T[tmp > 40]", "constant", "no '+'"),
+        # D1: the bounded-memory paper's example enumerated without a window
+        ("U AS u ; T AS t ; S AS s FILTER t.B > 0 AND t.B < 5 AND s.A > t.B",
+         "grows with the log length", "s.A > t.B"),
+    ],
+)
+def test_explain_memory_verdicts(text, verdict, names):
+    plan = plan_of(text)
+    assert plan["memory"]["verdict"] == verdict
+    assert names in plan["memory"]["reason"]
+
+
+def test_explain_names_the_method_and_its_cost():
+    post = plan_of("H AS x ; T AS y ; H AS z FILTER x.id = z.id")["correlation"]
+    assert post["method"] == "post-filtered relaxation" and "exponentially" in post["cost"]
+    assert not post["bounded"] and "--allow-unbounded" in post["cost"]
+    part = plan_of(PHI4)["correlation"]
+    assert part["method"] == "partition rewrite" and "PARTITION BY [id]" in part["detail"]
+    assert plan_of("H AS x ; T AS y")["correlation"] is None
+    text = cli("explain", "-e", "H AS x ; T AS y ; H AS z FILTER x.id = z.id").output
+    assert "post-filtered relaxation" in text and "memory: grows with the log length" in text
