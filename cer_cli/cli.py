@@ -85,6 +85,12 @@ def user_errors(debug: bool) -> Iterator[None]:
     except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
         raise
     except Exception as e:
+        if type(e).__name__ == "SparkError" and hasattr(e, "exit_code"):
+            console = _stderr()
+            console.print(Text("error: ", style="bold red") + Text(e.message))  # type: ignore[attr-defined]
+            for hint in e.hints:  # type: ignore[attr-defined]
+                console.print(Text("  hint: ", style="cyan") + Text(hint))
+            sys.exit(e.exit_code)  # type: ignore[attr-defined]
         if _is_log_error(e):
             console = _stderr()
             console.print(Text("error: ", style="bold red") + Text(e.message))  # type: ignore[attr-defined]
@@ -241,6 +247,7 @@ def _split_args(args: tuple[str, ...], expr: str | None) -> tuple[str | None, tu
     help="text for a terminal, json for tools, dot for Graphviz, mermaid for Markdown.",
 )
 @_with_log_options
+@click.option("--spark", is_flag=True, help="Also show how `cer match --spark` spreads the query over Spark tasks.")
 @_debug_option
 def explain_command(
     args: tuple[str, ...],
@@ -248,6 +255,7 @@ def explain_command(
     fmt: str,
     type_column: str | None,
     time_column: str | None,
+    spark: bool,
     debug: bool,
 ) -> None:
     """Show how a query is compiled and evaluated.
@@ -270,7 +278,12 @@ def explain_command(
         path, logs = _split_args(args, expr)
         text, filename = read_query_text(path, expr)
         compiled, log = _compile(text, filename, logs, type_column, time_column)
-        render(explanation(compiled, log), fmt, Console(highlight=False, soft_wrap=True))
+        data = explanation(compiled, log)
+        if spark:
+            from cer_cli.spark.plan import plan_for
+
+            data["plan"]["spark"] = plan_for(compiled).describe()
+        render(data, fmt, Console(highlight=False, soft_wrap=True))
 
 
 def _compile(text, filename, logs, type_column, time_column, batch_size=None):
@@ -313,6 +326,10 @@ SLICE_ROWS = 65_536
     help="Run a query with predicates between events and no WITHIN window although its cost "
     "and memory grow with the log.",
 )
+@click.option("--spark", is_flag=True, help="Run on Spark (install cer-cli[spark]): Spark reads, partitions and sorts the logs; every task runs the same compiled query.")
+@click.option("--master", help="With --spark: the master URL [default: spark-submit's, spark-defaults', else local[*]].")
+@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="With --spark: a Spark setting (repeatable).")
+@click.option("--ranges", type=click.IntRange(min=1), help="With --spark: how many time ranges a windowed query without PARTITION BY is split into.")
 @_debug_option
 def match_command(
     args: tuple[str, ...],
@@ -325,6 +342,10 @@ def match_command(
     count: bool,
     progress: bool | None,
     allow_unbounded: bool,
+    spark: bool,
+    master: str | None,
+    spark_conf: tuple[str, ...],
+    ranges: int | None,
     debug: bool,
 ) -> None:
     """Find every complex event of a query in event logs.
@@ -340,6 +361,7 @@ def match_command(
       cer match queries/phi1.cel samples/fig1.csv
       cer match -e "SELL ; BUY FILTER SELL[price > 100]" stocks.parquet --count
       cer match q.cel clicks=clicks.csv orders=orders.parquet -o out.parquet
+      cer match --spark --master spark://host:7077 q.cel hdfs:///logs/ -o out.parquet
 
     Exit codes: 0 ok (also with no match), 1 runtime failure, 2 mistake in the query,
     the logs or the options, 130 interrupted (no partial output file is left).
@@ -363,10 +385,62 @@ def match_command(
                     )
             else:
                 fmt = "table" if sys.stdout.isatty() else "jsonl"
+        if spark:
+            spark_options = {
+                "master": master,
+                "conf": _spark_conf(spark_conf),
+                "type_column": type_column,
+                "time_column": time_column,
+            }
+            _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
+                       count, allow_unbounded)
+            return
+        if master or spark_conf or ranges:
+            raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
         compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress)
+
+
+def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--spark-conf")
+        conf[key] = value
+    return conf
+
+
+def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count, allow_unbounded):
+    """`cer match --spark`: Spark computes the matches; with -o it also writes them (a
+    directory in the long format), otherwise they are printed here as in local mode."""
+    import itertools
+
+    from cer_cli.api import compile_query
+    from cer_cli.io.read import read_events
+    from cer_cli.io.write import EventLookup, write_matches
+    from cer_cli.spark.job import spark_match, spark_schema, spark_write
+
+    compiled = compile_query(text, spark_schema(logs, **options), filename)
+    if not allow_unbounded:
+        _refuse_unbounded(compiled, filename)
+    if output is not None and not count and limit is None and fmt != "table":
+        n = spark_write(compiled, logs, output, fmt, ranges=ranges, **options)
+        _stderr().print(f"{n:,} matches written to {output}/ by Spark")
+        return
+    matches = spark_match(compiled, logs, ranges=ranges, **options)
+    if limit is not None:
+        matches = itertools.islice(matches, limit)
+    if count:
+        click.echo(sum(1 for _ in matches))
+        return
+    log = read_events(logs, type_column=options["type_column"], time_column=options["time_column"])
+    lookup = EventLookup.for_log(log)
+    lookup.add(log.frame())
+    write_matches(matches, lookup, fmt, output, console=Console(highlight=False),
+                  partition_names=[g[0] for g in compiled.query.partition_by])
 
 
 def _refuse_unbounded(compiled, filename) -> None:

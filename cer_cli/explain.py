@@ -257,6 +257,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     mem = plan.get("memory")
     if mem is not None:
         lines.append(f"memory: {mem['verdict']} — {mem['reason']}")
+    if plan.get("spark"):
+        lines.append(plan["spark"])
     console.rule("[bold]plan", align="left")
     for line in lines:
         console.print(Text(line))

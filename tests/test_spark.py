@@ -278,3 +278,53 @@ def test_standalone_cluster(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli
+
+    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1"})
+
+
+def test_cli_spark_prints_what_local_mode_prints(spark):
+    args = [str(ROOT / "queries" / "core_q2.cel"), str(ROOT / "samples" / "stocks.csv")]
+    local = _cli("match", *args, "--format", "jsonl")
+    on_spark = _cli("match", *args, "--format", "jsonl", "--spark", "--master", "local[2]",
+                    "--spark-conf", "spark.sql.shuffle.partitions=4")
+    assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+    assert on_spark.stdout == local.stdout and local.stdout
+    count = _cli("match", *args, "--count", "--spark", "--master", "local[2]")
+    assert int(count.stdout) == len(local.stdout.splitlines())
+
+
+def test_cli_spark_writes_a_directory(spark, tmp_path):
+    out = tmp_path / "out.parquet"
+    args = [str(ROOT / "queries" / "phi2.cel"), str(ROOT / "samples" / "fig1.csv")]
+    result = _cli("match", *args, "--spark", "--master", "local[2]", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.is_dir()
+    local = _cli("match", *args, "--format", "jsonl").stdout.splitlines()
+    written = pl.read_parquet(str(out / "*.parquet"))
+    assert written["match"].n_unique() == len(local) > 0
+
+
+def test_cli_spark_errors_are_clear(spark, tmp_path):
+    missing = _cli("match", "-e", "A", str(tmp_path / "nope.csv"), "--spark", "--master", "local[2]")
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
+    bad_conf = _cli("match", "-e", "A", str(ROOT / "samples" / "fig1.csv"), "--spark", "--spark-conf", "novalue")
+    assert bad_conf.exit_code == 2 and "KEY=VALUE" in bad_conf.output
+    no_spark = _cli("match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--master", "local[2]")
+    assert no_spark.exit_code == 2 and "--spark" in no_spark.output
+
+
+def test_explain_spark_shows_the_plan():
+    result = _cli("explain", str(ROOT / "queries" / "core_q2.cel"), "--spark", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert "spark plan" in json.loads(result.stdout)["plan"]["spark"]
+    single = _cli("explain", "-e", "A ; B", "--spark")
+    assert "why" in single.stdout
