@@ -504,7 +504,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
             TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
             TimeElapsedColumn(),
             console=console,
-            transient=True,
+            transient=console.is_terminal,  # forced on a pipe: one final line
         )
         task = bar.add_task("match", total=log.n_events, matches=0)
         bar.start()

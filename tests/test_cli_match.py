@@ -251,3 +251,13 @@ def test_explain_shows_the_unsafe_rewrite():
     data = json.loads(result.stdout)
     assert any(r["pass"] == "make_safe" for r in data["rewrites"])
     assert data["warnings"], "the unsafe sequence is reported"
+
+
+def test_progress_bar_reports_events_and_matches_on_stderr():
+    result = run("match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"),
+                 "--count", "--progress")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "3"
+    assert "matching" in result.stderr and "9/9 events" in result.stderr
+    quiet = run("match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"), "--count")
+    assert quiet.stderr == "", "no bar when stderr is not a terminal"

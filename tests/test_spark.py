@@ -118,7 +118,7 @@ def _write_streams(events: list[dict], directory: Path) -> list[str]:
     events=streams(min_size=1, max_size=14),
     ranges=st.sampled_from([1, 2, 3]),
 )
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=24, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 def test_random_queries_equal_local(spark, tmp_path_factory, query, events, ranges):
     from cer_cli.query.printer import to_text
