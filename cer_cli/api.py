@@ -48,11 +48,6 @@ class CompiledQuery:
     cea: CEA
 
     @property
-    def projection(self) -> frozenset[str] | None:
-        select = self.query.select
-        return None if select is None else frozenset(item.var for item in select)
-
-    @property
     def post_filter(self):
         """Predicates between events tested on each candidate (None when there are none)."""
         return post_filter_of(self.query, self.rewritten)
