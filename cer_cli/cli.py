@@ -167,6 +167,15 @@ def cli() -> None:
 
     Write a pattern query in CEQL, point it at a CSV / Parquet / NDJSON log,
     and get every complex event that matches.
+
+    \b
+    Examples:
+      cer match queries/phi1.cel samples/fig1.csv     # every match, as a table
+      cer match -e "SELL AS s ; BUY AS b WITHIN 10 EVENTS" stocks.csv --count
+      cer check -e "T AS x ; H AS y FILTER x[tmp > 40]"
+      cer explain queries/phi1.cel --format dot | dot -Tpng > phi1.png
+
+    The language is described in docs/language.md; `cer COMMAND --help` explains each command.
     """
 
 
