@@ -517,10 +517,22 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
         )
         task = bar.add_task("match", total=log.n_events, matches=0)
         bar.start()
+
+    def counted() -> int:  # --count without --limit: the engine counts, no Match objects
+        n = 0
+        for frame in frames:
+            for offset in range(0, frame.height, SLICE_ROWS):
+                part = frame.slice(offset, SLICE_ROWS)
+                n += engine.count(part)
+                stats["events"] += part.height
+                if bar is not None:
+                    bar.update(task, completed=stats["events"], matches=n)
+        return n
+
     try:
         stream = matches() if limit is None else itertools.islice(matches(), limit)
         if count:
-            n = sum(1 for _ in stream)
+            n = counted() if limit is None else sum(1 for _ in stream)
             if bar is not None:
                 bar.stop()
                 bar = None

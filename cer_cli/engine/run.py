@@ -21,9 +21,11 @@ another gives the same matches as feeding their concatenation.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from cer_cli.compiler.cea import CEA
@@ -31,6 +33,7 @@ from cer_cli.compiler.construct import compile_formula
 from cer_cli.compiler.determinize import LazyDFA
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import rewrite
+from cer_cli.engine import kernel as K
 from cer_cli.engine.enumerate import enumerate_latest_first, enumerate_window, events_of
 from cer_cli.engine.evaluate import Table, advance
 from cer_cli.engine.strategies import STRATEGY_COST, select
@@ -43,6 +46,9 @@ _KEY = "__cer_engine_key"
 _WTIME = "__cer_engine_time"
 _SYM = "__cer_engine_sym"
 MIN_COMPACT = 4096
+#: Use the compiled kernel (``kernel.py``) where it applies; ``CER_KERNEL=0`` turns it off,
+#: ``CER_KERNEL=1`` forces it on even without numba (then it runs as plain Python).
+KERNEL_DEFAULT = os.environ.get("CER_KERNEL", "1" if K.HAVE_NUMBA else "0") != "0"
 
 
 @dataclass
@@ -93,6 +99,7 @@ class Engine:
         compact_min: int = MIN_COMPACT,
         post_filter=None,
         report_groups: int | None = None,
+        kernel: bool | None = None,
     ) -> None:
         if strategy not in ast.STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}")
@@ -132,6 +139,13 @@ class Engine:
         self._rows: dict[int, dict] = {}
         self._row_meta: dict[int, tuple[int, float]] = {}
         self._next_prune = compact_min
+        #: The compiled kernel covers strategies ALL/ANY without LIMIT and without a
+        #: correlation post-filter (any window, partitions, FROM, CONSUME BY); the rest runs
+        #: the Python loop below. Chosen once: an engine never switches between the two.
+        self.kernel = (KERNEL_DEFAULT if kernel is None else kernel) and (
+            strategy in ("ALL", "ANY") and limit is None and post_filter is None
+        )
+        self._k: K.KernelState | None = None
 
     # ------------------------------------------------------------------ description
 
@@ -173,6 +187,22 @@ class Engine:
     @property
     def stats(self) -> EngineStats:
         d = self.dfa.stats
+        k = self._k
+        if k is not None:
+            st = k.st
+            return EngineStats(
+                int(st[K.EVENTS]),
+                int(st[K.MATCHES]),
+                int((k.pcount > 0).sum()),
+                int(st[K.NN]),
+                int(st[K.ALLOC]),
+                int(st[K.COMPACTIONS]),
+                int(max(st[K.PEAK], st[K.NN])),
+                d.states,
+                d.transitions_computed,
+                d.cache_hits,
+                d.resets,
+            )
         return EngineStats(
             self._events,
             self._matches,
@@ -234,6 +264,14 @@ class Engine:
         frame = self._prepare(frame)
         if frame.height == 0:
             return
+        if self.kernel:
+            inputs = self._kernel_inputs(frame)
+            if inputs is not None:
+                yield from self._run_kernel(inputs)
+                return
+        yield from self._run_python(frame)
+
+    def _run_python(self, frame: pl.DataFrame) -> Iterator[Match]:
         ids, masks = self.alphabet.symbols(frame)
         to_dfa = [self.dfa.symbol(m) for m in masks]
         syms = [to_dfa[s] for s in (ids.tolist() if hasattr(ids, "tolist") else ids)]
@@ -245,6 +283,78 @@ class Engine:
             cols = [c for c in self.post.columns if c in frame.columns]
             rows = frame.select(cols).to_dicts() if cols else [{} for _ in range(frame.height)]
         yield from self._loop(syms, positions, keys, times, rows)
+
+    def count(self, frame: pl.DataFrame) -> int:
+        """How many matches ``run(frame)`` would yield, without building them (the
+        kernel only counts; other engines count ``run``'s output)."""
+        if not self.kernel:
+            return sum(1 for _ in self.run(frame))
+        frame = self._prepare(frame)
+        if frame.height == 0:
+            return 0
+        inputs = self._kernel_inputs(frame)
+        if inputs is None:
+            return sum(1 for _ in self._run_python(frame))
+        before = int(self._k.st[K.MATCHES])
+        for _ in self._k.run(*inputs, emit=False):
+            pass
+        return int(self._k.st[K.MATCHES]) - before
+
+    # ------------------------------------------------------------------ the compiled path
+
+    def _kernel_inputs(self, frame: pl.DataFrame):
+        """Column arrays for ``KernelState.run``; creates the kernel state on the first
+        batch. ``None`` (and the Python loop from then on) when the window time is not
+        numeric."""
+        times = hastime = None
+        if _WTIME in frame.columns:
+            col = frame[_WTIME]
+            if not col.dtype.is_numeric():
+                if self._k is None:
+                    self.kernel = False
+                    return None
+                col = col.cast(pl.Float64)
+            hastime = col.is_not_null().to_numpy()
+            bound = self._bound
+            fl = col.dtype.is_float() or (isinstance(bound, float) and not bound.is_integer())
+            if self._k is None:
+                self._new_kernel(fl)
+            elif fl:
+                self._k.use_float_times()
+            col = col.fill_null(0)
+            times = col.cast(pl.Float64 if self._k.float_times else pl.Int64).to_numpy()
+        if self._k is None:
+            self._new_kernel(False)
+        ids, masks = self.alphabet.symbols(frame)
+        to_dfa = np.array([self.dfa.symbol(m) for m in masks], dtype=np.int64)
+        syms = to_dfa[np.asarray(ids, dtype=np.int64)]
+        positions = frame[POS].cast(pl.Int64).to_numpy()
+        if self.partition_by:
+            keys = frame[_KEY].to_numpy().astype(np.int64, copy=False)
+            self._k.partitions(len(self._key_ids))
+        else:
+            keys = np.zeros(frame.height, dtype=np.int64)
+        return syms, positions, keys, times, hastime
+
+    def _new_kernel(self, float_times: bool) -> None:
+        bound = self._bound
+        if bound is not None and not float_times:
+            bound = int(bound)
+        self._k = K.KernelState(
+            self.dfa, isinstance(self.window, ast.EventsWindow), bound, self.consume,
+            self._compact_min, float_times,
+        )
+
+    def _run_kernel(self, inputs) -> Iterator[Match]:
+        labelsets = self.dfa.labelsets
+        key_of = {v: self._reported_key(k) for k, v in self._key_ids.items()} if self.partition_by else {}
+        for start, end, part, off, epos, elab in self._k.run(*inputs, emit=True):
+            starts, ends, parts, offs = start.tolist(), end.tolist(), part.tolist(), off.tolist()
+            evpos = epos.tolist()
+            evlab = [labelsets[x] for x in elab.tolist()]
+            for m, s in enumerate(starts):
+                a, b = offs[m], offs[m + 1]
+                yield Match(s, ends[m], tuple(zip(evpos[a:b], evlab[a:b], strict=True)), key_of.get(parts[m]))
 
     def _reported_key(self, key):
         if self.report_groups is None or key is None:

@@ -1,0 +1,661 @@
+"""The compiled hot loop: Algorithm 1, compaction and windowed enumeration over numpy arrays.
+
+This is the same algorithm as ``evaluate.py`` / ``tecs.py`` / ``enumerate.py`` and the
+per-event part of ``Engine._loop`` (window pruning, CONSUME BY, compaction), written over
+typed arrays so numba can compile it (``cache=True``: compiled once per machine). Without
+numba the very same functions run as plain Python (``njit`` is the identity), which is slow
+but lets the tests exercise this code with and without compilation
+(``NUMBA_DISABLE_JIT=1`` does the same with numba installed).
+
+Layout (all owned by ``engine.run.KernelState``):
+
+* tECS nodes: ``nodes[n] = (kind, pos, mx, a, b, lab)`` (int64) and ``mt[n]`` (int64 or
+  float64, the window-time dtype); ``st[NN]`` nodes are in use. The arrays double when full.
+* Per partition ``p`` the Algorithm-1 table, in insertion order: ``tlen[p]`` entries, entry
+  ``k`` is det-state ``tstate[p, k]`` with union-list ``ul[p, k, :ulen[p, k]]``. A table
+  has at most one entry per det-state, so ``tstate`` is as wide as the number of det-states
+  (the caller widens it when states appear); union-lists grow (``ul`` is widened) when needed.
+* The det-automaton as a dense table indexed by ``(det-state, symbol column)``:
+  ``tunm`` the unmarked target (-1 none, ``UNKNOWN`` not computed yet) and the marked
+  moves ``mq/ml[toff : toff + tcnt]`` (target, label set). When the loop meets an
+  ``UNKNOWN`` entry it stops *before* touching the event and returns ``NEED_MOVE`` with the
+  event index, det-state and column in ``st``; the caller computes the move
+  (``LazyDFA.step``), fills the table and calls again from that event.
+
+Output: for every reported complex event its start and end position, its partition id and
+its marked events (CSR: ``o_off[m] : o_off[m + 1]`` into ``o_pos`` / ``o_lab``), in the
+order the Python engine yields them; or only a count (``emit = False``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # pragma: no cover - exercised by whichever is installed
+    import numba
+
+    def njit(f):
+        return numba.njit(cache=True, nogil=True)(f)
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover
+
+    def njit(f):
+        return f
+
+    HAVE_NUMBA = False
+
+BOTTOM, OUTPUT, UNION = 0, 1, 2
+KIND, POS, MX, A, B, LAB = 0, 1, 2, 3, 4, 5
+UNKNOWN = -2
+
+# st[...] slots: scalar state shared with the caller.
+NN, ALLOC, COMPACTIONS, PEAK, NEXT_COMPACT, COMPACT_MIN = 0, 1, 2, 3, 4, 5
+EVENTS, MATCHES, HAVE_NOW, MISS_STATE, MISS_COL, NSLOTS = 6, 7, 8, 9, 10, 11
+
+DONE, NEED_MOVE = 0, 1
+CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
+
+
+# ---------------------------------------------------------------------------- tECS nodes
+
+
+@njit
+def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
+    n = st[NN]
+    if n >= nodes.shape[0]:
+        cap = max(2 * nodes.shape[0], 16)
+        n2 = np.empty((cap, 6), np.int64)
+        n2[:n] = nodes[:n]
+        m2 = np.empty(cap, mt.dtype)
+        m2[:n] = mt[:n]
+        nodes, mt = n2, m2
+    nodes[n, KIND] = kind
+    nodes[n, POS] = pos
+    nodes[n, MX] = mx
+    nodes[n, A] = a
+    nodes[n, B] = b
+    nodes[n, LAB] = lab
+    mt[n] = t
+    st[NN] = n + 1
+    st[ALLOC] += 1
+    return nodes, mt, n
+
+
+@njit
+def _node(nodes, mt, st, left, right):
+    return _add(nodes, mt, st, UNION, -1, nodes[left, MX], mt[left], left, right, -1)
+
+
+@njit
+def _union(nodes, mt, st, n1, n2):
+    """Gadgets (a)–(d) of CORE Fig. 5 (``TECS.union``)."""
+    if nodes[n1, KIND] != UNION:
+        return _node(nodes, mt, st, n1, n2)
+    if nodes[n2, KIND] != UNION:
+        return _node(nodes, mt, st, n2, n1)
+    r1 = nodes[n1, B]
+    r2 = nodes[n2, B]
+    if nodes[r1, MX] >= nodes[r2, MX]:
+        nodes, mt, u2 = _node(nodes, mt, st, r1, r2)
+    else:
+        nodes, mt, u2 = _node(nodes, mt, st, r2, r1)
+    nodes, mt, u = _node(nodes, mt, st, nodes[n2, A], u2)
+    return _node(nodes, mt, st, nodes[n1, A], u)
+
+
+@njit
+def _merge(nodes, mt, st, lst, length):
+    """The right comb over ``lst[:length]`` (``TECS.merge``)."""
+    n = lst[length - 1]
+    for i in range(length - 2, -1, -1):
+        nodes, mt, n = _node(nodes, mt, st, lst[i], n)
+    return nodes, mt, n
+
+
+@njit
+def _widen(arr, width):
+    """``arr`` (2-D or 3-D) with its last axis at least ``width`` wide (doubling)."""
+    w = arr.shape[-1]
+    if width <= w:
+        return arr
+    neww = max(2 * w, width)
+    shape = arr.shape[:-1] + (neww,)
+    out = np.empty(shape, arr.dtype)
+    out[..., :w] = arr
+    return out
+
+
+@njit
+def _insert(nodes, mt, st, nul, nulen, s, n):
+    """``TECS.insert`` into the scratch list ``nul[s, :nulen[s]]``."""
+    m = nodes[n, MX]
+    length = nulen[s]
+    for i in range(1, length):
+        x = nul[s, i]
+        mi = nodes[x, MX]
+        if mi == m:
+            nodes, mt, u = _union(nodes, mt, st, x, n)
+            nul[s, i] = u
+            return nodes, mt, nul
+        if mi < m:
+            nul = _widen(nul, length + 1)
+            for j in range(length, i, -1):
+                nul[s, j] = nul[s, j - 1]
+            nul[s, i] = n
+            nulen[s] = length + 1
+            return nodes, mt, nul
+    nul = _widen(nul, length + 1)
+    nul[s, length] = n
+    nulen[s] = length + 1
+    return nodes, mt, nul
+
+
+@njit
+def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+          unm, off, cnt, mq, ml, src, length, pos):
+    """EXECTRANS (``evaluate._exec``) of one det-move on the list ``src[:length]``; the new
+    table is the scratch ``nstate/nul/nulen[:ns]`` with ``slot_of[q]`` its index of ``q``."""
+    n = -1
+    if cnt > 0:
+        nodes, mt, n = _merge(nodes, mt, st, src, length)
+        for j in range(off, off + cnt):
+            q = mq[j]
+            nodes, mt, o = _add(nodes, mt, st, OUTPUT, pos, nodes[n, MX], mt[n], n, -1, ml[j])
+            s = slot_of[q]
+            if s < 0:
+                slot_of[q] = ns
+                nstate[ns] = q
+                nul[ns, 0] = o
+                nulen[ns] = 1
+                ns += 1
+            else:
+                nodes, mt, nul = _insert(nodes, mt, st, nul, nulen, s, o)
+    if unm >= 0:
+        s = slot_of[unm]
+        if s < 0:
+            nul = _widen(nul, length)
+            slot_of[unm] = ns
+            nstate[ns] = unm
+            for i in range(length):
+                nul[ns, i] = src[i]
+            nulen[ns] = length
+            ns += 1
+        else:
+            if n < 0:
+                nodes, mt, n = _merge(nodes, mt, st, src, length)
+            nodes, mt, nul = _insert(nodes, mt, st, nul, nulen, s, n)
+    return nodes, mt, nul, ns
+
+
+# ---------------------------------------------------------------------------- compaction
+
+
+@njit
+def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
+    """``TECS.compact`` from every partition's table, then drop emptied entries
+    (``Engine._compact``). ``taus[p]`` is partition ``p``'s window lower bound (used when
+    ``windowed[p]``)."""
+    total = st[NN]
+    flag = np.zeros(total, np.uint8)  # 0 dead, 1 keep, 2 union replaced by its left child
+    stack = np.empty(64, np.int64)
+    for p in range(tlen.shape[0]):
+        tau = taus[p]
+        win = windowed[p]
+        top = 0
+        for k in range(tlen[p]):
+            for e in range(ulen[p, k]):
+                x = ul[p, k, e]
+                if (not win) or mt[x] >= tau:
+                    if top >= stack.shape[0]:
+                        stack = _widen(stack, top + 1)
+                    stack[top] = x
+                    top += 1
+        while top > 0:
+            top -= 1
+            x = stack[top]
+            if flag[x]:
+                continue
+            k = nodes[x, KIND]
+            if k == UNION:
+                if top + 2 > stack.shape[0]:
+                    stack = _widen(stack, top + 2)
+                stack[top] = nodes[x, A]
+                top += 1
+                r = nodes[x, B]
+                if (not win) or mt[r] >= tau:
+                    flag[x] = 1
+                    stack[top] = r
+                    top += 1
+                else:
+                    flag[x] = 2
+            else:
+                flag[x] = 1
+                if k == OUTPUT:
+                    if top + 1 > stack.shape[0]:
+                        stack = _widen(stack, top + 1)
+                    stack[top] = nodes[x, A]
+                    top += 1
+        # drop out-of-window entries and then emptied table entries (order kept)
+        kk = 0
+        for k in range(tlen[p]):
+            m = 0
+            for e in range(ulen[p, k]):
+                x = ul[p, k, e]
+                if (not win) or mt[x] >= tau:
+                    ul[p, kk, m] = x
+                    m += 1
+            if m > 0:
+                tstate[p, kk] = tstate[p, k]
+                ulen[p, kk] = m
+                kk += 1
+        tlen[p] = kk
+    # one ascending sweep, in place (survivors only move down; children are smaller)
+    remap = np.full(total, -1, np.int64)
+    nn = 0
+    for x in range(total):
+        f = flag[x]
+        if f == 1:
+            k = nodes[x, KIND]
+            a = nodes[x, A]
+            b = nodes[x, B]
+            if k != BOTTOM:
+                a = remap[a]
+            if k == UNION:
+                b = remap[b]
+            nodes[nn, KIND] = k
+            nodes[nn, POS] = nodes[x, POS]
+            nodes[nn, MX] = nodes[x, MX]
+            nodes[nn, A] = a
+            nodes[nn, B] = b
+            nodes[nn, LAB] = nodes[x, LAB]
+            mt[nn] = mt[x]
+            remap[x] = nn
+            nn += 1
+        elif f == 2:
+            remap[x] = remap[nodes[x, A]]
+    for p in range(tlen.shape[0]):
+        for k in range(tlen[p]):
+            for e in range(ulen[p, k]):
+                ul[p, k, e] = remap[ul[p, k, e]]
+    st[NN] = nn
+    st[COMPACTIONS] += 1
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+@njit
+def run_events(
+    i, stop, cols, positions, keys, times, hastime, by_events, has_bound, bound, consume, emit,
+    initial, final, tunm, toff, tcnt, mq, ml,
+    nodes, mt, st, now,
+    tstate, tlen, ulen, ul, pcount,
+):
+    """Events ``i … stop-1`` (``cols``: symbol columns of the transition table, ``keys``:
+    partition ids, ``times``/``hastime``: window times). Returns ``(status, next event,
+    nodes, mt, ul, outputs…)``; ``status`` is ``DONE`` or ``NEED_MOVE`` (see module doc)."""
+    n_states = final.shape[0]
+    width = max(ul.shape[2], 4)
+    nstate = np.empty(n_states + 1, np.int64)
+    nulen = np.zeros(n_states + 1, np.int64)
+    nul = np.empty((n_states + 1, width), np.int64)
+    slot_of = np.full(n_states, -1, np.int64)
+    tmp = np.empty(width, np.int64)
+    one = np.empty(1, np.int64)
+    es_node = np.empty(64, np.int64)
+    es_depth = np.empty(64, np.int64)
+    path_pos = np.empty(64, np.int64)
+    path_lab = np.empty(64, np.int64)
+    o_start = np.empty(1024 if emit else 0, np.int64)
+    o_end = np.empty(1024 if emit else 0, np.int64)
+    o_part = np.empty(1024 if emit else 0, np.int64)
+    o_off = np.zeros(1025 if emit else 1, np.int64)
+    o_pos = np.empty(4096 if emit else 0, np.int64)
+    o_lab = np.empty(4096 if emit else 0, np.int64)
+    nm = 0
+    ne = 0
+    status = DONE
+    while i < stop:
+        c = cols[i]
+        pos = positions[i]
+        p = keys[i]
+        local = pcount[p]
+        if by_events:
+            t = local
+            ht = True
+        else:
+            t = times[i]
+            ht = hastime[i]
+        prune = has_bound and ht
+        tau = t - bound
+        # ---- every move this event needs must be known before anything changes
+        if tunm[initial, c] == UNKNOWN:  # asked even without a window time, as advance does
+            st[MISS_STATE] = initial
+            st[MISS_COL] = c
+            status = NEED_MOVE
+            break
+        missing = False
+        for k in range(tlen[p]):
+            if prune and mt[ul[p, k, 0]] < tau:
+                continue
+            q = tstate[p, k]
+            if tunm[q, c] == UNKNOWN:
+                st[MISS_STATE] = q
+                st[MISS_COL] = c
+                missing = True
+                break
+        if missing:
+            status = NEED_MOVE
+            break
+        pcount[p] = local + 1
+        if ht:
+            now[0] = t
+            st[HAVE_NOW] = 1
+        # ---- Algorithm 1 (evaluate.advance)
+        ns = 0
+        if ht:
+            q = initial
+            if tunm[q, c] >= 0 or tcnt[q, c] > 0:
+                nodes, mt, b0 = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
+                one[0] = b0
+                nodes, mt, nul, ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                                           tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, one, 1, pos)
+        for k in range(tlen[p]):
+            length = ulen[p, k]
+            src = ul[p, k]
+            if prune:
+                if mt[src[0]] < tau:
+                    continue
+                if mt[src[length - 1]] < tau:
+                    if tmp.shape[0] < length:
+                        tmp = np.empty(2 * length, np.int64)
+                    m = 0
+                    for e in range(length):
+                        if mt[src[e]] >= tau:
+                            tmp[m] = src[e]
+                            m += 1
+                    src = tmp
+                    length = m
+            q = tstate[p, k]
+            nodes, mt, nul, ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                                       tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, src, length, pos)
+        # the new table replaces the old one
+        maxlen = 0
+        for k in range(ns):
+            if nulen[k] > maxlen:
+                maxlen = nulen[k]
+        ul = _widen(ul, maxlen)
+        for k in range(ns):
+            q = nstate[k]
+            slot_of[q] = -1
+            tstate[p, k] = q
+            ulen[p, k] = nulen[k]
+            for e in range(nulen[k]):
+                ul[p, k, e] = nul[k, e]
+        tlen[p] = ns
+        st[EVENTS] += 1
+        # ---- windowed enumeration (Algorithm 2) from the final det-states
+        reported = 0
+        if ht:
+            etau = tau if prune else t  # etau unused unless prune
+            for k in range(ns):
+                if not final[tstate[p, k]]:
+                    continue
+                for e in range(ulen[p, k]):
+                    root = ul[p, k, e]
+                    if prune and mt[root] < etau:
+                        continue
+                    top = 0
+                    es_node[0] = root
+                    es_depth[0] = 0
+                    top = 1
+                    while top > 0:
+                        top -= 1
+                        x = es_node[top]
+                        d = es_depth[top]
+                        while True:
+                            kind = nodes[x, KIND]
+                            if kind == BOTTOM:
+                                reported += 1
+                                if emit:
+                                    if nm + 1 >= o_start.shape[0]:
+                                        cap = 2 * o_start.shape[0]
+                                        o_start = _grow1(o_start, cap)
+                                        o_end = _grow1(o_end, cap)
+                                        o_part = _grow1(o_part, cap)
+                                        o_off = _grow1(o_off, cap + 1)
+                                    if ne + d > o_pos.shape[0]:
+                                        cap = max(2 * o_pos.shape[0], ne + d)
+                                        o_pos = _grow1(o_pos, cap)
+                                        o_lab = _grow1(o_lab, cap)
+                                    o_start[nm] = nodes[x, POS]
+                                    o_end[nm] = pos
+                                    o_part[nm] = p
+                                    for j in range(d - 1, -1, -1):
+                                        o_pos[ne] = path_pos[j]
+                                        o_lab[ne] = path_lab[j]
+                                        ne += 1
+                                    nm += 1
+                                    o_off[nm] = ne
+                                break
+                            if kind == OUTPUT:
+                                if d >= path_pos.shape[0]:
+                                    path_pos = _grow1(path_pos, 2 * d)
+                                    path_lab = _grow1(path_lab, 2 * d)
+                                path_pos[d] = nodes[x, POS]
+                                path_lab[d] = nodes[x, LAB]
+                                d += 1
+                                x = nodes[x, A]
+                            else:
+                                r = nodes[x, B]
+                                if (not prune) or mt[r] >= etau:
+                                    if top >= es_node.shape[0]:
+                                        es_node = _grow1(es_node, 2 * top)
+                                        es_depth = _grow1(es_depth, 2 * top)
+                                    es_node[top] = r
+                                    es_depth[top] = d
+                                    top += 1
+                                x = nodes[x, A]
+        if reported:
+            st[MATCHES] += reported
+            if consume == CONSUME_ANY:
+                for pp in range(tlen.shape[0]):
+                    tlen[pp] = 0
+            elif consume == CONSUME_PARTITION:
+                tlen[p] = 0
+        i += 1
+        # ---- memory: compact when the arrays doubled since the last compaction
+        if st[NN] > st[NEXT_COMPACT]:
+            if st[NN] > st[PEAK]:
+                st[PEAK] = st[NN]
+            taus = np.empty(tlen.shape[0], mt.dtype)
+            windowed = np.zeros(tlen.shape[0], np.bool_)
+            if has_bound:
+                for pp in range(tlen.shape[0]):
+                    if by_events:
+                        taus[pp] = pcount[pp] - 1 - bound
+                        windowed[pp] = True
+                    elif st[HAVE_NOW]:
+                        taus[pp] = now[0] - bound
+                        windowed[pp] = True
+            _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed)
+            st[NEXT_COMPACT] = max(st[COMPACT_MIN], 2 * st[NN])
+    return (status, i, nodes, mt, ul,
+            o_start[:nm], o_end[:nm], o_part[:nm], o_off[: nm + 1], o_pos[:ne], o_lab[:ne])
+
+
+@njit
+def _grow1(arr, cap):
+    out = np.empty(max(cap, arr.shape[0]), arr.dtype)
+    out[: arr.shape[0]] = arr
+    return out
+
+
+# ---------------------------------------------------------------------------- the caller's side
+
+#: Past this many (det-state × symbol column) cells the move table is cleared between
+#: batches (like ``LazyDFA``'s cache reset): it only costs recomputing moves.
+TABLE_CELLS = 1 << 22
+
+
+class KernelState:
+    """Everything ``run_events`` reads and writes, kept across batches, plus the lazy fill of
+    the dense move table from a ``LazyDFA``. ``float_times``: window times are float64
+    (otherwise int64: positions, nanoseconds, integer attributes)."""
+
+    def __init__(self, dfa, by_events: bool, bound, consume: str, compact_min: int,
+                 float_times: bool) -> None:
+        self.dfa = dfa
+        self.by_events = by_events
+        self.has_bound = bound is not None
+        self.float_times = float_times
+        self.tdtype = np.float64 if float_times else np.int64
+        self.bound = self.tdtype(0 if bound is None else bound)
+        self.consume = {"ANY": CONSUME_ANY, "PARTITION": CONSUME_PARTITION}.get(consume, CONSUME_NONE)
+        self.nodes = np.zeros((1024, 6), np.int64)
+        self.mt = np.zeros(1024, self.tdtype)
+        self.st = np.zeros(NSLOTS, np.int64)
+        self.st[NEXT_COMPACT] = self.st[COMPACT_MIN] = compact_min
+        self.now = np.zeros(1, self.tdtype)
+        self.n_states = 0
+        self.final = np.zeros(0, np.bool_)
+        self.tstate = np.zeros((1, 4), np.int64)
+        self.tlen = np.zeros(1, np.int64)
+        self.ulen = np.zeros((1, 4), np.int64)
+        self.ul = np.zeros((1, 4, 4), np.int64)
+        self.pcount = np.zeros(1, np.int64)
+        self.colmap = np.full(0, -1, np.int64)  # global symbol id -> column
+        self.col_sym: list[int] = []
+        self.tunm = np.full((4, 8), UNKNOWN, np.int64)
+        self.toff = np.zeros((4, 8), np.int64)
+        self.tcnt = np.zeros((4, 8), np.int64)
+        self.mq = np.zeros(64, np.int64)
+        self.ml = np.zeros(64, np.int64)
+        self.nmarks = 0
+        self._states()
+
+    # ------------------------------------------------------------------ sizing
+
+    def _states(self) -> None:
+        """Make every array indexed by det-state cover the det-states interned so far."""
+        n = len(self.dfa.states)
+        if n == self.n_states:
+            return
+        self.final = np.array([self.dfa.is_final(q) for q in range(n)], np.bool_)
+        self.n_states = n
+        rows = self.tunm.shape[0]
+        if n > rows:
+            new = max(n, 2 * rows)
+            self.tunm = _pad(self.tunm, 0, new, UNKNOWN)
+            self.toff = _pad(self.toff, 0, new, 0)
+            self.tcnt = _pad(self.tcnt, 0, new, 0)
+        if n > self.tstate.shape[1]:
+            new = max(n, 2 * self.tstate.shape[1])
+            self.tstate = _pad(self.tstate, 1, new, 0)
+            self.ulen = _pad(self.ulen, 1, new, 0)
+            self.ul = _pad(self.ul, 1, new, 0)
+
+    def partitions(self, n: int) -> None:
+        """Room for partition ids ``< n``."""
+        if n > self.tlen.shape[0]:
+            new = max(n, 2 * self.tlen.shape[0])
+            self.tstate = _pad(self.tstate, 0, new, 0)
+            self.ulen = _pad(self.ulen, 0, new, 0)
+            self.ul = _pad(self.ul, 0, new, 0)
+            self.tlen = _pad(self.tlen, 0, new, 0)
+            self.pcount = _pad(self.pcount, 0, new, 0)
+
+    def use_float_times(self) -> None:
+        """Switch window times to float64 (a batch brought non-integer times)."""
+        if not self.float_times:
+            self.float_times = True
+            self.tdtype = np.float64
+            self.mt = self.mt.astype(np.float64)
+            self.now = self.now.astype(np.float64)
+            self.bound = np.float64(self.bound)
+
+    def columns(self, syms: np.ndarray) -> np.ndarray:
+        """Move-table columns of the global symbol ids ``syms`` (new columns on demand)."""
+        top = int(syms.max()) + 1 if len(syms) else 0
+        if top > len(self.colmap):
+            self.colmap = _pad(self.colmap, 0, max(top, 2 * len(self.colmap)), -1)
+        cols = self.colmap[syms]
+        if len(cols) and cols.min() < 0:
+            new = np.unique(syms[cols < 0])
+            if (len(self.col_sym) + len(new)) * self.tunm.shape[0] > TABLE_CELLS and self.col_sym:
+                self.tunm[:] = UNKNOWN
+                self.colmap[:] = -1
+                self.col_sym = []
+                self.nmarks = 0
+                new = np.unique(syms)
+            for s in new.tolist():
+                self.colmap[s] = len(self.col_sym)
+                self.col_sym.append(s)
+            width = len(self.col_sym)
+            if width > self.tunm.shape[1]:
+                w = max(width, 2 * self.tunm.shape[1])
+                self.tunm = _pad(self.tunm, 1, w, UNKNOWN)
+                self.toff = _pad(self.toff, 1, w, 0)
+                self.tcnt = _pad(self.tcnt, 1, w, 0)
+            cols = self.colmap[syms]
+        return cols
+
+    def fill(self, state: int, col: int) -> None:
+        """Compute one move with the LazyDFA and store it in the table."""
+        unmarked, marks = self.dfa.step(state, self.col_sym[col])
+        self._states()
+        k = self.nmarks
+        if k + len(marks) > len(self.mq):
+            size = max(k + len(marks), 2 * len(self.mq))
+            self.mq = _pad(self.mq, 0, size, 0)
+            self.ml = _pad(self.ml, 0, size, 0)
+        for j, (q, lab) in enumerate(marks):
+            self.mq[k + j] = q
+            self.ml[k + j] = lab
+        self.nmarks = k + len(marks)
+        self.toff[state, col] = k
+        self.tcnt[state, col] = len(marks)
+        self.tunm[state, col] = unmarked
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, syms, positions, keys, times, hastime, emit: bool, chunk: int = 1 << 16):
+        """Feed one batch; yields ``(start, end, part, off, pos, lab)`` output arrays per
+        chunk of events when ``emit`` (nothing otherwise; see ``st[MATCHES]``)."""
+        self._states()
+        cols = self.columns(syms)
+        n = len(cols)
+        if times is None:  # no window, or an EVENTS one (times are then partition indices)
+            times = np.zeros(n, self.tdtype)
+            hastime = np.ones(n, np.bool_)
+        i = 0
+        while i < n:
+            stop = min(n, i + chunk) if emit else n
+            while True:
+                res = run_events(
+                    i, stop, cols, positions, keys, times, hastime, self.by_events,
+                    self.has_bound, self.bound, self.consume, emit,
+                    self.dfa.initial, self.final, self.tunm, self.toff, self.tcnt, self.mq, self.ml,
+                    self.nodes, self.mt, self.st, self.now,
+                    self.tstate, self.tlen, self.ulen, self.ul, self.pcount,
+                )
+                status, i, self.nodes, self.mt, self.ul = res[:5]
+                if emit and len(res[5]):
+                    yield res[5:]
+                if status == NEED_MOVE:
+                    self.fill(int(self.st[MISS_STATE]), int(self.st[MISS_COL]))
+                    continue
+                break
+
+
+def _pad(arr: np.ndarray, axis: int, size: int, value) -> np.ndarray:
+    """``arr`` grown along ``axis`` to ``size``, new cells set to ``value``."""
+    shape = list(arr.shape)
+    old = shape[axis]
+    if size <= old:
+        return arr
+    shape[axis] = size
+    out = np.full(shape, value, arr.dtype)
+    out[tuple(slice(0, old) if d == axis else slice(None) for d in range(arr.ndim))] = arr
+    return out
