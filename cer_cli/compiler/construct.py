@@ -220,7 +220,7 @@ def compile_formula(
     transitions: set[tuple[int, Guard, frozenset[str], int]] = set()
     finals: set[int] = set()
     for p in range(n):
-        for q in _closure(p, eps):
+        for q in _reach((p,), eps):
             if q == top.exit:
                 finals.add(p)
             transitions.update((p, g, labels, r) for g, labels, r in out[q])
@@ -233,16 +233,6 @@ def compile_formula(
                            if s == initial)
         initial = fresh
     return _trim(n, initial, finals, transitions)
-
-
-def _closure(p: int, eps: list[list[int]]) -> set[int]:
-    seen, todo = {p}, [p]
-    while todo:
-        for q in eps[todo.pop()]:
-            if q not in seen:
-                seen.add(q)
-                todo.append(q)
-    return seen
 
 
 def _trim(n: int, initial: int, finals: set[int], transitions) -> CEA:
@@ -275,7 +265,8 @@ def _trim(n: int, initial: int, finals: set[int], transitions) -> CEA:
     return CEA(len(order), 0, frozenset(number[f] for f in finals if f in number), tuple(kept))
 
 
-def _reach(starts, edges: list[set[int]]) -> set[int]:
+def _reach(starts, edges) -> set[int]:
+    """States reachable from ``starts`` along ``edges`` (adjacency lists or sets)."""
     seen, todo = set(starts), list(starts)
     while todo:
         for t in edges[todo.pop()]:
