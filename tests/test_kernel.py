@@ -190,6 +190,7 @@ def test_kernel_grows_its_tables_and_resets_the_move_table(monkeypatch):
         engine._compact_min = engine._next_compact = 64
         return engine
 
+    assert make(True).kernel, "this query is one the kernel covers"
     _same(make, frame, [1000, 2000])
 
 
