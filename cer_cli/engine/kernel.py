@@ -37,11 +37,19 @@ try:  # pragma: no cover - exercised by whichever is installed
     def njit(f):
         return numba.njit(cache=True, nogil=True)(f)
 
+    def njit_plain(f):
+        """Compiled without numba's reference counting (``_nrt=False``): such a function
+        cannot allocate, and in exchange pays nothing for the arrays it passes around —
+        with counting on, the atomic increments per call cost more than the algorithm."""
+        return numba.njit(cache=True, nogil=True, _nrt=False)(f)
+
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover
 
     def njit(f):
         return f
+
+    njit_plain = njit
 
     HAVE_NUMBA = False
 
@@ -51,7 +59,7 @@ UNKNOWN = -2
 
 # st[...] slots: scalar state shared with the caller.
 NN, ALLOC, COMPACTIONS, PEAK, NEXT_COMPACT, COMPACT_MIN = 0, 1, 2, 3, 4, 5
-EVENTS, MATCHES, HAVE_NOW, MISS_STATE, MISS_COL, NSLOTS = 6, 7, 8, 9, 10, 11
+EVENTS, MATCHES, HAVE_NOW, MISS_STATE, MISS_COL = 6, 7, 8, 9, 10
 
 DONE, NEED_MOVE = 0, 1
 CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
@@ -60,16 +68,11 @@ CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 # ---------------------------------------------------------------------------- tECS nodes
 
 
-@njit
+@njit_plain
 def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
+    """Append a node; the caller made room (``_room``). Returns its index — and never an
+    array: numba reference-counts every array a call returns, which cost ~30 ns per call."""
     n = st[NN]
-    if n >= nodes.shape[0]:
-        cap = max(2 * nodes.shape[0], 16)
-        n2 = np.empty((cap, 6), np.int64)
-        n2[:n] = nodes[:n]
-        m2 = np.empty(cap, mt.dtype)
-        m2[:n] = mt[:n]
-        nodes, mt = n2, m2
     nodes[n, KIND] = kind
     nodes[n, POS] = pos
     nodes[n, MX] = mx
@@ -79,17 +82,31 @@ def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
     mt[n] = t
     st[NN] = n + 1
     st[ALLOC] += 1
-    return nodes, mt, n
+    return n
 
 
 @njit
+def _room(nodes, mt, need):
+    """``nodes``/``mt`` with room for ``need`` nodes in all (doubling)."""
+    cap = nodes.shape[0]
+    if need <= cap:
+        return nodes, mt
+    cap = max(2 * cap, need, 16)
+    n2 = np.empty((cap, 6), np.int64)
+    n2[: nodes.shape[0]] = nodes
+    m2 = np.empty(cap, mt.dtype)
+    m2[: mt.shape[0]] = mt
+    return n2, m2
+
+
+@njit_plain
 def _node(nodes, mt, st, left, right):
     return _add(nodes, mt, st, UNION, -1, nodes[left, MX], mt[left], left, right, -1)
 
 
-@njit
+@njit_plain
 def _union(nodes, mt, st, n1, n2):
-    """Gadgets (a)–(d) of CORE Fig. 5 (``TECS.union``)."""
+    """Gadgets (a)–(d) of CORE Fig. 5 (``TECS.union``): at most three new nodes."""
     if nodes[n1, KIND] != UNION:
         return _node(nodes, mt, st, n1, n2)
     if nodes[n2, KIND] != UNION:
@@ -97,20 +114,20 @@ def _union(nodes, mt, st, n1, n2):
     r1 = nodes[n1, B]
     r2 = nodes[n2, B]
     if nodes[r1, MX] >= nodes[r2, MX]:
-        nodes, mt, u2 = _node(nodes, mt, st, r1, r2)
+        u2 = _node(nodes, mt, st, r1, r2)
     else:
-        nodes, mt, u2 = _node(nodes, mt, st, r2, r1)
-    nodes, mt, u = _node(nodes, mt, st, nodes[n2, A], u2)
+        u2 = _node(nodes, mt, st, r2, r1)
+    u = _node(nodes, mt, st, nodes[n2, A], u2)
     return _node(nodes, mt, st, nodes[n1, A], u)
 
 
-@njit
+@njit_plain
 def _merge(nodes, mt, st, lst, length):
-    """The right comb over ``lst[:length]`` (``TECS.merge``)."""
+    """The right comb over ``lst[:length]`` (``TECS.merge``): ``length - 1`` new nodes."""
     n = lst[length - 1]
     for i in range(length - 2, -1, -1):
-        nodes, mt, n = _node(nodes, mt, st, lst[i], n)
-    return nodes, mt, n
+        n = _node(nodes, mt, st, lst[i], n)
+    return n
 
 
 @njit
@@ -126,42 +143,40 @@ def _widen(arr, width):
     return out
 
 
-@njit
+@njit_plain
 def _insert(nodes, mt, st, nul, nulen, s, n):
-    """``TECS.insert`` into the scratch list ``nul[s, :nulen[s]]``."""
+    """``TECS.insert`` into the scratch list ``nul[s, :nulen[s]]`` (wide enough: the
+    caller sized ``nul`` for the event)."""
     m = nodes[n, MX]
     length = nulen[s]
     for i in range(1, length):
         x = nul[s, i]
         mi = nodes[x, MX]
         if mi == m:
-            nodes, mt, u = _union(nodes, mt, st, x, n)
-            nul[s, i] = u
-            return nodes, mt, nul
+            nul[s, i] = _union(nodes, mt, st, x, n)
+            return
         if mi < m:
-            nul = _widen(nul, length + 1)
             for j in range(length, i, -1):
                 nul[s, j] = nul[s, j - 1]
             nul[s, i] = n
             nulen[s] = length + 1
-            return nodes, mt, nul
-    nul = _widen(nul, length + 1)
+            return
     nul[s, length] = n
     nulen[s] = length + 1
-    return nodes, mt, nul
 
 
-@njit
+@njit_plain
 def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
           unm, off, cnt, mq, ml, src, length, pos):
     """EXECTRANS (``evaluate._exec``) of one det-move on the list ``src[:length]``; the new
-    table is the scratch ``nstate/nul/nulen[:ns]`` with ``slot_of[q]`` its index of ``q``."""
+    table is the scratch ``nstate/nul/nulen[:ns]`` with ``slot_of[q]`` its index of ``q``.
+    Allocates at most ``length + 4·cnt + 3`` nodes; returns the new ``ns``."""
     n = -1
     if cnt > 0:
-        nodes, mt, n = _merge(nodes, mt, st, src, length)
+        n = _merge(nodes, mt, st, src, length)
         for j in range(off, off + cnt):
             q = mq[j]
-            nodes, mt, o = _add(nodes, mt, st, OUTPUT, pos, nodes[n, MX], mt[n], n, -1, ml[j])
+            o = _add(nodes, mt, st, OUTPUT, pos, nodes[n, MX], mt[n], n, -1, ml[j])
             s = slot_of[q]
             if s < 0:
                 slot_of[q] = ns
@@ -170,11 +185,10 @@ def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
                 nulen[ns] = 1
                 ns += 1
             else:
-                nodes, mt, nul = _insert(nodes, mt, st, nul, nulen, s, o)
+                _insert(nodes, mt, st, nul, nulen, s, o)
     if unm >= 0:
         s = slot_of[unm]
         if s < 0:
-            nul = _widen(nul, length)
             slot_of[unm] = ns
             nstate[ns] = unm
             for i in range(length):
@@ -183,9 +197,9 @@ def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
             ns += 1
         else:
             if n < 0:
-                nodes, mt, n = _merge(nodes, mt, st, src, length)
-            nodes, mt, nul = _insert(nodes, mt, st, nul, nulen, s, n)
-    return nodes, mt, nul, ns
+                n = _merge(nodes, mt, st, src, length)
+            _insert(nodes, mt, st, nul, nulen, s, n)
+    return ns
 
 
 # ---------------------------------------------------------------------------- compaction
@@ -284,212 +298,240 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
 
 # ---------------------------------------------------------------------------- the loop
 
+# Why the loop is written as a resumable state machine: numba reference-counts every array
+# a variable may be re-bound to inside a loop (atomic increments on every iteration), which
+# cost more than the algorithm itself. So ``run_events`` never re-binds an array: it returns
+# to the caller whenever an array is too small (``NEED_ROOM`` before touching an event,
+# ``NEED_WIDTH`` before committing its table, ``NEED_OUT`` during its enumeration, which is
+# then redone), and the caller grows the array and calls again.
+
+# st[...] slots of the resumable loop: the phase of the current event and what it needs
+PHASE, P_PART, P_POS, P_PRUNE, P_NS, N_OUT, N_EV = 11, 12, 13, 14, 15, 16, 17
+NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, NSLOTS = 18, 19, 20, 21, 22
+UPDATE, COMMIT, ENUMERATE = 0, 1, 2
+NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT = 2, 3, 4, 5
+
 
 @njit
+def _compact_all(nodes, mt, st, tstate, tlen, ulen, ul, pcount, now, by_events, has_bound, bound):
+    """Compact with every partition's window lower bound (``Engine._compact``)."""
+    if st[NN] > st[PEAK]:
+        st[PEAK] = st[NN]
+    taus = np.empty(tlen.shape[0], mt.dtype)
+    windowed = np.zeros(tlen.shape[0], np.bool_)
+    if has_bound:
+        for pp in range(tlen.shape[0]):
+            if by_events:
+                taus[pp] = pcount[pp] - 1 - bound
+                windowed[pp] = True
+            elif st[HAVE_NOW]:
+                taus[pp] = now[0] - bound
+                windowed[pp] = True
+    _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed)
+    st[NEXT_COMPACT] = max(st[COMPACT_MIN], 2 * st[NN])
+
+
+@njit_plain
+def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, prune, etau, emit,
+               es_node, es_depth, path_pos, path_lab,
+               o_start, o_end, o_part, o_off, o_pos, o_lab):
+    """Windowed enumeration (Algorithm 2) of the complex events ending at ``pos`` from the
+    final det-states of partition ``p``'s table. Appends to the outputs from
+    ``st[N_OUT]``/``st[N_EV]``; returns the number found, or -1 when an array is full
+    (outputs of this event are then dropped: the caller grows the array and redoes it)."""
+    nm = st[N_OUT]
+    ne = st[N_EV]
+    reported = 0
+    for k in range(ns):
+        if not final[tstate[p, k]]:
+            continue
+        for e in range(ulen[p, k]):
+            root = ul[p, k, e]
+            if prune and mt[root] < etau:
+                continue
+            es_node[0] = root
+            es_depth[0] = 0
+            top = 1
+            while top > 0:
+                top -= 1
+                x = es_node[top]
+                d = es_depth[top]
+                while True:
+                    kind = nodes[x, KIND]
+                    if kind == BOTTOM:
+                        reported += 1
+                        if emit:
+                            if nm + 1 >= o_start.shape[0] or ne + d > o_pos.shape[0]:
+                                st[NEED_SCRATCH] = ne + d
+                                return -1
+                            o_start[nm] = nodes[x, POS]
+                            o_end[nm] = pos
+                            o_part[nm] = p
+                            for j in range(d - 1, -1, -1):
+                                o_pos[ne] = path_pos[j]
+                                o_lab[ne] = path_lab[j]
+                                ne += 1
+                            nm += 1
+                            o_off[nm] = ne
+                        break
+                    if kind == OUTPUT:
+                        if d >= path_pos.shape[0]:
+                            st[NEED_PATH] = d + 1
+                            return -1
+                        path_pos[d] = nodes[x, POS]
+                        path_lab[d] = nodes[x, LAB]
+                        d += 1
+                        x = nodes[x, A]
+                    else:
+                        r = nodes[x, B]
+                        if (not prune) or mt[r] >= etau:
+                            if top >= es_node.shape[0]:
+                                st[NEED_ES] = top + 1
+                                return -1
+                            es_node[top] = r
+                            es_depth[top] = d
+                            top += 1
+                        x = nodes[x, A]
+    st[N_OUT] = nm
+    st[N_EV] = ne
+    return reported
+
+
+@njit_plain
 def run_events(
     i, stop, cols, positions, keys, times, hastime, by_events, has_bound, bound, consume, emit,
     initial, final, tunm, toff, tcnt, mq, ml,
-    nodes, mt, st, now,
+    nodes, mt, st, now, ctx,
     tstate, tlen, ulen, ul, pcount,
+    nstate, nul, nulen, slot_of, one,
+    es_node, es_depth, path_pos, path_lab,
+    o_start, o_end, o_part, o_off, o_pos, o_lab,
 ):
     """Events ``i … stop-1`` (``cols``: symbol columns of the transition table, ``keys``:
-    partition ids, ``times``/``hastime``: window times). Returns ``(status, next event,
-    nodes, mt, ul, outputs…)``; ``status`` is ``DONE`` or ``NEED_MOVE`` (see module doc)."""
-    n_states = final.shape[0]
-    width = max(ul.shape[2], 4)
-    nstate = np.empty(n_states + 1, np.int64)
-    nulen = np.zeros(n_states + 1, np.int64)
-    nul = np.empty((n_states + 1, width), np.int64)
-    slot_of = np.full(n_states, -1, np.int64)
-    tmp = np.empty(width, np.int64)
-    one = np.empty(1, np.int64)
-    es_node = np.empty(64, np.int64)
-    es_depth = np.empty(64, np.int64)
-    path_pos = np.empty(64, np.int64)
-    path_lab = np.empty(64, np.int64)
-    o_start = np.empty(1024 if emit else 0, np.int64)
-    o_end = np.empty(1024 if emit else 0, np.int64)
-    o_part = np.empty(1024 if emit else 0, np.int64)
-    o_off = np.zeros(1025 if emit else 1, np.int64)
-    o_pos = np.empty(4096 if emit else 0, np.int64)
-    o_lab = np.empty(4096 if emit else 0, np.int64)
-    nm = 0
-    ne = 0
-    status = DONE
-    while i < stop:
-        c = cols[i]
-        pos = positions[i]
-        p = keys[i]
-        local = pcount[p]
-        if by_events:
-            t = local
-            ht = True
-        else:
-            t = times[i]
-            ht = hastime[i]
-        prune = has_bound and ht
-        tau = t - bound
-        # ---- every move this event needs must be known before anything changes
-        if tunm[initial, c] == UNKNOWN:  # asked even without a window time, as advance does
-            st[MISS_STATE] = initial
-            st[MISS_COL] = c
-            status = NEED_MOVE
-            break
-        missing = False
-        for k in range(tlen[p]):
-            if prune and mt[ul[p, k, 0]] < tau:
-                continue
-            q = tstate[p, k]
-            if tunm[q, c] == UNKNOWN:
+    partition ids, ``times``/``hastime``: window times). Returns ``(status, next event)``:
+    ``DONE``, ``NEED_MOVE`` (see module doc), or a ``NEED_*`` for an array that is too small
+    (sizes in ``st``). ``ctx`` holds the event time and window bound across a return."""
+    while True:
+        phase = st[PHASE]
+        if phase == UPDATE:
+            if i >= stop:
+                return DONE, i
+            c = cols[i]
+            pos = positions[i]
+            p = keys[i]
+            local = pcount[p]
+            if by_events:
+                t = local
+                ht = True
+            else:
+                t = times[i]
+                ht = hastime[i]
+            prune = has_bound and ht
+            tau = t - bound
+            # ---- every move this event needs must be known, and every array big enough,
+            # before anything changes
+            q = initial
+            if tunm[q, c] == UNKNOWN:  # asked even without a window time, as advance does
                 st[MISS_STATE] = q
                 st[MISS_COL] = c
-                missing = True
-                break
-        if missing:
-            status = NEED_MOVE
-            break
-        pcount[p] = local + 1
-        if ht:
-            now[0] = t
-            st[HAVE_NOW] = 1
-        # ---- Algorithm 1 (evaluate.advance)
-        ns = 0
-        if ht:
-            q = initial
-            if tunm[q, c] >= 0 or tcnt[q, c] > 0:
-                nodes, mt, b0 = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
-                one[0] = b0
-                nodes, mt, nul, ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                                           tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, one, 1, pos)
-        for k in range(tlen[p]):
-            length = ulen[p, k]
-            src = ul[p, k]
-            if prune:
-                if mt[src[0]] < tau:
-                    continue
-                if mt[src[length - 1]] < tau:
-                    if tmp.shape[0] < length:
-                        tmp = np.empty(2 * length, np.int64)
-                    m = 0
-                    for e in range(length):
-                        if mt[src[e]] >= tau:
-                            tmp[m] = src[e]
-                            m += 1
-                    src = tmp
-                    length = m
-            q = tstate[p, k]
-            nodes, mt, nul, ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                                       tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, src, length, pos)
-        # the new table replaces the old one
-        maxlen = 0
-        for k in range(ns):
-            if nulen[k] > maxlen:
-                maxlen = nulen[k]
-        ul = _widen(ul, maxlen)
-        for k in range(ns):
-            q = nstate[k]
-            slot_of[q] = -1
-            tstate[p, k] = q
-            ulen[p, k] = nulen[k]
-            for e in range(nulen[k]):
-                ul[p, k, e] = nul[k, e]
-        tlen[p] = ns
-        st[EVENTS] += 1
-        # ---- windowed enumeration (Algorithm 2) from the final det-states
-        reported = 0
-        if ht:
-            etau = tau if prune else t  # etau unused unless prune
-            for k in range(ns):
-                if not final[tstate[p, k]]:
-                    continue
-                for e in range(ulen[p, k]):
-                    root = ul[p, k, e]
-                    if prune and mt[root] < etau:
+                return NEED_MOVE, i
+            need = 5 + 4 * tcnt[q, c]  # nodes: the bottom, and ``_exec``'s bound per list
+            inserts = 2 + tcnt[q, c]  # scratch width: a list copied whole + one per insert
+            longest = 1
+            for k in range(tlen[p]):
+                length = ulen[p, k]
+                if prune:
+                    if mt[ul[p, k, 0]] < tau:
                         continue
-                    top = 0
-                    es_node[0] = root
-                    es_depth[0] = 0
-                    top = 1
-                    while top > 0:
-                        top -= 1
-                        x = es_node[top]
-                        d = es_depth[top]
-                        while True:
-                            kind = nodes[x, KIND]
-                            if kind == BOTTOM:
-                                reported += 1
-                                if emit:
-                                    if nm + 1 >= o_start.shape[0]:
-                                        cap = 2 * o_start.shape[0]
-                                        o_start = _grow1(o_start, cap)
-                                        o_end = _grow1(o_end, cap)
-                                        o_part = _grow1(o_part, cap)
-                                        o_off = _grow1(o_off, cap + 1)
-                                    if ne + d > o_pos.shape[0]:
-                                        cap = max(2 * o_pos.shape[0], ne + d)
-                                        o_pos = _grow1(o_pos, cap)
-                                        o_lab = _grow1(o_lab, cap)
-                                    o_start[nm] = nodes[x, POS]
-                                    o_end[nm] = pos
-                                    o_part[nm] = p
-                                    for j in range(d - 1, -1, -1):
-                                        o_pos[ne] = path_pos[j]
-                                        o_lab[ne] = path_lab[j]
-                                        ne += 1
-                                    nm += 1
-                                    o_off[nm] = ne
-                                break
-                            if kind == OUTPUT:
-                                if d >= path_pos.shape[0]:
-                                    path_pos = _grow1(path_pos, 2 * d)
-                                    path_lab = _grow1(path_lab, 2 * d)
-                                path_pos[d] = nodes[x, POS]
-                                path_lab[d] = nodes[x, LAB]
-                                d += 1
-                                x = nodes[x, A]
-                            else:
-                                r = nodes[x, B]
-                                if (not prune) or mt[r] >= etau:
-                                    if top >= es_node.shape[0]:
-                                        es_node = _grow1(es_node, 2 * top)
-                                        es_depth = _grow1(es_depth, 2 * top)
-                                    es_node[top] = r
-                                    es_depth[top] = d
-                                    top += 1
-                                x = nodes[x, A]
-        if reported:
-            st[MATCHES] += reported
-            if consume == CONSUME_ANY:
-                for pp in range(tlen.shape[0]):
-                    tlen[pp] = 0
-            elif consume == CONSUME_PARTITION:
-                tlen[p] = 0
-        i += 1
-        # ---- memory: compact when the arrays doubled since the last compaction
-        if st[NN] > st[NEXT_COMPACT]:
-            if st[NN] > st[PEAK]:
-                st[PEAK] = st[NN]
-            taus = np.empty(tlen.shape[0], mt.dtype)
-            windowed = np.zeros(tlen.shape[0], np.bool_)
-            if has_bound:
-                for pp in range(tlen.shape[0]):
-                    if by_events:
-                        taus[pp] = pcount[pp] - 1 - bound
-                        windowed[pp] = True
-                    elif st[HAVE_NOW]:
-                        taus[pp] = now[0] - bound
-                        windowed[pp] = True
-            _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed)
-            st[NEXT_COMPACT] = max(st[COMPACT_MIN], 2 * st[NN])
-    return (status, i, nodes, mt, ul,
-            o_start[:nm], o_end[:nm], o_part[:nm], o_off[: nm + 1], o_pos[:ne], o_lab[:ne])
-
-
-@njit
-def _grow1(arr, cap):
-    out = np.empty(max(cap, arr.shape[0]), arr.dtype)
-    out[: arr.shape[0]] = arr
-    return out
+                    if mt[ul[p, k, length - 1]] < tau:  # drop expired entries, in place
+                        m = 0
+                        for e in range(length):
+                            x = ul[p, k, e]
+                            if mt[x] >= tau:
+                                ul[p, k, m] = x
+                                m += 1
+                        ulen[p, k] = m
+                        length = m
+                q = tstate[p, k]
+                if tunm[q, c] == UNKNOWN:
+                    st[MISS_STATE] = q
+                    st[MISS_COL] = c
+                    return NEED_MOVE, i
+                need += length + 4 * tcnt[q, c] + 3
+                inserts += 1 + tcnt[q, c]
+                if length > longest:
+                    longest = length
+            if st[NN] + need > nodes.shape[0] or longest + inserts > nul.shape[1]:
+                st[NEED_NODES] = st[NN] + need
+                st[NEED_SCRATCH] = longest + inserts
+                return NEED_ROOM, i
+            pcount[p] = local + 1
+            if ht:
+                now[0] = t
+                st[HAVE_NOW] = 1
+            # ---- Algorithm 1 (evaluate.advance)
+            ns = 0
+            if ht:
+                q = initial
+                if tunm[q, c] >= 0 or tcnt[q, c] > 0:
+                    one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
+                    ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                               tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, one, 1, pos)
+            for k in range(tlen[p]):
+                length = ulen[p, k]
+                if prune and (length == 0 or mt[ul[p, k, 0]] < tau):
+                    continue
+                q = tstate[p, k]
+                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                           tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, ul[p, k], length, pos)
+            for k in range(ns):
+                slot_of[nstate[k]] = -1
+            st[P_PART] = p
+            st[P_POS] = pos
+            st[P_PRUNE] = 1 if prune else 0
+            st[P_NS] = ns
+            ctx[0] = tau
+            st[PHASE] = COMMIT
+        elif phase == COMMIT:
+            # ---- the new table replaces the old one
+            p = st[P_PART]
+            ns = st[P_NS]
+            for k in range(ns):
+                if nulen[k] > ul.shape[2]:
+                    st[NEED_SCRATCH] = nulen[k]
+                    return NEED_WIDTH, i
+            for k in range(ns):
+                tstate[p, k] = nstate[k]
+                ulen[p, k] = nulen[k]
+                for e in range(nulen[k]):
+                    ul[p, k, e] = nul[k, e]
+            tlen[p] = ns
+            st[EVENTS] += 1
+            st[PHASE] = ENUMERATE
+        else:
+            # ---- windowed enumeration (Algorithm 2) from the final det-states
+            p = st[P_PART]
+            prune = st[P_PRUNE] == 1
+            reported = 0
+            if by_events or hastime[i]:
+                reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, tlen[p],
+                                      st[P_POS], prune, ctx[0], emit,
+                                      es_node, es_depth, path_pos, path_lab,
+                                      o_start, o_end, o_part, o_off, o_pos, o_lab)
+                if reported < 0:
+                    return NEED_OUT, i
+            st[PHASE] = UPDATE
+            if reported:
+                st[MATCHES] += reported
+                if consume == CONSUME_ANY:
+                    for pp in range(tlen.shape[0]):
+                        tlen[pp] = 0
+                elif consume == CONSUME_PARTITION:
+                    tlen[p] = 0
+            i += 1
+            # ---- memory: compact when the arrays doubled since the last compaction
+            if st[NN] > st[NEXT_COMPACT]:
+                return NEED_COMPACT, i
 
 
 # ---------------------------------------------------------------------------- the caller's side
@@ -533,6 +575,24 @@ class KernelState:
         self.mq = np.zeros(64, np.int64)
         self.ml = np.zeros(64, np.int64)
         self.nmarks = 0
+        self.ctx = np.zeros(1, self.tdtype)
+        # per-event scratch: the new table, and the enumeration stacks
+        self.nstate = np.zeros(1, np.int64)
+        self.nul = np.zeros((1, 8), np.int64)
+        self.nulen = np.zeros(1, np.int64)
+        self.slot_of = np.full(0, -1, np.int64)
+        self.one = np.zeros(1, np.int64)
+        self.es_node = np.zeros(64, np.int64)
+        self.es_depth = np.zeros(64, np.int64)
+        self.path_pos = np.zeros(64, np.int64)
+        self.path_lab = np.zeros(64, np.int64)
+        # outputs, flushed to the caller when full
+        self.o_start = np.zeros(1 << 14, np.int64)
+        self.o_end = np.zeros(1 << 14, np.int64)
+        self.o_part = np.zeros(1 << 14, np.int64)
+        self.o_off = np.zeros((1 << 14) + 1, np.int64)
+        self.o_pos = np.zeros(1 << 16, np.int64)
+        self.o_lab = np.zeros(1 << 16, np.int64)
         self._states()
 
     # ------------------------------------------------------------------ sizing
@@ -544,6 +604,11 @@ class KernelState:
             return
         self.final = np.array([self.dfa.is_final(q) for q in range(n)], np.bool_)
         self.n_states = n
+        if n + 1 > len(self.nstate):
+            self.nstate = np.zeros(2 * (n + 1), np.int64)
+            self.nulen = np.zeros(2 * (n + 1), np.int64)
+            self.nul = np.zeros((2 * (n + 1), self.nul.shape[1]), np.int64)
+            self.slot_of = np.full(2 * (n + 1), -1, np.int64)
         rows = self.tunm.shape[0]
         if n > rows:
             new = max(n, 2 * rows)
@@ -573,6 +638,7 @@ class KernelState:
             self.tdtype = np.float64
             self.mt = self.mt.astype(np.float64)
             self.now = self.now.astype(np.float64)
+            self.ctx = self.ctx.astype(np.float64)
             self.bound = np.float64(self.bound)
 
     def columns(self, syms: np.ndarray) -> np.ndarray:
@@ -621,32 +687,77 @@ class KernelState:
     # ------------------------------------------------------------------ running
 
     def run(self, syms, positions, keys, times, hastime, emit: bool, chunk: int = 1 << 16):
-        """Feed one batch; yields ``(start, end, part, off, pos, lab)`` output arrays per
-        chunk of events when ``emit`` (nothing otherwise; see ``st[MATCHES]``)."""
+        """Feed one batch; yields ``(start, end, part, off, pos, lab)`` output arrays (fresh
+        copies) whenever the output arrays fill up or ``chunk`` events are done, when
+        ``emit`` (nothing otherwise; see ``st[MATCHES]``)."""
         self._states()
         cols = self.columns(syms)
         n = len(cols)
         if times is None:  # no window, or an EVENTS one (times are then partition indices)
             times = np.zeros(n, self.tdtype)
             hastime = np.ones(n, np.bool_)
+        st = self.st
+        st[N_OUT] = st[N_EV] = 0
         i = 0
-        while i < n:
+        while i < n or st[PHASE] != UPDATE:
             stop = min(n, i + chunk) if emit else n
-            while True:
-                res = run_events(
-                    i, stop, cols, positions, keys, times, hastime, self.by_events,
-                    self.has_bound, self.bound, self.consume, emit,
-                    self.dfa.initial, self.final, self.tunm, self.toff, self.tcnt, self.mq, self.ml,
-                    self.nodes, self.mt, self.st, self.now,
-                    self.tstate, self.tlen, self.ulen, self.ul, self.pcount,
-                )
-                status, i, self.nodes, self.mt, self.ul = res[:5]
-                if emit and len(res[5]):
-                    yield res[5:]
-                if status == NEED_MOVE:
-                    self.fill(int(self.st[MISS_STATE]), int(self.st[MISS_COL]))
-                    continue
-                break
+            st[NEED_ES] = st[NEED_PATH] = 0
+            status, i = run_events(
+                i, stop, cols, positions, keys, times, hastime, self.by_events,
+                self.has_bound, self.bound, self.consume, emit,
+                self.dfa.initial, self.final, self.tunm, self.toff, self.tcnt, self.mq, self.ml,
+                self.nodes, self.mt, st, self.now, self.ctx,
+                self.tstate, self.tlen, self.ulen, self.ul, self.pcount,
+                self.nstate, self.nul, self.nulen, self.slot_of, self.one,
+                self.es_node, self.es_depth, self.path_pos, self.path_lab,
+                self.o_start, self.o_end, self.o_part, self.o_off, self.o_pos, self.o_lab,
+            )
+            if status == NEED_MOVE:
+                self.fill(int(st[MISS_STATE]), int(st[MISS_COL]))
+            elif status == NEED_COMPACT:
+                _compact_all(self.nodes, self.mt, st, self.tstate, self.tlen, self.ulen, self.ul,
+                             self.pcount, self.now, self.by_events, self.has_bound, self.bound)
+            elif status == NEED_ROOM:
+                need = int(st[NEED_NODES])
+                if need > len(self.mt):
+                    size = max(need, 2 * len(self.mt))
+                    self.nodes = _pad(self.nodes, 0, size, 0)
+                    self.mt = _pad(self.mt, 0, size, 0)
+                width = int(st[NEED_SCRATCH])
+                if width > self.nul.shape[1]:
+                    self.nul = np.zeros((self.nul.shape[0], max(width, 2 * self.nul.shape[1])), np.int64)
+            elif status == NEED_WIDTH:
+                self.ul = _pad(self.ul, 2, max(int(st[NEED_SCRATCH]), 2 * self.ul.shape[2]), 0)
+            elif status == NEED_OUT:
+                if st[NEED_ES]:
+                    self.es_node = _pad(self.es_node, 0, 2 * len(self.es_node), 0)
+                    self.es_depth = _pad(self.es_depth, 0, 2 * len(self.es_depth), 0)
+                elif st[NEED_PATH]:
+                    self.path_pos = _pad(self.path_pos, 0, 2 * len(self.path_pos), 0)
+                    self.path_lab = _pad(self.path_lab, 0, 2 * len(self.path_lab), 0)
+                elif st[N_OUT]:
+                    yield self._flush()
+                else:  # one event's complex events do not fit in empty arrays
+                    m = 2 * len(self.o_start)
+                    self.o_start = _pad(self.o_start, 0, m, 0)
+                    self.o_end = _pad(self.o_end, 0, m, 0)
+                    self.o_part = _pad(self.o_part, 0, m, 0)
+                    self.o_off = _pad(self.o_off, 0, m + 1, 0)
+                    e = max(int(st[NEED_SCRATCH]), 2 * len(self.o_pos))
+                    self.o_pos = _pad(self.o_pos, 0, e, 0)
+                    self.o_lab = _pad(self.o_lab, 0, e, 0)
+            elif emit and st[N_OUT]:
+                yield self._flush()
+        if emit and st[N_OUT]:
+            yield self._flush()
+
+    def _flush(self):
+        """The outputs gathered so far (copies), and empty output arrays."""
+        nm, ne = int(self.st[N_OUT]), int(self.st[N_EV])
+        out = (self.o_start[:nm].copy(), self.o_end[:nm].copy(), self.o_part[:nm].copy(),
+               self.o_off[: nm + 1].copy(), self.o_pos[:ne].copy(), self.o_lab[:ne].copy())
+        self.st[N_OUT] = self.st[N_EV] = 0
+        return out
 
 
 def _pad(arr: np.ndarray, axis: int, size: int, value) -> np.ndarray:
