@@ -25,7 +25,8 @@ from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import RewriteResult, rewrite
-from cer_cli.engine.run import Engine, cea_projection, post_filter_of
+from cer_cli.engine.pcea import HashJoinEngine
+from cer_cli.engine.run import Engine, build_engine, cea_projection, post_filter_of
 from cer_cli.events import Match, Schema
 from cer_cli.io.read import EventLog, read_events, read_schema
 from cer_cli.query import ast
@@ -46,6 +47,9 @@ class CompiledQuery:
     rewritten: RewriteResult
     alphabet: Alphabet
     cea: CEA
+    #: The log schema the query was checked against (None without a log); the memory
+    #: verdict reads attribute types from it (a range bounds only integers).
+    schema: Schema | None = None
 
     @property
     def post_filter(self):
@@ -54,32 +58,24 @@ class CompiledQuery:
 
     @property
     def correlation_method(self) -> str | None:
-        """How predicates between events are evaluated: "partition", "post-filter", or None."""
+        """How predicates between events are evaluated: "partition", "hash join",
+        "post-filter", or None."""
+        if self.rewritten.pcea is not None:
+            return "hash join"
         if self.post_filter is not None:
             return "post-filter"
         if self.rewritten.query.partition_by != self.query.partition_by:
             return "partition"
         return None
 
-    def engine(self, **options) -> Engine:
-        """A fresh engine (its own tECS and partition tables) for one pass over a stream.
+    def engine(self, **options) -> Engine | HashJoinEngine:
+        """A fresh engine (its own state) for one pass over a stream, chosen by
+        ``build_engine``: the hash join (``HashJoinEngine``) for equalities between events
+        in the PCEA fragment, else ``Engine``.
 
         It runs the *rewritten* query: PARTITION BY may have grown a group (equalities between
         events), which matches do not report; and a post-filter may test candidates."""
-        q = self.query
-        return Engine(
-            self.cea,
-            self.alphabet,
-            window=q.within,
-            partition_by=self.rewritten.query.partition_by,
-            strategy=q.strategy,
-            consume=q.consume,
-            limit=q.limit,
-            streams=q.streams,
-            post_filter=self.post_filter,
-            report_groups=len(q.partition_by),
-            **options,
-        )
+        return build_engine(self.query, self.rewritten, self.alphabet, self.cea, **options)
 
     def run(self, frames: pl.DataFrame | Iterable[pl.DataFrame]) -> Iterator[Match]:
         """Matches over one event frame or a sequence of consecutive frames (batches), in
@@ -102,4 +98,4 @@ def compile_query(text: str, schema: Schema | None = None, filename: str | None 
         cea = compile_formula(rewritten.formula, alphabet, projection)
     except QueryError as e:
         raise e.with_source(text, filename) from None
-    return CompiledQuery(text, query, report, rewritten, alphabet, cea)
+    return CompiledQuery(text, query, report, rewritten, alphabet, cea, schema)

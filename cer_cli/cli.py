@@ -82,7 +82,8 @@ def user_errors(debug: bool) -> Iterator[None]:
     except QueryError as e:
         render_query_error(e)
         sys.exit(EXIT_INPUT)
-    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt,
+            BrokenPipeError):  # a closed pipe (`| head`): click exits quietly
         raise
     except Exception as e:
         if type(e).__name__ == "SparkError" and hasattr(e, "exit_code"):
@@ -476,6 +477,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
     import itertools
     import time
 
+    from cer_cli.events import batch_of
     from cer_cli.io.write import EventLookup, write_matches
 
     console = _stderr()
@@ -483,6 +485,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
         render_diagnostic(console, "warning", message, span, compiled.text, None)
     for message in compiled.rewritten.warnings:
         render_diagnostic(console, "warning", message, None, None, None)
+    memory = memory_warning(compiled, log.n_events, count)
+    if memory is not None:
+        render_diagnostic(console, "warning", memory, None, None, None)
     started = time.perf_counter()
     # By default the bar shows only when matches do not stream to the same terminal.
     to_terminal = not count and output is None and sys.stdout.isatty()
@@ -499,6 +504,18 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
                 for m in engine.run(part):
                     stats["matches"] += 1
                     yield m
+                stats["events"] += part.height
+                if bar is not None:
+                    bar.update(task, completed=stats["events"], matches=stats["matches"])
+
+    def batches():  # without --limit: whole MatchBatches, written column-wise
+        columnar = getattr(engine, "run_batches", None)
+        for frame in frames:
+            for offset in range(0, frame.height, SLICE_ROWS):
+                part = frame.slice(offset, SLICE_ROWS)
+                for b in columnar(part) if columnar else [batch_of(engine.run(part))]:
+                    stats["matches"] += len(b)
+                    yield b
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=stats["matches"])
@@ -530,7 +547,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
         return n
 
     try:
-        stream = matches() if limit is None else itertools.islice(matches(), limit)
+        stream = batches() if limit is None else itertools.islice(matches(), limit)
         if count:
             n = counted() if limit is None else sum(1 for _ in stream)
             if bar is not None:
@@ -544,6 +561,27 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
     finally:
         if bar is not None:
             bar.stop()
+
+
+#: `cer match` warns that memory grows (with the log or with keys) only on logs of at least
+#: this many events: below it the growth is harmless, and the bundled samples stay quiet.
+MEMORY_WARNING_EVENTS = 100_000
+
+
+def memory_warning(compiled, n_events: int, count: bool) -> str | None:
+    """One line naming the clause that makes this run's memory grow, for large logs: the
+    memory verdict of the mode being run (``--count`` or enumeration), or what this engine
+    keeps when that is more (cer_cli/compiler/memory.py)."""
+    if n_events < MEMORY_WARNING_EVENTS:
+        return None
+    from cer_cli.compiler.memory import CONSTANT, WINDOW, for_compiled
+
+    v = for_compiled(compiled, "count" if count else "match")
+    if v.effective in (CONSTANT, WINDOW):
+        return None
+    reason = v.engine_reason if v.engine else v.reason
+    return (f"memory {v.effective} on this {n_events:,}-event log: {reason}"
+            + ("" if compiled.query.within is not None else "; add a WITHIN window to bound it"))
 
 
 def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:

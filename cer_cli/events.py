@@ -71,3 +71,55 @@ class Match:
     def key(self) -> tuple:
         """Identity of the match, for set comparisons in tests."""
         return (self.start, self.end, self.events)
+
+
+@dataclass(frozen=True)
+class MatchBatch:
+    """Consecutive complex events in columns: what the compiled engine produces, so that
+    writers can build their output column-wise instead of one Python object per match.
+
+    Match ``m`` spans ``[start[m], end[m]]``; its events are ``pos[off[m]:off[m+1]]`` with
+    variable sets ``labelsets[lab[j]]``; its partition is ``partitions[part[m]]`` (``None``
+    for no partition). The arrays are numpy int64 arrays.
+    """
+
+    start: object
+    end: object
+    part: object
+    off: object
+    pos: object
+    lab: object
+    labelsets: tuple[tuple[str, ...], ...]
+    partitions: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def matches(self):
+        """The same complex events as ``Match`` objects."""
+        starts, ends, parts, offs = (a.tolist() for a in (self.start, self.end, self.part, self.off))
+        evpos = self.pos.tolist()
+        evlab = [self.labelsets[x] for x in self.lab.tolist()]
+        key = self.partitions.get
+        for m, s in enumerate(starts):
+            a, b = offs[m], offs[m + 1]
+            yield Match(s, ends[m], tuple(zip(evpos[a:b], evlab[a:b], strict=True)), key(parts[m]))
+
+
+def batch_of(matches) -> MatchBatch:
+    """Pack ``Match`` objects into one ``MatchBatch`` (for engines without a columnar path)."""
+    import numpy as np
+
+    labelsets: dict[tuple[str, ...], int] = {}
+    partitions: dict[tuple | None, int] = {}
+    start, end, part, off, pos, lab = [], [], [], [0], [], []
+    for m in matches:
+        start.append(m.start)
+        end.append(m.end)
+        part.append(partitions.setdefault(m.partition, len(partitions)))
+        for p, v in m.events:
+            pos.append(p)
+            lab.append(labelsets.setdefault(v, len(labelsets)))
+        off.append(len(pos))
+    arr = [np.asarray(x, dtype=np.int64) for x in (start, end, part, off, pos, lab)]
+    return MatchBatch(*arr, tuple(labelsets), {i: k for k, i in partitions.items()})

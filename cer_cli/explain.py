@@ -20,10 +20,9 @@ from rich.text import Text
 from cer_cli.api import CompiledQuery
 from cer_cli.compiler.construct import describe
 from cer_cli.compiler.correlation import partition_plan, sites
+from cer_cli.compiler.pcea import pcea_cost
 from cer_cli.compiler.predicates import describe_atom
 from cer_cli.io.read import EventLog
-from cer_cli.query import ast
-from cer_cli.query.checks import subformulas
 from cer_cli.query.printer import to_text
 
 FORMATS = ("text", "json", "dot", "mermaid")
@@ -95,15 +94,28 @@ def correlation_plan(compiled: CompiledQuery) -> dict[str, Any] | None:
             "cost": "as the query without them, evaluated per key: constant per event",
             "bounded": True,
         }
-    post = compiled.post_filter
     bounded = q.within is not None
+    if method == "hash join":
+        pcea = compiled.rewritten.pcea
+        return {
+            "method": "hash join (PCEA)",
+            "predicates": list(pcea.predicates),
+            "detail": "the engine runs this PCEA, not the CEA above (which lacks the"
+            " equalities): " + " | ".join(pcea.describe()),
+            "cost": pcea_cost(pcea, q.within)
+            + ("; memory: the runs within the window" if bounded else
+               "; no WITHIN: exact, but memory grows with the partial matches per join key"),
+            "bounded": bounded,
+        }
+    post = compiled.post_filter
+    why_not = compiled.rewritten.pcea_reason
     return {
         "method": "post-filtered relaxation",
         "predicates": post.describe(),
         "detail": "the automaton accepts the pattern without these predicates (binding their"
         " variables); every candidate ending at an event is enumerated and kept iff they hold"
         " for every combination of the events of their variables, before SELECT, strategy,"
-        " LIMIT and CONSUME BY",
+        " LIMIT and CONSUME BY" + (f" (no hash join: {why_not})" if why_not else ""),
         "cost": "per event, the number of candidates ending there, which can be exponentially"
         " larger than the number of matches"
         + ("; the window bounds it" if bounded else
@@ -113,62 +125,13 @@ def correlation_plan(compiled: CompiledQuery) -> dict[str, Any] | None:
     }
 
 
-def _pattern_culprit(f) -> str | None:
-    """A '+' or ';' that lets a partial match wait for ever, shown as text; else None."""
-    plus = [to_text(n) for n in subformulas(f) if isinstance(n, ast.Plus)]
-    if plus:
-        return f"the iteration '{min(plus, key=len)}'"
-    seqs = [to_text(n) for n in subformulas(f) if isinstance(n, ast.Seq) and not n.contiguous]
-    if seqs:
-        return f"the sequence '{min(seqs, key=len)}' (';' skips any number of events)"
-    return None
+def memory_verdict(compiled: CompiledQuery) -> dict[str, Any]:
+    """What memory grows with, per the bounded-memory criteria (cer_cli/compiler/memory.py):
+    the ``cer match`` verdict, and under ``modes`` the ``--count`` one (and a distinct
+    projection's when SELECT names attributes), each with the conditions of Theorem 1 / 2."""
+    from cer_cli.compiler.memory import plan_entry
 
-
-def memory_verdict(compiled: CompiledQuery) -> dict[str, str]:
-    """What the engine's memory grows with (in the spirit of the bounded-memory criteria for
-    streams: without a window, partial matches that can wait for ever, or whose number an
-    iteration multiplies, are kept for the whole log; partitions multiply state by keys)."""
-    q, rq = compiled.query, compiled.rewritten.query
-    f = compiled.rewritten.formula
-    post = compiled.post_filter
-    groups = ", ".join("[" + ", ".join(g) + "]" for g in rq.partition_by)
-    w = q.within
-    if w is not None:
-        if rq.partition_by and isinstance(w, ast.EventsWindow):
-            return {
-                "verdict": "grows with the number of distinct partition keys",
-                "reason": f"PARTITION BY {groups} with WITHIN {to_text(w)}: each key keeps the partial"
-                " matches of its own last window until it sees more events",
-            }
-        return {
-            "verdict": "bounded by the window",
-            "reason": f"WITHIN {to_text(w)}: partial matches"
-            + (" and the attributes the post-filter reads" if post is not None else "")
-            + " older than the window are dropped",
-        }
-    if post is not None:
-        return {
-            "verdict": "grows with the log length",
-            "reason": f"no WITHIN: '{post.describe()[0]}' may combine any earlier events, so their"
-            " partial matches and attributes are kept",
-        }
-    culprit = None if f is None else _pattern_culprit(q.formula)
-    if culprit is not None:
-        return {
-            "verdict": "grows with the log length",
-            "reason": f"no WITHIN: {culprit} keeps partial matches for the whole log",
-        }
-    if rq.partition_by:
-        return {
-            "verdict": "grows with the number of distinct partition keys",
-            "reason": f"PARTITION BY {groups} without WITHIN: the partial matches of each key"
-            " (at most the pattern's length) are kept",
-        }
-    return {
-        "verdict": "constant",
-        "reason": "every partial match lives at most as many events as the pattern is long"
-        " (no ';' and no '+')",
-    }
+    return plan_entry(compiled)
 
 
 # --------------------------------------------------------------------------- renderers
@@ -206,6 +169,21 @@ def to_mermaid(data: dict[str, Any]) -> str:
     for f in cea["finals"]:
         lines.append(f"  q{f} --> [*]")
     return "\n".join(lines) + "\n"
+
+
+def _memory_lines(mem: dict[str, Any]) -> list[str]:
+    """``memory: …`` for `cer match`, then one line per other output mode, each with the
+    conditions of Theorem 1 / 2 and, when it keeps more, what this engine keeps."""
+    out = []
+    for label, m in [("memory", mem)] + [(f"memory ({'--count' if k == 'count' else k})", v)
+                                         for k, v in mem.get("modes", {}).items()]:
+        out.append(f"{label}: {m['verdict']} — {m['reason']}")
+        if m.get("conditions"):
+            out.append("  conditions: " + " · ".join(
+                f"{c['condition']} {'holds' if c['holds'] else 'fails'}" for c in m["conditions"]))
+        if m.get("engine"):
+            out.append(f"  this engine: {m['engine']['verdict']} — {m['engine']['reason']}")
+    return out
 
 
 def render_text(data: dict[str, Any], console: Console) -> None:
@@ -256,7 +234,7 @@ def render_text(data: dict[str, Any], console: Console) -> None:
         lines.append(f"  cost: {corr['cost']}")
     mem = plan.get("memory")
     if mem is not None:
-        lines.append(f"memory: {mem['verdict']} — {mem['reason']}")
+        lines += _memory_lines(mem)
     if plan.get("spark"):
         lines.append(plan["spark"])
     console.rule("[bold]plan", align="left")

@@ -20,7 +20,7 @@ import polars as pl
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from cer_cli import events as ev
+from cer_cli import events as cer_events
 from cer_cli.query import ast
 from tests.reference import bound, vdef
 
@@ -89,17 +89,17 @@ def events_frame(events: list[dict]) -> pl.DataFrame:
         rows_seen[s] = row[-1] + 1
     attrs = sorted({k for t in events for k in t} - {"type", "stream", "time"})
     columns = [
-        pl.Series(ev.TYPE, [t["type"] for t in events], dtype=pl.Utf8),
-        pl.Series(ev.STREAM, [t.get("stream", "S") for t in events], dtype=pl.Utf8),
-        pl.Series(ev.TIME, [t.get("time", i) for i, t in enumerate(events)], dtype=pl.Int64),
-        pl.Series(ev.ROW, row, dtype=pl.Int64),
-        pl.Series(ev.POS, list(range(len(events))), dtype=pl.Int64),
+        pl.Series(cer_events.TYPE, [t["type"] for t in events], dtype=pl.Utf8),
+        pl.Series(cer_events.STREAM, [t.get("stream", "S") for t in events], dtype=pl.Utf8),
+        pl.Series(cer_events.TIME, [t.get("time", i) for i, t in enumerate(events)], dtype=pl.Int64),
+        pl.Series(cer_events.ROW, row, dtype=pl.Int64),
+        pl.Series(cer_events.POS, list(range(len(events))), dtype=pl.Int64),
     ]
     columns += [_polars_column(a, [t.get(a) for t in events]) for a in attrs]
     return pl.DataFrame(columns)
 
 
-def schema_of(events: list[dict], types=EVENT_TYPES, streams=STREAMS) -> ev.Schema:
+def schema_of(events: list[dict], types=EVENT_TYPES, streams=STREAMS) -> cer_events.Schema:
     """A Schema for generated streams: every type has ``v``, ``id``, ``ts`` (int) and is in
     every stream, so checks accept every generated query even on an empty stream."""
     attrs = {"v": "int", "id": "int", "ts": "int"}
@@ -107,7 +107,7 @@ def schema_of(events: list[dict], types=EVENT_TYPES, streams=STREAMS) -> ev.Sche
         for k, value in t.items():
             if k not in ("type", "stream", "time"):
                 attrs.setdefault(k, "str" if isinstance(value, str) else "int")
-    return ev.Schema(
+    return cer_events.Schema(
         event_types={t: dict(attrs) for t in sorted(set(types) | {e["type"] for e in events})},
         streams={
             s: tuple(types) for s in sorted(set(streams) | {e.get("stream", "S") for e in events})
@@ -354,3 +354,16 @@ def queries(
         consume=draw(st.sampled_from(("NONE", "ANY", "PARTITION"))) if consume else "NONE",
         limit=draw(st.none() | st.integers(0, 3)) if limit else None,
     )
+
+
+def ev(spec: str) -> list[dict]:
+    """``"H:id=1 T:id=1"`` -> events of stream ``S`` with integer attributes."""
+    out = []
+    for item in spec.split():
+        typ, _, attrs = item.partition(":")
+        e = {"type": typ, "stream": "S"}
+        for kv in filter(None, attrs.split(",")):
+            k, v = kv.split("=")
+            e[k] = int(v)
+        out.append(e)
+    return out

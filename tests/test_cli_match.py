@@ -199,13 +199,13 @@ def test_interrupt_leaves_no_partial_output(tmp_path, monkeypatch):
     from cer_cli import cli as cli_module
     from cer_cli.engine import run as engine_run
 
-    real = engine_run.Engine.run
+    real = engine_run.Engine.run_batches
 
     def interrupted(self, frame):
         yield from real(self, frame)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine_run.Engine, "run", interrupted)
+    monkeypatch.setattr(engine_run.Engine, "run_batches", interrupted)
     out = tmp_path / "out.jsonl"
     argv = ["cer", "match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"), "-o", str(out)]
     monkeypatch.setattr(sys, "argv", argv)

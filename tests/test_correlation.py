@@ -19,7 +19,7 @@ from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from tests import reference
-from tests.gen_formulas import events_frame, formulas, queries, streams
+from tests.gen_formulas import ev, events_frame, formulas, queries, streams
 
 FIG1 = "samples/fig1.csv"
 PHI4 = open("queries/phi4.cel").read()
@@ -166,17 +166,6 @@ def test_partition_rewrite_equals_reference(query, events):
 # --------------------------------------------------------------------------- papers' examples
 
 
-def ev(spec: str) -> list[dict]:
-    """``"H:id=1 T:id=1"`` -> events."""
-    out = []
-    for item in spec.split():
-        typ, _, attrs = item.partition(":")
-        e = {"type": typ, "stream": "S"}
-        for kv in filter(None, attrs.split(",")):
-            k, v = kv.split("=")
-            e[k] = int(v)
-        out.append(e)
-    return out
 
 
 B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
@@ -185,23 +174,24 @@ B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
 @pytest.mark.parametrize(
     "text, events, expected, method",
     [
-        # B1: chain with an equality on a prefix (y is tied, z is not): post-filter
+        # B1: chain with an equality on a prefix (y is tied, z is not): hash join
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id", B_STREAM,
-         {(0, 1, 2), (0, 1, 4), (2, 3, 4)}, "post"),
-        # B2: non-contiguous class
-        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id", B_STREAM, {(0, 1, 4), (0, 3, 4)}, "post"),
+         {(0, 1, 2), (0, 1, 4), (2, 3, 4)}, "hash join"),
+        # B2: non-contiguous class: post-filter
+        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id", B_STREAM, {(0, 1, 4), (0, 3, 4)},
+         "post-filter"),
         # B3: ordered chain over a non-hierarchical join graph
         ("R AS r ; S AS s ; T AS t FILTER r.x = s.x AND s.y = t.y",
          ev("R:x=1 S:x=1,y=2 T:y=2 S:x=1,y=3 T:y=3 T:y=2"),
-         {(0, 1, 2), (0, 3, 4), (0, 1, 5)}, "post"),
+         {(0, 1, 2), (0, 3, 4), (0, 1, 5)}, "hash join"),
         # A2: CCEA C0 of the PCEA paper
         ("T AS t ; S AS s ; R AS r FILTER t.a = s.a AND s.a = r.a AND s.b = r.b",
          ev("S:a=2,b=11 T:a=2 R:a=1,b=10 S:a=2,b=11 T:a=1 R:a=2,b=11 S:a=4,b=13 T:a=1"),
-         {(1, 3, 5)}, "post"),
+         {(1, 3, 5)}, "hash join"),
         # D1: the bounded-memory paper's worked example, positions as order
         ("U AS u ; T AS t ; S AS s FILTER t.B > 0 AND t.B < 5 AND s.A > t.B",
          ev("S:A=42 T:B=7 U:C=1 T:B=2 U:C=3 T:B=1 S:A=42 T:B=3"),
-         {(2, 3, 6), (2, 5, 6), (4, 5, 6)}, "post"),
+         {(2, 3, 6), (2, 5, 6), (4, 5, 6)}, "post-filter"),
         # every event tied by id: partition rewrite
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id", B_STREAM,
          {(0, 1, 4)}, "partition"),
@@ -212,8 +202,7 @@ def test_papers_examples(text, events, expected, method):
     got = engine_matches(query, events)
     assert {tuple(p for p, _ in m.events) for m in got} == expected
     reference.assert_same_matches(got, reference.reference_matches(query, events))
-    result = rewrite(query)
-    assert bool(result.post_filters) == (method == "post")
+    assert compile_query(text).correlation_method == method
 
 
 def test_post_filter_runs_before_projection_strategy_and_limit():
@@ -235,7 +224,8 @@ def test_across_batches_the_post_filter_remembers_earlier_events():
 
 
 def test_window_prunes_remembered_attributes():
-    query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id = z.id WITHIN 2 EVENTS")
+    # An inequality keeps the post-filter (an equality here would run as a hash join).
+    query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id <= z.id WITHIN 2 EVENTS")
     events = ev(" ".join(f"H:id={i % 3}" for i in range(60)))
     engine = build_engine(replace(query))
     engine._compact_min = engine._next_prune = 4
@@ -291,32 +281,7 @@ def plan_of(text: str) -> dict:
     return explanation(compile_query(text))["plan"]
 
 
-@pytest.mark.parametrize(
-    "text, verdict, names",
-    [
-        # B1 / D4: full enumeration, no window -> log length
-        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id", "grows with the log length", "x.id = y.id"),
-        ("SELECT * WHERE H AS x ; T AS y ; H AS z FILTER x.id = y.id WITHIN 10 EVENTS",
-         "bounded by the window", "WITHIN 10 EVENTS"),
-        # φ4: rewritten to PARTITION BY, but the '+' keeps partial matches
-        (PHI4, "grows with the log length", "+"),
-        ("SELECT * WHERE H AS x ; H AS z FILTER x.id = z.id WITHIN 1 minute",
-         "bounded by the window", "1 minute"),
-        ("SELECT * WHERE H AS x ; H AS z PARTITION BY [id] WITHIN 3 EVENTS",
-         "grows with the number of distinct partition keys", "PARTITION BY [id]"),
-        ("SELECT * WHERE H AS x : T AS y PARTITION BY [id]",
-         "grows with the number of distinct partition keys", "PARTITION BY [id]"),
-        ("H AS x : T AS y", "constant", "no ';'"),
-        ("T FILTER T[tmp > 40]", "constant", "no '+'"),
-        # D1: the bounded-memory paper's example enumerated without a window
-        ("U AS u ; T AS t ; S AS s FILTER t.B > 0 AND t.B < 5 AND s.A > t.B",
-         "grows with the log length", "s.A > t.B"),
-    ],
-)
-def test_explain_memory_verdicts(text, verdict, names):
-    plan = plan_of(text)
-    assert plan["memory"]["verdict"] == verdict
-    assert names in plan["memory"]["reason"]
+# The memory verdicts of `cer explain` are tested in tests/test_memory.py.
 
 
 def test_explain_names_the_method_and_its_cost():
@@ -326,5 +291,9 @@ def test_explain_names_the_method_and_its_cost():
     part = plan_of(PHI4)["correlation"]
     assert part["method"] == "partition rewrite" and "PARTITION BY [id]" in part["detail"]
     assert plan_of("H AS x ; T AS y")["correlation"] is None
+    join = plan_of("H AS x ; T AS y ; H AS z FILTER x.id = y.id")["correlation"]
+    assert join["method"] == "hash join (PCEA)" and "x.id = y.id" in join["detail"]
+    assert "|P| = " in join["cost"] and "output-linear delay" in join["cost"]
+    assert not join["bounded"] and "partial matches per join key" in join["cost"]
     text = cli("explain", "-e", "H AS x ; T AS y ; H AS z FILTER x.id = z.id").output
     assert "post-filtered relaxation" in text and "memory: grows with the log length" in text

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from cer_cli.events import Match
@@ -184,3 +186,74 @@ def test_lookup_time_horizon_keeps_exactly_what_a_time_window_can_reach(tmp_path
         assert len(lk._frames) <= 2, "frames beyond the horizon are dropped"
     with pytest.raises(LogError):
         lk.get(0)
+
+
+# --------------------------------------------------------------------------- column-wise
+
+
+def _expected_long_rows(matches: list[Match], lookup: EventLookup) -> list[dict]:
+    """The long format, one ``lookup.get`` per event (the definition the writers follow)."""
+    rows = []
+    for n, m in enumerate(matches):
+        for position, variables in m.events:
+            ev = lookup.get(position)
+            rows.append({"match": n, "start": m.start, "end": m.end, "position": position,
+                         "stream": ev.stream, "row": ev.row, "type": ev.type,
+                         "vars": list(variables), **ev.attrs})
+    return rows
+
+
+@st.composite
+def _matches_over(draw, n_events: int) -> list[Match]:
+    out = []
+    for _ in range(draw(st.integers(0, 6))):
+        positions = sorted(draw(st.sets(st.integers(0, n_events - 1), min_size=1, max_size=4)))
+        labels = [tuple(sorted(draw(st.sets(st.sampled_from("xyz"), max_size=2)))) for _ in positions]
+        part = draw(st.sampled_from([None, (0,), ("a", 1)]))
+        out.append(Match(positions[0], positions[-1], tuple(zip(positions, labels, strict=True)), part))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 7), _matches_over(23), st.integers(1, 4))
+def test_columnar_long_format_equals_the_per_event_definition(batch_size, matches, cut) -> None:
+    """Parquet and CSV built column-wise from MatchBatches (gathered from several frames,
+    matches spread over several batches) equal the rows defined event by event."""
+    import tempfile
+
+    from cer_cli.events import batch_of
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "l.csv"
+        path.write_text("type,v,w\n" + "\n".join(
+            f"{'AB'[i % 2]},{i},{'' if i % 5 == 0 else i * 0.5}" for i in range(23)) + "\n")
+        log = read_events([str(path)], batch_size=batch_size)
+        lk = EventLookup.for_log(log)
+        list(lk.tap(log.batches()))
+        batches = [batch_of(matches[i:i + cut]) for i in range(0, len(matches), cut)]
+        expected = _expected_long_rows(matches, lk)
+        out = Path(d) / "out.parquet"
+        write_matches(iter(batches), lk, "parquet", out)
+        assert pl.read_parquet(out).to_dicts() == expected
+        buf = io.StringIO()
+        write_matches(iter(batches), lk, "csv", stdout=buf)
+        got = pl.read_csv(io.StringIO(buf.getvalue()), schema_overrides={"vars": pl.String})
+        assert got.height == len(expected)
+        assert got["vars"].fill_null("").to_list() == ["|".join(r["vars"]) for r in expected]
+        assert got["position"].to_list() == [r["position"] for r in expected]
+
+
+def test_columnar_output_names_positions_outside_the_lookup(tmp_path: Path) -> None:
+    from cer_cli.events import batch_of
+
+    pl.DataFrame({"type": ["A"] * 100, "ts": list(range(100))}).write_parquet(tmp_path / "l.parquet")
+    log = read_events([str(tmp_path / "l.parquet")], batch_size=10)
+    lk = EventLookup.for_log(log, window=20)
+    list(lk.tap(log.batches()))
+    old = batch_of([Match(0, 99, ((0, ("x",)), (99, ("y",))))])
+    with pytest.raises(LogError, match="older than the 20 events"):
+        write_matches(iter([old]), lk, "parquet", tmp_path / "o.parquet")
+    unread = batch_of([Match(99, 120, ((99, ("x",)), (120, ("y",))))])
+    with pytest.raises(LogError, match="no event at position 120"):
+        write_matches(iter([unread]), lk, "parquet", tmp_path / "o.parquet")
+    assert not (tmp_path / "o.parquet").exists()

@@ -21,7 +21,9 @@ methods, tried in this order by the rewrite passes ``equality_to_partition`` and
    strategy, LIMIT and CONSUME BY. Exact when the valuation alone tells which events the
    conjunct constrains (``site_problem``); other shapes are rejected with a QueryError.
    The cost is the number of candidates, which may be exponentially larger than the
-   number of results.
+   number of results. When the removed conjuncts are equalities ``x.a = y.b`` in the
+   fragment of ``cer_cli.compiler.pcea`` (planned by ``rewrite`` after the passes), the
+   engine joins them by key in a PCEA (the hash join) instead of testing candidates.
 
 Both analyses work on the formula *before* ``split_filters`` (which would copy a mixed
 ``OR`` into formula branches and lose which branch a conjunct belonged to).

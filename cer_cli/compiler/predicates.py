@@ -352,6 +352,25 @@ class Alphabet:
         n = frame.height
         if not self.atoms:
             return np.zeros(n, dtype=np.int32), self._intern_all([0])[1]
+        if len(self.atoms) < 64:  # the mask as one integer column, built by polars
+            exprs = self.expressions(frame.schema)
+            word = pl.sum_horizontal(
+                [e.fill_null(False).cast(pl.UInt64) * pl.lit(1 << i, dtype=pl.UInt64)
+                 for i, e in enumerate(exprs)]
+            )
+            words = frame.select(word.alias("w")).to_series()
+            distinct = words.unique().to_list()
+            local_ids, masks = self._intern_all(distinct)
+            w = words.to_numpy()
+            top = max(distinct) if distinct else 0
+            if top < 1 << 22:  # dense lookup table: no sort
+                lut = np.zeros(top + 1, dtype=np.int32)
+                lut[np.asarray(distinct, dtype=np.int64)] = local_ids
+                return lut[w], masks
+            order = np.argsort(np.asarray(distinct, dtype=np.uint64))
+            keys = np.asarray(distinct, dtype=np.uint64)[order]
+            ids = np.asarray(local_ids, dtype=np.int32)[order][np.searchsorted(keys, w)]
+            return ids, masks
         bits = frame.select(self.expressions(frame.schema)).to_numpy().astype(bool, copy=False)
         packed = np.packbits(bits.reshape(n, len(self.atoms)), axis=1, bitorder="little")
         width = -(-packed.shape[1] // 8) * 8

@@ -438,6 +438,9 @@ def run_events(
             need = 5 + 4 * tcnt[q, c]  # nodes: the bottom, and ``_exec``'s bound per list
             inserts = 2 + tcnt[q, c]  # scratch width: a list copied whole + one per insert
             longest = 1
+            # an event that moves every live det-state to itself, unmarked, starts nothing
+            # and ends nothing changes no table: only its partition's count advances
+            idle = (not ht) or (tunm[q, c] < 0 and tcnt[q, c] == 0)
             for k in range(tlen[p]):
                 length = ulen[p, k]
                 if prune:
@@ -461,6 +464,16 @@ def run_events(
                 inserts += 1 + tcnt[q, c]
                 if length > longest:
                     longest = length
+                if idle and (tunm[q, c] != q or tcnt[q, c] > 0 or final[q]):
+                    idle = False
+            if idle:
+                pcount[p] = local + 1
+                if ht:
+                    now[0] = t
+                    st[HAVE_NOW] = 1
+                st[EVENTS] += 1
+                i += 1
+                continue
             if st[NN] + need > nodes.shape[0] or longest + inserts > nul.shape[1]:
                 st[NEED_NODES] = st[NN] + need
                 st[NEED_SCRATCH] = longest + inserts

@@ -21,6 +21,7 @@ another gives the same matches as feeding their concatenation.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from cer_cli.engine.enumerate import enumerate_latest_first, enumerate_window, e
 from cer_cli.engine.evaluate import Table, advance
 from cer_cli.engine.strategies import STRATEGY_COST, select
 from cer_cli.engine.tecs import NO_WINDOW, TECS
-from cer_cli.events import POS, STREAM, TIME, Match
+from cer_cli.events import POS, STREAM, TIME, Match, MatchBatch, batch_of
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 
@@ -49,6 +50,17 @@ MIN_COMPACT = 4096
 #: Use the compiled kernel (``kernel.py``) where it applies; ``CER_KERNEL=0`` turns it off,
 #: ``CER_KERNEL=1`` forces it on even without numba (then it runs as plain Python).
 KERNEL_DEFAULT = os.environ.get("CER_KERNEL", "1" if K.HAVE_NUMBA else "0") != "0"
+
+
+def window_text(w: ast.Window | None, kept: str) -> str:
+    """The window as ``describe`` prints it; ``kept`` names what lives until it closes."""
+    if w is None:
+        return f"no window: {kept} are kept for the whole log"
+    if isinstance(w, ast.EventsWindow):
+        return f"window {w.count} events (positions in the partition's stream)"
+    if isinstance(w, ast.DurationWindow):
+        return f"window {w.nanoseconds} ns of event time"
+    return f"window {w.amount} of attribute {w.attr}"
 
 
 @dataclass
@@ -151,15 +163,7 @@ class Engine:
 
     def describe(self) -> str:
         """How this engine evaluates, and what it costs (printed by ``cer explain``)."""
-        w = self.window
-        if w is None:
-            window = "no window: partial matches are kept for the whole log"
-        elif isinstance(w, ast.EventsWindow):
-            window = f"window {w.count} events (positions in the partition's stream)"
-        elif isinstance(w, ast.DurationWindow):
-            window = f"window {w.nanoseconds} ns of event time"
-        else:
-            window = f"window {w.amount} of attribute {w.attr}"
+        window = window_text(self.window, "partial matches")
         parts = (
             "one evaluator per PARTITION BY key " + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
             if self.partition_by
@@ -267,9 +271,25 @@ class Engine:
         if self.kernel:
             inputs = self._kernel_inputs(frame)
             if inputs is not None:
-                yield from self._run_kernel(inputs)
+                for batch in self._run_kernel(inputs):
+                    yield from batch.matches()
                 return
         yield from self._run_python(frame)
+
+    def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
+        """``run`` in columns: the same matches, in the same order, as ``MatchBatch``es (the
+        compiled kernel fills them directly; the Python loop packs ``size`` at a time)."""
+        frame = self._prepare(frame)
+        if frame.height == 0:
+            return
+        if self.kernel:
+            inputs = self._kernel_inputs(frame)
+            if inputs is not None:
+                yield from self._run_kernel(inputs)
+                return
+        matches = self._run_python(frame)
+        while chunk := list(itertools.islice(matches, size)):
+            yield batch_of(chunk)
 
     def _run_python(self, frame: pl.DataFrame) -> Iterator[Match]:
         ids, masks = self.alphabet.symbols(frame)
@@ -345,16 +365,13 @@ class Engine:
             self._compact_min, float_times,
         )
 
-    def _run_kernel(self, inputs) -> Iterator[Match]:
-        labelsets = self.dfa.labelsets
+    def _run_kernel(self, inputs) -> Iterator[MatchBatch]:
+        labelsets = tuple(self.dfa.labelsets)
         key_of = {v: self._reported_key(k) for k, v in self._key_ids.items()} if self.partition_by else {}
         for start, end, part, off, epos, elab in self._k.run(*inputs, emit=True):
-            starts, ends, parts, offs = start.tolist(), end.tolist(), part.tolist(), off.tolist()
-            evpos = epos.tolist()
-            evlab = [labelsets[x] for x in elab.tolist()]
-            for m, s in enumerate(starts):
-                a, b = offs[m], offs[m + 1]
-                yield Match(s, ends[m], tuple(zip(evpos[a:b], evlab[a:b], strict=True)), key_of.get(parts[m]))
+            if len(labelsets) < len(self.dfa.labelsets):
+                labelsets = tuple(self.dfa.labelsets)
+            yield MatchBatch(start, end, part, off, epos, elab, labelsets, key_of)
 
     def _reported_key(self, key):
         if self.report_groups is None or key is None:
@@ -499,14 +516,32 @@ def run_query(query: ast.Query, frame: pl.DataFrame) -> Iterator[Match]:
     yield from build_engine(query).run(frame)
 
 
-def build_engine(query: ast.Query) -> Engine:
+def build_engine(query: ast.Query, result=None, alphabet: Alphabet | None = None,
+                 cea: CEA | None = None, **options):
     """Compile ``query`` — rewrite, collect its atoms, construct the CEA with the SELECT
-    projection — into an ``Engine``. The query should have passed ``checks`` already."""
-    result = rewrite(query)
-    alphabet = Alphabet.from_formula(result.formula)
+    projection — into an ``Engine``, or into a ``HashJoinEngine`` when its equalities
+    between events are in the PCEA fragment (``cer_cli.compiler.pcea``). The query should
+    have passed ``checks`` already. ``CompiledQuery.engine`` passes its own rewrite result,
+    alphabet and CEA, so this is the one place where the engine is chosen; ``options`` go
+    to ``Engine`` (the hash join has none)."""
+    result = rewrite(query) if result is None else result
+    if result.pcea is not None:
+        from cer_cli.engine.pcea import HashJoinEngine
+
+        return HashJoinEngine(
+            result.pcea,
+            window=query.within,
+            partition_by=result.query.partition_by,
+            limit=query.limit,
+            streams=query.streams,
+            strategy=query.strategy,
+        )
+    alphabet = Alphabet.from_formula(result.formula) if alphabet is None else alphabet
     post = post_filter_of(query, result)
+    if cea is None:
+        cea = compile_formula(result.formula, alphabet, cea_projection(query, post))
     return Engine(
-        compile_formula(result.formula, alphabet, cea_projection(query, post)),
+        cea,
         alphabet,
         window=query.within,
         partition_by=result.query.partition_by,
@@ -516,12 +551,14 @@ def build_engine(query: ast.Query) -> Engine:
         streams=query.streams,
         post_filter=post,
         report_groups=len(query.partition_by),
+        **options,
     )
 
 
 def post_filter_of(query: ast.Query, result):
-    """The correlation post-filter of a rewritten query, or None when it needs none."""
-    if not result.post_filters:
+    """The correlation post-filter of a rewritten query, or None when it needs none (no
+    predicate between events left, or the hash join evaluates them)."""
+    if not result.post_filters or getattr(result, "pcea", None) is not None:
         return None
     from cer_cli.compiler.correlation import PostFilter
 

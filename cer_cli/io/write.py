@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from cer_cli.events import POS, ROW, STREAM, TYPE, Match
+from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, batch_of
 from cer_cli.io.read import EventLog, LogError
 
 OUTPUT_FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -197,23 +197,6 @@ def _long_names(columns: Sequence[str]) -> list[str]:
     return [f"log.{c}" if c in LONG_COLUMNS else c for c in columns]
 
 
-def _long_rows(matches: Iterable[Match], lookup: EventLookup) -> Iterator[list[Any]]:
-    for n, match in enumerate(matches):
-        for position, variables in match.events:
-            ev = lookup.get(position)
-            yield [
-                n,
-                match.start,
-                match.end,
-                position,
-                ev.stream,
-                ev.row,
-                ev.type,
-                list(variables),
-                *(ev.attrs[c] for c in lookup.columns),
-            ]
-
-
 def _long_schema(lookup: EventLookup) -> dict[str, pl.DataType]:
     fixed = [pl.Int64] * 4 + [pl.String, pl.Int64, pl.String, pl.List(pl.String)]
     schema: dict[str, pl.DataType] = dict(zip(LONG_COLUMNS, fixed, strict=True))
@@ -222,20 +205,84 @@ def _long_schema(lookup: EventLookup) -> dict[str, pl.DataType]:
     return schema
 
 
-def _chunks(rows: Iterator[list[Any]], size: int) -> Iterator[list[list[Any]]]:
-    chunk: list[list[Any]] = []
-    for r in rows:
-        chunk.append(r)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def _long_frame(batch: MatchBatch, lookup: EventLookup, first: int) -> pl.DataFrame:
+    """The long-format rows of ``batch`` (its matches numbered from ``first``), built
+    column-wise: the events' rows are gathered from the looked-up frames in one go per
+    frame, instead of one ``lookup.get`` per event."""
+    import numpy as np
 
-
-def _frame(chunk: list[list[Any]], lookup: EventLookup) -> pl.DataFrame:
+    pos = np.asarray(batch.pos, dtype=np.int64)
+    counts = np.diff(np.asarray(batch.off, dtype=np.int64))
+    frames = list(lookup._frames)
+    cols = [POS, STREAM, ROW, TYPE, *lookup.columns]
+    if len(pos) and (not frames or pos.min() < frames[0][0]):
+        lookup.get(int(pos.min()))  # raises the LogError that explains why
+    bases = np.array([b for b, _ in frames], dtype=np.int64)
+    which = np.searchsorted(bases, pos, side="right") - 1
+    parts, order = [], []
+    for f in np.unique(which).tolist():
+        base, frame = frames[f]
+        sel = np.flatnonzero(which == f)
+        rows = pos[sel] - base
+        if rows.max() >= frame.height:
+            lookup.get(int(pos[sel][rows.argmax()]))  # a position never read: raises
+        parts.append(frame.select([c for c in cols if c in frame.columns])[rows])
+        order.append(sel)
+    events = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+    if len(order) > 1:
+        events = events[np.argsort(np.concatenate(order), kind="stable")]
     schema = _long_schema(lookup)
-    return pl.DataFrame(chunk, schema=schema, orient="row", strict=False)
+    vars_ = pl.Series("vars", [list(v) for v in batch.labelsets], dtype=pl.List(pl.String))
+    lab = np.asarray(batch.lab, dtype=np.int64)
+    out = pl.DataFrame(
+        {
+            "match": np.repeat(np.arange(first, first + len(counts), dtype=np.int64), counts),
+            "start": np.repeat(np.asarray(batch.start, dtype=np.int64), counts),
+            "end": np.repeat(np.asarray(batch.end, dtype=np.int64), counts),
+            "position": pos,
+        }
+    )
+    extra = [
+        (events[STREAM] if len(pos) else pl.Series([], dtype=pl.String)).alias("stream"),
+        (events[ROW] if len(pos) else pl.Series([], dtype=pl.Int64)).alias("row"),
+        (events[TYPE] if len(pos) else pl.Series([], dtype=pl.String)).alias("type"),
+        (vars_[lab] if len(lab) else pl.Series([], dtype=pl.List(pl.String))).alias("vars"),
+    ]
+    for name, c in zip(_long_names(lookup.columns), lookup.columns, strict=True):
+        if len(pos) and c in events.columns:
+            extra.append(events[c].alias(name))
+        else:
+            extra.append(pl.Series(name, [None] * len(pos), dtype=schema[name]))
+    out = out.with_columns(extra)
+    return out.cast(schema, strict=False)  # type: ignore[arg-type]
+
+
+def _batches(items: Iterable[Match] | Iterable[MatchBatch], size: int) -> Iterator[MatchBatch]:
+    """``items`` as ``MatchBatch``es (``Match`` objects are packed ``size`` at a time)."""
+    it = iter(items)
+    pending: list[Match] = []
+    for x in it:
+        if isinstance(x, MatchBatch):
+            if pending:
+                yield batch_of(pending)
+                pending = []
+            yield x
+        else:
+            pending.append(x)
+            if len(pending) >= size:
+                yield batch_of(pending)
+                pending = []
+    if pending:
+        yield batch_of(pending)
+
+
+def _matches(items: Iterable[Match] | Iterable[MatchBatch]) -> Iterator[Match]:
+    """``items`` as ``Match`` objects."""
+    for x in items:
+        if isinstance(x, MatchBatch):
+            yield from x.matches()
+        else:
+            yield x
 
 
 # --------------------------------------------------------------------------- writers
@@ -249,39 +296,47 @@ def write_jsonl(
 ) -> int:
     """One JSON object per line; returns the number of matches."""
     n = 0
-    for n, match in enumerate(matches, start=1):
+    for n, match in enumerate(_matches(matches), start=1):
         record = match_record(n - 1, match, lookup, partition_names)
         out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     return n
 
 
 def write_csv(
-    matches: Iterable[Match], lookup: EventLookup, out: TextIO, buffer_rows: int = 10_000
+    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, out: TextIO,
+    buffer_rows: int = 10_000,
 ) -> int:
     """Long format, one row per (match, event); ``vars`` joined with ``|``. Returns rows."""
-    total = 0
-    for chunk in _chunks(_long_rows(matches, lookup), buffer_rows):
-        frame = _frame(chunk, lookup).with_columns(pl.col("vars").list.join("|"))
-        out.write(frame.write_csv(include_header=total == 0))
-        total += len(chunk)
+    total = n = 0
+    for batch in _batches(matches, buffer_rows):
+        frame = _long_frame(batch, lookup, n).with_columns(pl.col("vars").list.join("|"))
+        n += len(batch)
+        if frame.height:
+            out.write(frame.write_csv(include_header=total == 0))
+            total += frame.height
     if total == 0:
         out.write(",".join([*LONG_COLUMNS, *_long_names(lookup.columns)]) + "\n")
     return total
 
 
 def write_parquet(
-    matches: Iterable[Match], lookup: EventLookup, path: str | Path, buffer_rows: int = 50_000
+    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, path: str | Path,
+    buffer_rows: int = 50_000,
 ) -> int:
-    """Long format, one row group per ``buffer_rows`` rows; ``vars`` is a list. Returns rows."""
+    """Long format, one row group per batch of matches; ``vars`` is a list. Returns rows."""
     writer: pq.ParquetWriter | None = None
-    total = 0
+    total = n = 0
     try:
-        for chunk in _chunks(_long_rows(matches, lookup), buffer_rows):
-            table = _frame(chunk, lookup).to_arrow()
+        for batch in _batches(matches, buffer_rows):
+            frame = _long_frame(batch, lookup, n)
+            n += len(batch)
+            if not frame.height:
+                continue
+            table = frame.to_arrow()
             if writer is None:
                 writer = pq.ParquetWriter(str(path), table.schema)
             writer.write_table(table.cast(writer.schema))
-            total += len(chunk)
+            total += frame.height
         if writer is None:
             pl.DataFrame(schema=_long_schema(lookup)).write_parquet(path)
     finally:
@@ -305,7 +360,7 @@ def render_table(
     """Print each match as a small table as it arrives, then a summary line."""
     started = time.perf_counter() if started is None else started
     n = 0
-    for n, match in enumerate(matches, start=1):
+    for n, match in enumerate(_matches(matches), start=1):
         rec = match_record(n - 1, match, lookup, partition_names)
         title = f"[bold]match {n - 1}[/]  positions {match.start}..{match.end}"
         if rec["start_time"] is not None:

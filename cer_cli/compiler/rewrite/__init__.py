@@ -7,7 +7,9 @@ in its own module, applied in the order of ``RULES`` (the sqlglot-optimizer layo
 ``relax_correlation`` also returns post-filters for the engine):
 
 0a. ``equality_to_partition`` — equalities tying every event of a match become PARTITION BY;
-0b. ``relax_correlation`` — other predicates between events become post-filters;
+0b. ``relax_correlation`` — other predicates between events leave the pattern: equalities
+    in the PCEA fragment become hash-join keys (``compiler/pcea.py``, planned once the
+    passes are done), the rest post-filters;
 1. ``split_filters`` — compound predicates mixing variables become separate filters;
 2. ``make_safe`` — Theorem 1: drop sequences that define a variable twice;
 3. ``lift_outer_filters`` — Theorem 2 / R2: filters on outer variables move to their binder;
@@ -62,9 +64,14 @@ class RewriteResult:
     formula: ast.Formula | None
     passes: tuple[PassResult, ...]
     warnings: tuple[str, ...]
-    #: Conjuncts with predicates between events that the engine tests on each candidate
+    #: Conjuncts with predicates between events that the automaton does not test
     #: (``cer_cli.compiler.correlation.Site``); empty when the pattern has none left.
+    #: The engine tests them on each candidate, unless ``pcea`` joins them.
     post_filters: tuple = ()
+    #: The PCEA (``cer_cli.compiler.pcea.PCEA``) that evaluates ``post_filters`` as hash
+    #: joins, when they and the query are in its fragment; ``pcea_reason`` says why (not).
+    pcea: object | None = None
+    pcea_reason: str | None = None
 
     @property
     def unsatisfiable(self) -> bool:
@@ -102,7 +109,22 @@ def rewrite(query: ast.Query, rules: tuple[Pass, ...] = RULES) -> RewriteResult:
                         f"{size(formula)} nodes; its automaton may be large")
     rewritten = replace(query, formula=original.formula) if formula is None else replace(
         query, formula=formula)
-    return RewriteResult(rewritten, formula, tuple(passes), tuple(warnings), tuple(post))
+    pcea = reason = None
+    if post:
+        # Equalities in the fragment of the PCEA hash join are joined, not post-filtered:
+        # say so where the relaxation removed them (cer explain lists the passes).
+        from cer_cli.compiler.pcea import plan_pcea
+
+        pcea, reason = plan_pcea(rewritten, formula, post)
+        if pcea is not None:
+            passes = [
+                replace(p, note=f"{len(post)} equalit{'y' if len(post) == 1 else 'ies'} between"
+                        " events joined by the hash join (PCEA), not by the automaton")
+                if p.name == "relax_correlation" else p
+                for p in passes
+            ]
+    return RewriteResult(rewritten, formula, tuple(passes), tuple(warnings), tuple(post),
+                         pcea, reason)
 
 
 __all__ = ["RULES", "equality_to_partition", "relax_correlation", "PassResult", "RewriteResult", "rewrite", "split_filters", "make_safe",

@@ -1,0 +1,522 @@
+"""Equalities between events as join keys of a parallelized CEA (PCEA; Pinto & Riveros,
+"Complex event recognition meets hierarchical conjunctive queries", Sections 3 and 5).
+
+A PCEA's runs are trees: a transition ``(P, U, B, L, q)`` reads an event satisfying the
+unary predicate ``U``, adopts one finished run per source state ``p ∈ P`` whose last event
+``t'`` is related to the new event ``t`` by ``B(p)``, and labels the new node with ``L``.
+When every ``B(p)`` is an equality of attribute tuples, the runs waiting in ``p`` can be
+hashed by their key, so an event costs a few hash probes however many partial matches
+there are (``cer_cli.engine.pcea`` runs the paper's Algorithm 1 on what is built here).
+
+The supported fragment (``plan_pcea``; anything else keeps the other methods):
+
+* the rewritten (relaxed) formula is an OR of branches, each a ``;`` sequence of single
+  events ``E`` / ``S>E`` with AS variables and unary filters — distributing ``;`` over
+  OR, at most ``MAX_BRANCHES`` branches;
+* every predicate between events is an equality ``x.a = y.b`` of two attributes;
+* strategy ALL or ANY, no CONSUME BY (SELECT, FROM, WITHIN, LIMIT and an explicit
+  PARTITION BY are fine).
+
+Per branch, union-find over (step, attribute) turns the equalities into *classes*; a class
+holds iff every pair of its members is equal, and a member whose event lacks the attribute
+fails it. A run tree can only compare a node with its direct children, so a class is
+enforced exactly when its steps are *connected* in the tree: for a sequence (a chain) the
+steps of each class must be contiguous. ``H AS x ; T AS y ; H AS z FILTER x.id = z.id`` is
+refused (y lies between x and z and carries no ``id`` of theirs); the post-filter runs it.
+
+Branches that are exactly all the orders of one set of steps — ``(T;S);R OR (S;T);R`` —
+form one *family*: the set of their orders is a partial order whose cover relation is a
+tree, and the family compiles to one tree-shaped PCEA (R adopts a T run and an S run).
+That is how the paper's P0 (Example 3.3) arises; distributed into chains, ``S;T;R`` would
+need ``s.b = r.b`` across T. A family needs its incomparable steps to be of different
+event types (no event can take both), else its branches stay separate chains.
+
+The PCEA must be unambiguous for Algorithm 1 to enumerate each match once. Within a family
+runs map one-to-one to valuations; across families, or when SELECT drops every variable
+of a step, two runs may report the same match, and the engine then de-duplicates the
+matches of each event with a hash set (``PCEA.dedupe`` says why; it costs the
+output-linear delay its guarantee, not correctness).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import product
+
+from cer_cli.compiler.predicates import pred_vars
+from cer_cli.compiler.rewrite.scope import type_labels
+from cer_cli.query import ast
+from cer_cli.query.printer import to_text
+
+#: Distributing ``;`` over OR may multiply branches; beyond this the query falls back.
+MAX_BRANCHES = 64
+#: States are tested column-wise into one integer bit mask per event.
+MAX_STATES = 60
+#: Steps of one family whose orders are enumerated to check it is a tree (n! orders).
+MAX_FAMILY_STEPS = 8
+
+
+# --------------------------------------------------------------------------- the automaton
+
+
+@dataclass(frozen=True)
+class Step:
+    """One single-event step of a branch: an event of type ``name`` (from ``stream``),
+    bound to every variable of ``labels``, satisfying every unary ``filters`` predicate."""
+
+    name: str
+    stream: str | None
+    labels: frozenset[str]
+    filters: frozenset[ast.Predicate] = frozenset()
+
+    @property
+    def var(self) -> str:
+        """The variable that names this step in messages: an AS variable, else its type."""
+        own = sorted(self.labels - {self.name, self.label})
+        return own[0] if own else self.label
+
+    @property
+    def label(self) -> str:
+        return self.name if self.stream is None else f"{self.stream}>{self.name}"
+
+    def text(self) -> str:
+        own = sorted(self.labels - {self.name, self.label})
+        out = self.label + "".join(f" AS {v}" for v in own)
+        if self.filters:
+            out += " [" + " AND ".join(sorted(to_text(p) for p in self.filters)) + "]"
+        return out
+
+    def exclusive(self, other: Step) -> bool:
+        """No event can take both steps (different types, or different streams)."""
+        return self.name != other.name or (
+            self.stream is not None and other.stream is not None and self.stream != other.stream
+        )
+
+
+@dataclass(frozen=True)
+class State:
+    """A PCEA state: runs whose last event took ``step``.
+
+    ``classes`` maps each equality class with a member at this step to the step's
+    attributes in it: the event must have all of them, equal to each other (the first one
+    is the class's value here)."""
+
+    step: Step
+    family: int
+    classes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    def attrs(self, cls: int) -> tuple[str, ...]:
+        return dict(self.classes)[cls]
+
+
+@dataclass(frozen=True)
+class Transition:
+    """``(P, U, B, L, q)`` into ``target``: reads an event taking the target's step (U),
+    adopts one run from each of ``sources`` (P; empty: the transition starts a run), whose
+    key on the classes ``keys[j]`` equals the new event's (B: composite-key equality; an
+    empty key always holds), and labels the node with ``labels`` (L)."""
+
+    target: int
+    sources: tuple[int, ...]
+    keys: tuple[tuple[int, ...], ...]
+    labels: frozenset[str]
+
+
+@dataclass(frozen=True)
+class PCEA:
+    """An unambiguous-by-construction PCEA with equality predicates.
+
+    ``transitions[q]`` is the only transition into state ``q``; ``parent[p]`` is the state
+    whose transition adopts runs of ``p`` (None for the final states, the roots).
+    ``select`` is the SELECT projection (None: every variable). ``dedupe`` says why the
+    matches of an event must be de-duplicated (None: they never repeat)."""
+
+    states: tuple[State, ...]
+    transitions: tuple[Transition, ...]
+    parent: tuple[int | None, ...]
+    finals: frozenset[int]
+    families: tuple[tuple[int, ...], ...]
+    class_members: tuple[tuple[tuple[int, str], ...], ...]
+    predicates: tuple[str, ...]
+    select: frozenset[str] | None = None
+    dedupe: str | None = None
+    tree_families: frozenset[int] = field(default=frozenset())
+
+    @property
+    def size(self) -> int:
+        """|P| = |Q| + Σ over transitions of (|P_e| + |L_e|), as in the paper."""
+        return len(self.states) + sum(
+            len(t.sources) + len(self.states[t.target].step.labels) for t in self.transitions
+        )
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """Attributes the PCEA reads (|t| in the cost: filters and join keys)."""
+        out: set[str] = set()
+        for s in self.states:
+            for _, attrs in s.classes:
+                out.update(attrs)
+            for p in s.step.filters:
+                out.update(_attr_names(p))
+        return tuple(sorted(out))
+
+    def edge_text(self, child: int, parent: int) -> str:
+        keys = self.transitions[parent].keys[self.transitions[parent].sources.index(child)]
+        if not keys:
+            return "true"
+        c, p = self.states[child], self.states[parent]
+        return ", ".join(
+            f"{c.step.var}.{c.attrs(k)[0]} = {p.step.var}.{p.attrs(k)[0]}" for k in keys
+        )
+
+    def describe(self) -> list[str]:
+        """One line per family: the chain with each edge's key, or the tree's transitions."""
+        lines = []
+        for f, members in enumerate(self.families):
+            if f not in self.tree_families:
+                parts = [self.states[members[0]].step.text()]
+                for a, b in zip(members, members[1:], strict=False):
+                    parts.append(f"─[{self.edge_text(a, b)}]→ {self.states[b].step.text()}")
+                lines.append("chain " + " ".join(parts))
+                continue
+            inner = []
+            for q in members:
+                t = self.transitions[q]
+                if t.sources:
+                    adopts = "; ".join(
+                        f"{self.states[p].step.text()} on [{self.edge_text(p, q)}]"
+                        for p in t.sources
+                    )
+                    inner.append(f"{self.states[q].step.text()} adopts {adopts}")
+            lines.append("tree (any order of the adopted runs) " + " · ".join(inner))
+        return lines
+
+
+def _attr_names(p) -> set[str]:
+    if isinstance(p, ast.AttrRef):
+        return {p.attr}
+    if isinstance(p, (ast.Literal, ast.BoolConst, str, int, float, bool)) or p is None:
+        return set()
+    out: set[str] = set()
+    for name, value in vars(p).items():
+        if name == "span":
+            continue
+        for item in value if isinstance(value, tuple) else (value,):
+            out |= _attr_names(item)
+    return out
+
+
+# --------------------------------------------------------------------------- branches
+
+
+class _Unsupported(Exception):
+    """The query is outside the fragment; the message says why (shown by explain)."""
+
+
+def branches(f: ast.Formula) -> list[tuple[Step, ...]]:
+    """The formula as an OR of ``;`` sequences of single-event steps (``;`` distributed
+    over OR). Raises ``_Unsupported`` for anything else."""
+    if isinstance(f, ast.EventType):
+        return [(Step(f.name, f.stream, type_labels(f)),)]
+    if isinstance(f, ast.As):
+        return [
+            tuple(Step(s.name, s.stream, s.labels | {f.var}, s.filters) for s in b)
+            for b in branches(f.formula)
+        ]
+    if isinstance(f, ast.Filter):
+        inner = branches(f.formula)
+        vs = pred_vars(f.predicate)
+        if len(vs) > 1:
+            raise _Unsupported(f"the filter '{to_text(f.predicate)}' reads several variables")
+        if vs:
+            (v,) = vs
+            if not any(v in s.labels for b in inner for s in b):
+                raise _Unsupported(f"a filter on '{v}' sits outside the pattern that binds it")
+        return [
+            tuple(
+                Step(s.name, s.stream, s.labels, s.filters | {f.predicate})
+                if not vs or vs <= s.labels else s
+                for s in b
+            )
+            for b in inner
+        ]
+    if isinstance(f, ast.Seq):
+        if f.contiguous:
+            raise _Unsupported("':' (next event) is not supported by the hash join")
+        left, right = branches(f.left), branches(f.right)
+        if len(left) * len(right) > MAX_BRANCHES:
+            raise _Unsupported(f"the pattern has more than {MAX_BRANCHES} sequences once ';' is"
+                               " distributed over OR")
+        return [a + b for a, b in product(left, right)]
+    if isinstance(f, ast.FOr):
+        out = branches(f.left) + branches(f.right)
+        if len(out) > MAX_BRANCHES:
+            raise _Unsupported(f"the pattern has more than {MAX_BRANCHES} OR branches")
+        return out
+    if isinstance(f, ast.Plus):
+        raise _Unsupported("'+' (iteration) is not supported by the hash join")
+    if isinstance(f, ast.FNot):
+        raise _Unsupported("NOT(…) is not supported by the hash join")
+    raise _Unsupported(f"unsupported pattern {to_text(f)}")
+
+
+# --------------------------------------------------------------------------- equalities
+
+
+def equality(p: ast.Predicate) -> tuple[str, str, str, str] | None:
+    """``x.a = y.b`` between two variables -> ``(x, a, y, b)``, else None."""
+    if (
+        isinstance(p, ast.Compare)
+        and p.op == "="
+        and isinstance(p.left, ast.AttrRef)
+        and isinstance(p.right, ast.AttrRef)
+        and p.left.var != p.right.var
+    ):
+        return p.left.var, p.left.attr, p.right.var, p.right.attr
+    return None
+
+
+def _classes(steps, atoms) -> list[list[tuple[int, str]]]:
+    """Union-find over (step index, attribute): each atom ``x.a = y.b`` joins every step
+    binding x (its a) with every step binding y (its b). Applies an atom only when the
+    steps bind its variables and its guards (an empty variable passes every atom)."""
+    parent: dict[tuple[int, str], tuple[int, str]] = {}
+
+    def find(u):
+        parent.setdefault(u, u)
+        while parent[u] != u:
+            parent[u] = parent[parent[u]]
+            u = parent[u]
+        return u
+
+    labels = set().union(*(s.labels for s in steps))
+    for (x, a, y, b), guards in atoms:
+        if x not in labels or y not in labels or not set(guards) <= labels:
+            continue
+        xs = [i for i, s in enumerate(steps) if x in s.labels]
+        ys = [i for i, s in enumerate(steps) if y in s.labels]
+        for i in xs:
+            for j in ys:
+                parent[find((i, a))] = find((j, b))
+    groups: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for u in list(parent):
+        groups.setdefault(find(u), []).append(u)
+    return sorted(sorted(g) for g in groups.values())
+
+
+def _tree(chains: list[tuple[Step, ...]]) -> tuple[list[Step], list[int | None]] | None:
+    """The steps and parent links of the tree whose linear extensions are exactly
+    ``chains`` (all orders of the same steps), or None when no tree has exactly them."""
+    steps = list(chains[0])
+    n = len(steps)
+    if len(set(steps)) != n or n > MAX_FAMILY_STEPS:
+        return None
+    index = [{s: i for i, s in enumerate(c)} for c in chains]
+    before = [[all(ix[steps[u]] < ix[steps[v]] for ix in index) for v in range(n)] for u in range(n)]
+    parent: list[int | None] = []
+    for u in range(n):
+        later = [v for v in range(n) if before[u][v]]
+        covers = [v for v in later if not any(before[w][v] for w in later)]
+        if len(covers) > 1:
+            return None
+        parent.append(covers[0] if covers else None)
+    if sum(p is None for p in parent) != 1:
+        return None
+    for u in range(n):
+        for v in range(u + 1, n):
+            if not before[u][v] and not before[v][u] and not steps[u].exclusive(steps[v]):
+                return None
+    sizes = [1] * n  # subtree sizes: a rooted tree has n! / prod(sizes) linear extensions
+    for u in sorted(range(n), key=lambda u: -_depth(u, parent)):
+        if parent[u] is not None:
+            sizes[parent[u]] += sizes[u]
+    extensions = math.factorial(n) // math.prod(sizes)
+    if extensions != len(set(chains)):
+        return None
+    return steps, parent
+
+
+def _depth(u: int, parent: list[int | None]) -> int:
+    d = 0
+    while parent[u] is not None:
+        u = parent[u]
+        d += 1
+    return d
+
+
+def _connected(members: set[int], parent: list[int | None]) -> bool:
+    return sum(1 for u in members if parent[u] not in members) == 1
+
+
+def _witness(steps, members: list[tuple[int, str]]) -> str:
+    """Why a class is not contiguous in a chain: the first step inside its span without
+    a member, named with the class."""
+    at = sorted({i for i, _ in members})
+    gap = next(i for i in range(at[0], at[-1] + 1) if i not in at)
+    shown = ", ".join(f"{steps[i].var}.{a}" for i, a in members)
+    return (f"the equalities {{{shown}}} skip '{steps[gap].text()}' ({steps[gap].var}), which"
+            " has no attribute in them: a run tree only compares an event with the one before"
+            " it in the chain")
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass
+class _Family:
+    steps: list[Step]
+    parent: list[int | None]
+    classes: list[list[tuple[int, str]]]
+    orders: list[tuple[Step, ...]]
+    tree: bool
+
+
+def _family(chains: list[tuple[Step, ...]], atoms) -> _Family | str:
+    """One family of branches (all orders of one tree), or a message saying why its
+    equality classes cannot be checked along its run trees."""
+    if len(chains) == 1:
+        steps = list(chains[0])
+        shape = (steps, [i + 1 for i in range(len(steps) - 1)] + [None])
+    else:
+        shape = _tree(chains)
+    if shape is None:
+        return "not a tree"
+    steps, parent = shape
+    classes = _classes(steps, atoms)
+    for members in classes:
+        if not _connected({i for i, _ in members}, parent):
+            if len(chains) == 1:
+                return _witness(steps, members)
+            return "not connected"
+    return _Family(steps, parent, classes, list(dict.fromkeys(chains)), len(chains) > 1)
+
+
+def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCEA | None, str]:
+    """The PCEA of a rewritten query whose predicates between events are ``sites``
+    (``correlation.Site``), or ``(None, why not)`` when the query is outside the fragment."""
+    if not sites:
+        return None, "no predicate between events"
+    if query.strategy not in ("ALL", "ANY"):
+        return None, f"the hash join implements strategies ALL and ANY, not {query.strategy}"
+    if query.consume != "NONE":
+        return None, "the hash join does not implement CONSUME BY"
+    if formula is None:
+        return None, "the pattern never matches"
+    atoms = []
+    for s in sites:
+        eq = equality(s.predicate)
+        if eq is None:
+            return None, (f"'{to_text(s.predicate)}' is not an equality between attributes of"
+                          " two events")
+        atoms.append((eq, tuple(s.guards)))
+    try:
+        chains = branches(formula)
+    except _Unsupported as e:
+        return None, str(e)
+    # Group the branches that order one set of steps; try each group as one tree family.
+    groups: dict[tuple, list[tuple[Step, ...]]] = {}
+    for c in chains:
+        groups.setdefault((frozenset(c), len(c)), []).append(c)
+    families: list[_Family] = []
+    for group in groups.values():
+        fam = _family(group, atoms) if len(set(group)) > 1 else "single"
+        if isinstance(fam, _Family):
+            families.append(fam)
+            continue
+        for c in dict.fromkeys(group):
+            one = _family([c], atoms)
+            if isinstance(one, str):
+                return None, one
+            families.append(one)
+    pcea = _build(query, families, sites)
+    if pcea is None:
+        return None, f"the PCEA would have more than {MAX_STATES} states"
+    return pcea, "every equality class is connected along its run trees"
+
+
+def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
+    select = None if query.select is None else frozenset(i.var for i in query.select)
+    states: list[State] = []
+    transitions: list[Transition] = []
+    parents: list[int | None] = []
+    members: list[tuple[tuple[int, str], ...]] = []
+    fam_states: list[tuple[int, ...]] = []
+    trees = set()
+    for f, fam in enumerate(families):
+        base = len(states)
+        ids = [base + i for i in range(len(fam.steps))]
+        cls_base = len(members)
+        at_step: list[dict[int, list[str]]] = [{} for _ in fam.steps]
+        for k, group in enumerate(fam.classes):
+            members.append(tuple((base + i, a) for i, a in group))
+            for i, a in group:
+                at_step[i].setdefault(cls_base + k, []).append(a)
+        for i, s in enumerate(fam.steps):
+            states.append(State(s, f, tuple((k, tuple(v)) for k, v in sorted(at_step[i].items()))))
+            parents.append(None if fam.parent[i] is None else base + fam.parent[i])
+        for i in range(len(fam.steps)):
+            kids = [j for j in range(len(fam.steps)) if fam.parent[j] == i]
+            keys = tuple(tuple(sorted(set(at_step[j]) & set(at_step[i]))) for j in kids)
+            transitions.append(Transition(base + i, tuple(base + j for j in kids), keys,
+                                          fam.steps[i].labels))
+        # Families list their states leaves first, root last (chains: in order).
+        order = sorted(range(len(fam.steps)), key=lambda i: -_depth(i, fam.parent))
+        fam_states.append(tuple(ids[i] for i in (order if fam.tree else range(len(ids)))))
+        if fam.tree:
+            trees.add(f)
+    if len(states) > MAX_STATES:
+        return None
+    return PCEA(
+        tuple(states), tuple(transitions), tuple(parents),
+        frozenset(q for q, p in enumerate(parents) if p is None),
+        tuple(fam_states), tuple(members),
+        tuple(to_text(s.predicate) for s in sites),
+        select, _dedupe(families, select), frozenset(trees),
+    )
+
+
+def _dedupe(families: list[_Family], select: frozenset[str] | None) -> str | None:
+    """Why two runs may report the same match, or None (then every match is reported by
+    exactly one run: Algorithm 1 needs no de-duplication)."""
+
+    def shown(s: Step) -> frozenset[str]:
+        return s.labels if select is None else s.labels & select
+
+    for fam in families:
+        n = len(fam.steps)
+        for i, s in enumerate(fam.steps):
+            kept_anyway = (not fam.tree and i in (0, n - 1)) or fam.parent[i] is None
+            if not shown(s) and not kept_anyway:
+                return (f"SELECT drops every variable of '{s.text()}', so runs that differ only"
+                        " there report the same match")
+    seen: set[tuple] = set()
+    for fam in families:
+        for order in fam.orders:  # the orders of one family are distinct sequences too
+            sig = tuple(shown(s) for s in order if shown(s))
+            if sig in seen:
+                return "two OR branches can report the same match (same variables in the same order)"
+            seen.add(sig)
+    return None
+
+
+def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str:
+    """The update cost of Theorem 5.1 with this query's numbers."""
+    size, t = pcea.size, len(pcea.attributes)
+    if isinstance(window, ast.EventsWindow):
+        w = f"w = {window.count} events"
+    elif window is None:
+        w = "no window: log w becomes the log of the number of partial matches per key"
+    else:
+        w = f"w = the events within {to_text(window)}"
+    if short:
+        return (f"update O(|P|·(|t| + log|P| + log w)) with |P| = {size}, |t| = {t}, {w};"
+                " output-linear delay" + ("" if pcea.dedupe is None else
+                                          " (matches de-duplicated per event)"))
+    return (f"update O(|P|·(|t| + log|P| + log w)) per event with |P| = {size}"
+            f" ({len(pcea.states)} states, {len(pcea.transitions)} transitions), |t| = {t}"
+            f" attribute(s) read, {w}; independent of the number of partial matches"
+            " (hash probes per transition, one persistent-heap insert per new run);"
+            " output-linear delay"
+            + ("" if pcea.dedupe is None else
+               f", except that matches are de-duplicated per event ({pcea.dedupe})"))

@@ -1,0 +1,552 @@
+"""The hash join: Algorithm 1 of the PCEA paper (Pinto & Riveros, Section 5, Appendix C)
+over the PCEA that ``cer_cli.compiler.pcea`` builds from equalities between events.
+
+Runs are kept factorised in DS_w, a DAG of nodes. A node stands for a set of runs: its
+*payload* (state, position, window time, ``prod`` = the union-heaps of the runs it adopted,
+one per source state) gives the runs ending at its own event, and its *union* children
+(``left``, ``right``) hold more runs of the same state and key. ``ms`` (max-start) is the
+latest start time of any run in the node's payload; union children never have a larger one
+(heap order), so ``ms`` is also the latest start in the whole heap: a heap whose ``ms`` is
+before the window holds no live run and is dropped in O(1), at insertion and at enumeration.
+
+Per event (``HashJoinEngine._loop``):
+
+1. *FireTransitions*: for every state whose step the event takes, probe ``H[p][key]`` for
+   each source state ``p`` of its transition (the key computed on the new event); when every
+   probe finds a live heap, ``extend`` makes one new node adopting those heaps;
+2. *UpdateIndices*: each new node that some transition consumes is inserted into the heap
+   ``H[p][key]`` (key computed on the event as the adopted run's last event) with
+   ``union`` — a fully persistent, path-copying Braun-heap insert, so nodes that adopted
+   the old heap keep seeing exactly the runs that existed before;
+3. the new nodes of final states are enumerated: every run under them whose start is in
+   the window, pruning sub-heaps by max-start. Each visited heap node yields at least one
+   run, so the delay is linear in the size of each match.
+
+All transitions fire before any index changes, so an event never joins a run it created
+itself. ``H`` is keyed by (state, key): each state has one consuming transition. Entries
+whose heap left the window are forgotten through a FIFO of updates, so memory follows the
+window rather than the log. Update cost: O(|P|) probes and extends plus one heap insert of
+depth O(log(runs of that key in the window)) per new run — independent of the number of
+partial matches. Without a window nothing expires and the heaps grow with the partial
+matches per key (still logarithmic depth).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from cer_cli.compiler.pcea import PCEA
+from cer_cli.compiler.predicates import AttrTest, atom_expression, strip_var
+from cer_cli.engine.run import EngineStats
+from cer_cli.events import POS, STREAM, TIME, TYPE, Match
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+
+NO_LOWER = -math.inf
+_KEY = "__cer_hj_key"
+_WTIME = "__cer_hj_time"
+_ACT = "__cer_hj_act"
+
+
+# --------------------------------------------------------------------------- DS_w
+
+
+class Node:
+    """A DS_w node. Payload: ``state``, ``pos`` (global position), ``time`` (window time:
+    local position for EVENTS windows, None when the event has none), ``prod`` (adopted
+    heaps) and ``ms`` (max-start); union-heap links ``left``/``right`` and the direction
+    bit ``bit`` (which side the next insert goes down). Never mutated once reachable."""
+
+    __slots__ = ("ms", "pos", "state", "time", "prod", "left", "right", "bit")
+
+    def __init__(self, ms, pos, state, time, prod=(), left=None, right=None, bit=0):
+        self.ms = ms
+        self.pos = pos
+        self.state = state
+        self.time = time
+        self.prod = prod
+        self.left = left
+        self.right = right
+        self.bit = bit
+
+    def __repr__(self) -> str:
+        return f"Node(state={self.state}, pos={self.pos}, ms={self.ms})"
+
+
+@dataclass
+class Ops:
+    """Work counters (not time): what the complexity bounds are about."""
+
+    extends: int = 0
+    unions: int = 0
+    union_nodes: int = 0  # heap nodes copied or created by unions
+    max_union_nodes: int = 0  # the most any single union touched
+    probes: int = 0
+    evicted: int = 0
+
+
+def extend(state: int, pos: int, time, start_time, prod: tuple) -> Node:
+    """A fresh node for the runs ending at ``pos`` in ``state`` that adopt one run from
+    each heap of ``prod``: its max-start is the smallest of the children's (the heap order
+    makes each child's ``ms`` its own maximum) and of ``start_time`` (the event's own)."""
+    ms = start_time
+    for h in prod:
+        if h.ms < ms:
+            ms = h.ms
+    return Node(ms, pos, state, time, prod)
+
+
+def union(h: Node | None, x: Node, lo, ops: Ops | None = None) -> Node:
+    """A new heap with the runs of ``h`` and of the fresh node ``x``; ``h`` is unchanged.
+
+    ``lo``: runs starting before it are dead for good (window times never decrease), so a
+    dead heap — or a dead sub-heap met on the way down — is replaced, not kept. Order:
+    ``(ms, pos)``, largest on top; the smaller payload sinks along the direction bits, each
+    node on the path is copied with its bit flipped (Braun-style balance)."""
+    if h is None or h.ms < lo:
+        if ops is not None:
+            ops.unions += 1
+            ops.union_nodes += 1
+            ops.max_union_nodes = max(ops.max_union_nodes, 1)
+        return x
+    carry, cur = x, h
+    root = parent = None
+    left_side = False
+    steps = 0
+    while True:
+        steps += 1
+        if cur is None or cur.ms < lo:
+            node = Node(carry.ms, carry.pos, carry.state, carry.time, carry.prod)
+        else:
+            if carry.ms > cur.ms or (carry.ms == cur.ms and carry.pos > cur.pos):
+                top, carry = carry, cur
+            else:
+                top = cur
+            node = Node(top.ms, top.pos, top.state, top.time, top.prod, cur.left, cur.right,
+                        1 - cur.bit)
+        if parent is None:
+            root = node
+        elif left_side:
+            parent.left = node  # ``parent`` was created by this call: not yet shared
+        else:
+            parent.right = node
+        if cur is None or cur.ms < lo:
+            break
+        parent = node
+        left_side = cur.bit == 0
+        cur = cur.left if left_side else cur.right
+    if ops is not None:
+        ops.unions += 1
+        ops.union_nodes += steps
+        if steps > ops.max_union_nodes:
+            ops.max_union_nodes = steps
+    return root
+
+
+def heap_nodes(h: Node | None) -> Iterator[Node]:
+    """Every node of a union-heap (not entering ``prod``), for tests and statistics."""
+    stack = [h] if h is not None else []
+    while stack:
+        m = stack.pop()
+        yield m
+        if m.left is not None:
+            stack.append(m.left)
+        if m.right is not None:
+            stack.append(m.right)
+
+
+def depth(h: Node | None) -> int:
+    """Height of a union-heap (0 for the empty heap)."""
+    if h is None:
+        return 0
+    best, stack = 0, [(h, 1)]
+    while stack:
+        m, d = stack.pop()
+        best = max(best, d)
+        for c in (m.left, m.right):
+            if c is not None:
+                stack.append((c, d + 1))
+    return best
+
+
+def runs(h: Node, lo) -> Iterator[tuple[Node, ...]]:
+    """Every run represented by the heap ``h`` whose max-start is at least ``lo``, as a
+    tuple of payload nodes (adopted runs before their adopter). Sub-heaps with ``ms < lo``
+    are skipped: heap order makes them wholly dead. Every visited node yields a run,
+    because an adopted heap's ``ms`` is at least its adopter's."""
+    stack = [h]
+    pop, push = stack.pop, stack.append
+    while stack:
+        m = pop()
+        c = m.left
+        if c is not None and c.ms >= lo:
+            push(c)
+        c = m.right
+        if c is not None and c.ms >= lo:
+            push(c)
+        prod = m.prod
+        if not prod:
+            yield (m,)
+        elif len(prod) == 1:
+            for sub in runs(prod[0], lo):
+                yield sub + (m,)
+        else:
+            for sub in _product(prod, 0, lo):
+                yield sub + (m,)
+
+
+def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
+    if k == len(prod) - 1:
+        yield from runs(prod[k], lo)
+        return
+    for a in runs(prod[k], lo):
+        for b in _product(prod, k + 1, lo):
+            yield a + b
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass
+class _Partition:
+    """Algorithm-1 state of one PARTITION BY sub-stream: ``index[p]`` is ``H[p]`` (key ->
+    heap of the runs ending in ``p``), ``count`` its events so far (EVENTS windows)."""
+
+    key: tuple | None
+    index: list[dict]
+    count: int = 0
+    fifo: deque = field(default_factory=deque)
+
+
+class HashJoinEngine:
+    """Evaluate a PCEA over event frames: the public interface of ``engine.run.Engine``
+    (``run``, ``count``, ``describe``, ``stats``), for strategy ALL/ANY without CONSUME BY.
+
+    Frames are consecutive batches: the state persists, so feeding them one by one equals
+    feeding their concatenation."""
+
+    def __init__(
+        self,
+        pcea: PCEA,
+        window: ast.Window | None = None,
+        partition_by: tuple[tuple[str, ...], ...] = (),
+        limit: int | None = None,
+        streams: tuple[str, ...] | None = None,
+        strategy: str = "ALL",
+    ) -> None:
+        self.pcea = pcea
+        self.window = window
+        self.partition_by = partition_by
+        self.limit = limit
+        self.streams = streams
+        self.strategy = strategy
+        self._bound = None
+        if isinstance(window, ast.EventsWindow):
+            self._bound = window.count
+        elif isinstance(window, ast.DurationWindow):
+            self._bound = window.nanoseconds
+        elif isinstance(window, ast.AttributeWindow):
+            self._bound = window.amount
+        self._by_events = isinstance(window, ast.EventsWindow)
+        self._timed = isinstance(window, ast.DurationWindow | ast.AttributeWindow)
+        n = len(pcea.states)
+        self._sources = [t.sources for t in pcea.transitions]
+        self._final = [q in pcea.finals for q in range(n)]
+        sel = pcea.select
+        self._labels = [
+            tuple(sorted(s.step.labels if sel is None else s.step.labels & sel))
+            for s in pcea.states
+        ]
+        self._sort = [s.family in pcea.tree_families for s in pcea.states]
+        self._parts: dict[tuple | None, _Partition] = {}
+        self._fifo: deque = deque()  # time windows: one FIFO for all partitions
+        self._ftime = NO_LOWER  # latest window time seen (an upper bound for later nulls)
+        self._last_time = NO_LOWER
+        self._active: dict[int, tuple[int, ...]] = {}
+        self._events = 0
+        self._matches = 0
+        self._entries = 0
+        self._peak = 0
+        self._allocated = 0
+        self.ops = Ops()
+
+    # ------------------------------------------------------------------ description
+
+    def describe(self) -> str:
+        from cer_cli.compiler.pcea import pcea_cost
+        from cer_cli.engine.run import window_text
+
+        w = self.window
+        window = window_text(w, "runs")
+        parts = (
+            "one index per PARTITION BY key " + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            if self.partition_by else "a single index"
+        )
+        return "\n".join([
+            "engine: PCEA Algorithm 1 (hash join): hash index by (state, join key),"
+            " persistent max-start heaps, windowed output-linear enumeration",
+            f"  {pcea_cost(self.pcea, w, short=True)}",
+            f"  {window}; {parts}",
+            f"  strategy {self.strategy}: every match; limit "
+            + (f"{self.limit} per triggering event, latest start first" if self.limit is not None
+               else "none"),
+        ])
+
+    @property
+    def stats(self) -> EngineStats:
+        """``live_nodes`` / ``peak_live_nodes``: index entries (one heap per state and key)
+        now / at most; ``allocated_nodes``: DS_w nodes made (extends and union path
+        copies). There is no tECS compaction and no determinisation: those counters are 0
+        (``ops`` counts the hash join's own work, evictions included)."""
+        return EngineStats(
+            self._events, self._matches, len(self._parts), self._entries,
+            self.ops.extends + self.ops.union_nodes, 0,
+            max(self._peak, self._entries), 0, 0, 0, 0,
+        )
+
+    # ------------------------------------------------------------------ column-wise work
+
+    def _prepare(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """FROM, partition keys (events without one are skipped) and the window time, with
+        the same checks and errors as ``Engine``."""
+        if self.streams is not None:
+            frame = frame.filter(pl.col(STREAM).is_in(list(self.streams)))
+        if self.partition_by:
+            exprs = []
+            for i, group in enumerate(self.partition_by):
+                present = [pl.col(a) for a in group if a in frame.columns]
+                exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{_KEY}{i}"))
+            names = [f"{_KEY}{i}" for i in range(len(exprs))]
+            frame = frame.with_columns(exprs).drop_nulls(names)
+        w = self.window
+        if isinstance(w, ast.DurationWindow):
+            if frame.height and frame[TIME].null_count():
+                raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
+            frame = frame.with_columns(pl.col(TIME).alias(_WTIME))
+        elif isinstance(w, ast.AttributeWindow):
+            if w.attr not in frame.columns:
+                raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
+            frame = frame.with_columns(pl.col(w.attr).alias(_WTIME))
+        if self._timed:
+            col = frame[_WTIME]
+            if col.dtype.is_float():
+                frame = frame.with_columns(pl.col(_WTIME).fill_nan(None))
+            times = frame[_WTIME].drop_nulls()
+            if times.len():
+                if (times.diff().drop_nulls() < 0).any() or times[0] < self._last_time:
+                    raise QueryError("WITHIN needs events ordered by their window time; the log is not", w.span)
+                self._last_time = times[-1]
+        return frame
+
+    def _step_mask(self, s: int, schema) -> pl.Expr:
+        """The unary predicate U of state ``s``: type, stream, filters, and every attribute
+        of its equality classes present (a missing one fails the equality)."""
+        step = self.pcea.states[s].step
+        expr = pl.col(TYPE) == step.name
+        if step.stream is not None:
+            expr = expr & (pl.col(STREAM) == step.stream)
+        for p in step.filters:
+            if isinstance(p, ast.BoolConst):
+                expr = expr & pl.lit(p.value)
+            else:
+                expr = expr & atom_expression(AttrTest(strip_var(p)), schema)
+        for _, attrs in self.pcea.states[s].classes:
+            for a in attrs:
+                if a not in schema:
+                    return pl.lit(False)
+                present = pl.col(a).is_not_null()
+                if schema[a].is_float():
+                    present = present & ~pl.col(a).is_nan()
+                expr = expr & present
+        return expr.fill_null(False)
+
+    def _columns(self, frame: pl.DataFrame):
+        """Per-row inputs of the loop: the bit mask of the states an event may take and
+        the join keys (left on the adopted event, right on the adopting one)."""
+        pcea, schema, n = self.pcea, frame.schema, frame.height
+        masks = [
+            pl.when(self._step_mask(s, schema)).then(pl.lit(1 << s, pl.Int64)).otherwise(pl.lit(0, pl.Int64))
+            for s in range(len(pcea.states))
+        ]
+        act = frame.select(pl.sum_horizontal(masks).alias(_ACT))[_ACT].to_list()
+        values: dict[tuple[int, int], list] = {}
+        for s, state in enumerate(pcea.states):
+            for cls, attrs in state.classes:
+                if attrs[0] not in schema:
+                    values[s, cls] = [None] * n
+                    continue
+                cols = [
+                    (frame[a].fill_nan(None) if schema[a].is_float() else frame[a]).to_list()
+                    if a in schema else [None] * n
+                    for a in attrs
+                ]
+                values[s, cls] = cols[0]
+                if len(cols) > 1:  # several attributes of one event in a class: all equal
+                    bit = ~(1 << s)
+                    for r, vs in enumerate(zip(*cols, strict=True)):
+                        if any(v != vs[0] for v in vs[1:]):
+                            act[r] &= bit
+        const = [()] * n
+
+        def keys(s: int, classes: tuple[int, ...]) -> list:
+            if not classes:
+                return const
+            if len(classes) == 1:
+                return values[s, classes[0]]
+            return list(zip(*(values[s, c] for c in classes), strict=True))
+
+        right, left = [], [None] * len(pcea.states)
+        for q, t in enumerate(pcea.transitions):
+            right.append([keys(q, k) for k in t.keys])
+            for p, k in zip(t.sources, t.keys, strict=True):
+                left[p] = keys(p, k)
+        return act, right, left
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, frame: pl.DataFrame) -> Iterator[Match]:
+        """Matches of the events of ``frame`` (continuing from earlier frames), in order of
+        their triggering event."""
+        frame = self._prepare(frame)
+        if frame.height == 0:
+            return
+        act, right, left = self._columns(frame)
+        positions = frame[POS].to_list()
+        times = frame[_WTIME].to_list() if self._timed else None
+        keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
+            if self.partition_by else None
+        yield from self._loop(act, right, left, positions, times, keys)
+
+    def count(self, frame: pl.DataFrame) -> int:
+        """How many matches ``run(frame)`` yields."""
+        return sum(1 for _ in self.run(frame))
+
+    def _partition(self, key) -> _Partition:
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = _Partition(key, [{} for _ in self.pcea.states])
+        return part
+
+    def _states_of(self, mask: int) -> tuple[int, ...]:
+        out = self._active.get(mask)
+        if out is None:
+            out = self._active[mask] = tuple(s for s in range(len(self.pcea.states)) if mask >> s & 1)
+        return out
+
+    def _loop(self, act, right, left, positions, times, keys) -> Iterator[Match]:
+        sources, final, ops = self._sources, self._final, self.ops
+        bound, by_events, timed = self._bound, self._by_events, self._timed
+        windowed = bound is not None
+        single = self._partition(None) if keys is None else None
+        states_of = self._states_of
+        for r, pos in enumerate(positions):
+            self._events += 1
+            part = single if keys is None else self._partition(keys[r])
+            local = part.count
+            part.count += 1
+            if timed:
+                t = times[r]
+                if t is not None and t > self._ftime:
+                    self._ftime = t
+                ft = self._ftime
+            else:
+                t = ft = local
+            a = act[r]
+            if not a:
+                continue
+            lo = ft - bound if windowed else NO_LOWER
+            index = part.index
+            fifo = part.fifo if by_events else self._fifo
+            if windowed:
+                while fifo and fifo[0][0] < lo:
+                    self._evict(fifo.popleft(), lo)
+            # FireTransitions: every transition reads the indices as they were before this event.
+            new = []
+            for q in states_of(a):
+                srcs = sources[q]
+                if not srcs:
+                    new.append(Node(ft, pos, q, t))
+                    continue
+                kids = []
+                rq = right[q]
+                for j, p in enumerate(srcs):
+                    h = index[p].get(rq[j][r])
+                    if h is None or h.ms < lo:
+                        break
+                    kids.append(h)
+                else:
+                    new.append(extend(q, pos, t, ft, tuple(kids)))
+                ops.probes += len(srcs)
+            ops.extends += len(new)
+            # UpdateIndices, then the matches of the final states.
+            finals = []
+            for node in new:
+                q = node.state
+                if final[q]:
+                    finals.append(node)
+                    continue
+                k = left[q][r]
+                d = index[q]
+                h = d.get(k)
+                if h is None:
+                    self._entries += 1
+                    if self._entries > self._peak:
+                        self._peak = self._entries
+                d[k] = union(h, node, lo, ops)
+                if windowed:
+                    fifo.append((ft, part, q, k))
+            if finals and (not timed or t is not None):
+                yield from self._emit(finals, lo, pos, part.key)
+
+    def _evict(self, item, lo) -> None:
+        """Forget an index entry whose last update left the window, if its heap is dead
+        (an entry updated since is found again later in the FIFO)."""
+        _, part, q, k = item
+        d = part.index[q]
+        h = d.get(k)
+        if h is not None and h.ms < lo:
+            del d[k]
+            self._entries -= 1
+            self.ops.evicted += 1
+
+    def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
+        """Enumerate the windowed runs of the new final nodes as matches (projected, and
+        de-duplicated when the PCEA may repeat one; the latest starts when LIMITed)."""
+        labels, sort = self._labels, self._sort
+        windowed = self._bound is not None
+        dedupe = self.pcea.dedupe is not None
+        limit = self.limit
+        seen = set() if dedupe else None
+        batch = [] if limit is not None else None
+        for root in finals:
+            if root.ms < lo:
+                continue
+            tree = sort[root.state]
+            for run in runs(root, lo):
+                if tree:
+                    run = tuple(sorted(run, key=lambda nd: nd.pos))
+                first = run[0]
+                if windowed and (first.time is None or first.time < lo):
+                    continue  # attribute windows: the start lacks a time, or an inner null hid it
+                events = tuple((nd.pos, labels[nd.state]) for nd in run if labels[nd.state])
+                if seen is not None:
+                    ident = (first.pos, events)
+                    if ident in seen:
+                        continue
+                    seen.add(ident)
+                m = Match(first.pos, pos, events, key)
+                if batch is not None:
+                    batch.append(m)
+                else:
+                    self._matches += 1
+                    yield m
+        if batch:
+            batch.sort(key=lambda m: -m.start)
+            for m in batch[:limit]:
+                self._matches += 1
+                yield m

@@ -1,0 +1,522 @@
+"""The hash join (PCEA, Algorithm 1 of "CER meets hierarchical conjunctive queries"):
+the persistent union-heap, the paper's worked examples, equivalence with the brute-force
+reference on random chain queries (fallbacks included), and the update-work bound.
+
+Expected outputs of the worked examples come from the paper's definitions (A1-A3, B1-B3),
+not from the implementation; the property tests decide the fragment criterion with their
+own union-find (``contiguous_classes``) rather than the compiler's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from cer_cli.api import compile_query
+from cer_cli.compiler.correlation import partition_plan
+from cer_cli.compiler.rewrite import rewrite
+from cer_cli.engine.pcea import HashJoinEngine, Node, depth, heap_nodes, runs, union
+from cer_cli.engine.run import build_engine
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+from cer_cli.query.parser import parse
+from tests import reference
+from tests.gen_formulas import STREAMS, ev, events_frame, streams, unary_atoms
+
+# --------------------------------------------------------------------------- the union-heap
+
+
+def leaf(ms, pos) -> Node:
+    return Node(ms, pos, 0, ms)
+
+
+def snapshot(h) -> frozenset:
+    return frozenset((n.ms, n.pos) for n in heap_nodes(h))
+
+
+def test_union_is_fully_persistent():
+    rng = random.Random(7)
+    versions, contents, h = [], [], None
+    for pos in range(300):
+        h = union(h, leaf(rng.randrange(0, 50), pos), lo=-math.inf)
+        versions.append(h)
+        contents.append(snapshot(h))
+    for v, c in zip(versions, contents, strict=True):
+        assert snapshot(v) == c  # later inserts never changed an older version
+    assert [len(c) for c in contents] == list(range(1, 301))
+
+
+def test_union_keeps_heap_order():
+    rng = random.Random(3)
+    h = None
+    for pos in range(500):
+        h = union(h, leaf(rng.randrange(0, 1000), pos), lo=-math.inf)
+    for n in heap_nodes(h):
+        for c in (n.left, n.right):
+            if c is not None:
+                assert (n.ms, n.pos) > (c.ms, c.pos)
+    assert (h.ms, h.pos) == max((n.ms, n.pos) for n in heap_nodes(h))
+
+
+def test_union_drops_expired_sub_heaps():
+    w, h = 16, None
+    for pos in range(2000):
+        lo = pos - w
+        h = union(h, leaf(pos, pos), lo)
+        live = [n for n in heap_nodes(h) if n.ms >= lo]
+        assert len(live) == min(pos + 1, w + 1)  # every live run is kept
+        assert sum(1 for _ in heap_nodes(h)) <= 4 * (w + 1)  # dead ones do not pile up
+    x = leaf(5000, 5000)
+    assert union(h, x, lo=4990) is x  # a wholly expired heap is replaced
+
+
+@pytest.mark.parametrize("spread", [0, 8, 64])
+def test_heap_depth_stays_logarithmic_in_the_window(spread):
+    """Over a long run, the insertion path (and the height) stays O(log w), also when
+    max-starts arrive out of order (runs adopting older runs)."""
+    rng = random.Random(spread)
+    w, h, worst = 64, None, 0
+    for pos in range(20_000):
+        ms = pos - rng.randint(0, spread)
+        h = union(h, leaf(ms, pos), pos - w)
+        worst = max(worst, depth(h))
+    assert worst <= 2 * math.log2(w + spread + 1) + 3
+
+
+def test_heap_depth_without_window_is_logarithmic_in_the_inserts():
+    h = None
+    for pos in range(4096):
+        h = union(h, leaf(pos, pos), -math.inf)
+    assert depth(h) <= math.log2(4096) + 2
+
+
+def test_runs_prune_by_max_start():
+    h = None
+    for pos in range(10):
+        h = union(h, leaf(pos, pos), -math.inf)
+    assert sorted(r[0].pos for r in runs(h, 6)) == [6, 7, 8, 9]
+
+
+# --------------------------------------------------------------------------- worked examples
+
+
+
+
+S0 = ev("S:a=2,b=11 T:a=2 R:a=1,b=10 S:a=2,b=11 T:a=1 R:a=2,b=11 S:a=4,b=13 T:a=1")
+B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
+A1 = "((T AS t ; S AS s) OR (S AS s ; T AS t)) ; R AS r FILTER t.a = r.a AND s.a = r.a AND s.b = r.b"
+
+
+def matches_of(text: str, events: list[dict], method: str | None = "hash join") -> set:
+    """Matches as ``{(end, ((var, pos), ...))}``, checked against the reference too."""
+    compiled = compile_query(text)
+    assert compiled.correlation_method == method
+    got = list(compiled.run(events_frame(events)))
+    reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+    return {(m.end, tuple(sorted((v, p) for p, vs in m.events for v in vs if v.islower())))
+            for m in got}
+
+
+# The paper's window w is "last - first <= w", which is WITHIN w EVENTS (inclusive).
+@pytest.mark.parametrize(
+    "window, expected",
+    [
+        ("", {(5, (("r", 5), ("s", 3), ("t", 1))), (5, (("r", 5), ("s", 0), ("t", 1)))}),  # A1
+        ("WITHIN 5 EVENTS", {(5, (("r", 5), ("s", 3), ("t", 1))), (5, (("r", 5), ("s", 0), ("t", 1)))}),
+        ("WITHIN 4 EVENTS", {(5, (("r", 5), ("s", 3), ("t", 1)))}),  # A3
+        ("WITHIN 3 EVENTS", set()),
+    ],
+)
+def test_pcea_paper_example_3_3_and_its_windows(window, expected):
+    text = f"SELECT * WHERE {A1} {window}"
+    assert matches_of(text, S0) == expected
+    pcea = compile_query(text).rewritten.pcea
+    assert len(pcea.families) == 1 and pcea.tree_families  # R adopts a T run and an S run
+    assert pcea.dedupe is None
+
+
+def test_ccea_c0_is_one_chain():  # A2
+    text = "T AS t ; S AS s ; R AS r FILTER t.a = s.a AND s.a = r.a AND s.b = r.b"
+    assert matches_of(text, S0) == {(5, (("r", 5), ("s", 3), ("t", 1)))}
+
+
+@pytest.mark.parametrize(
+    "window, expected",
+    [
+        ("", {(2, (("x", 0), ("y", 1), ("z", 2))), (4, (("x", 0), ("y", 1), ("z", 4))),
+              (4, (("x", 2), ("y", 3), ("z", 4)))}),
+        ("WITHIN 2 EVENTS", {(2, (("x", 0), ("y", 1), ("z", 2))), (4, (("x", 2), ("y", 3), ("z", 4)))}),
+    ],
+)
+def test_b1_chain_with_an_equality_on_a_prefix(window, expected):
+    text = f"SELECT * WHERE H AS x ; T AS y ; H AS z FILTER x.id = y.id {window}"
+    assert matches_of(text, B_STREAM) == expected
+
+
+def test_b2_non_contiguous_class_falls_back_with_the_witness():
+    text = "H AS x ; T AS y ; H AS z FILTER x.id = z.id"
+    assert matches_of(text, B_STREAM, "post-filter") == {
+        (4, (("x", 0), ("y", 1), ("z", 4))), (4, (("x", 0), ("y", 3), ("z", 4)))}
+    reason = compile_query(text).rewritten.pcea_reason
+    assert "x.id, z.id" in reason and "'T AS y'" in reason
+
+
+def test_b3_ordered_chain_over_a_non_hierarchical_join_graph():
+    text = "R AS r ; S AS s ; T AS t FILTER r.x = s.x AND s.y = t.y"
+    events = ev("R:x=1 S:x=1,y=2 T:y=2 S:x=1,y=3 T:y=3 T:y=2")
+    assert matches_of(text, events) == {
+        (2, (("r", 0), ("s", 1), ("t", 2))), (4, (("r", 0), ("s", 3), ("t", 4))),
+        (5, (("r", 0), ("s", 1), ("t", 5)))}
+
+
+@pytest.mark.parametrize(
+    "text, method, words",
+    [
+        ("H AS x ; T AS y ; H AS z FILTER x.id < y.id", "post-filter", "not an equality"),
+        ("SELECT NEXT * WHERE H AS x ; T AS y ; H AS z FILTER x.id = y.id", "post-filter", "NEXT"),
+        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id CONSUME BY ANY", "post-filter", "CONSUME"),
+        ("H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.hum", "post-filter", "'+'"),
+        ("H AS x : T AS y FILTER x.id = y.hum", "post-filter", "':'"),
+        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id", "partition", None),
+        ("SELECT * WHERE H AS x ; T AS y FILTER x.id = y.id WITHIN 3 EVENTS", "hash join", None),
+        ("H AS x ; T AS y FILTER x.id = y.tmp", "hash join", None),
+    ],
+)
+def test_which_method_runs(text, method, words):
+    compiled = compile_query(text)
+    assert compiled.correlation_method == method
+    if words is not None:
+        assert words in compiled.rewritten.pcea_reason
+    engine = compiled.engine()
+    assert isinstance(engine, HashJoinEngine) == (method == "hash join")
+    assert isinstance(build_engine(parse(text)), HashJoinEngine) == (method == "hash join")
+
+
+# --------------------------------------------------------------------------- details
+
+
+def test_missing_attribute_and_nan_never_join():
+    events = [{"type": "A", "k": 1}, {"type": "A"}, {"type": "A", "k": float("nan")},
+              {"type": "B", "k": 1}, {"type": "B"}, {"type": "B", "k": float("nan")}]
+    text = "SELECT * WHERE A AS a ; B AS b FILTER a.k = b.k WITHIN 9 EVENTS"
+    compiled = compile_query(text)
+    assert compiled.correlation_method == "hash join"
+    got = list(compiled.run(events_frame(events)))
+    assert [(m.start, m.end) for m in got] == [(0, 3)]  # NaN = NaN is false, as in Python
+
+
+@pytest.mark.parametrize(
+    "text, method",
+    [
+        ("A AS a ; B AS b FILTER a.u = b.w AND a.v = b.w", "hash join"),  # a.u = a.v in a's event
+        ("SELECT b WHERE A AS a ; B AS b FILTER a.u = b.w AND A.v = a.u", "hash join"),
+        ("A AS a ; B AS b FILTER a.u = b.w AND b.w = 1", None),  # constants propagated
+    ],
+)
+def test_equalities_between_attributes_of_one_event_and_constants(text, method):
+    events = ev("A:u=1,v=1 A:u=1,v=2 B:w=1 B:w=2 A:u=2,v=2 B:w=2")
+    compiled = compile_query(text)
+    assert compiled.correlation_method == method
+    got = list(compiled.run(events_frame(events)))
+    reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+
+
+def test_projection_deduplicates_and_limit_keeps_latest_starts():
+    events = ev("A:id=1 B:id=1 B:id=1 C:id=2 C:id=1")
+    text = "SELECT a, c WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id"
+    compiled = compile_query(text)
+    assert compiled.rewritten.pcea.dedupe is not None  # b's position is projected away
+    got = list(compiled.run(events_frame(events)))
+    reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+    text = "SELECT * WHERE A AS a ; B AS b FILTER a.id = b.id LIMIT 2"
+    events = ev("A:id=1 A:id=1 A:id=1 B:id=1")
+    got = list(compile_query(text).run(events_frame(events)))
+    assert sorted(m.start for m in got) == [1, 2]
+
+
+def test_partition_by_and_events_windows_count_in_the_partition():
+    text = "SELECT * WHERE A AS a ; B AS b FILTER a.v = b.v PARTITION BY [id] WITHIN 1 EVENTS"
+    events = [{"type": "A", "id": 1, "v": 0}, {"type": "A", "id": 2, "v": 0},
+              {"type": "C", "id": 2, "v": 0}, {"type": "B", "id": 1, "v": 0},
+              {"type": "B", "v": 0}]
+    compiled = compile_query(text)
+    assert compiled.correlation_method == "hash join"
+    got = list(compiled.run(events_frame(events)))
+    reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+    assert [(m.start, m.end, m.partition) for m in got] == [(0, 3, (1,))]
+
+
+def test_match_runs_hash_joins_without_window_and_explain_shows_the_chain():
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli
+
+    runner = CliRunner()
+    text = "H AS x ; T AS y ; H AS z FILTER x.id = y.id"
+    out = runner.invoke(cli, ["match", "-e", text, "samples/fig1.csv", "--count", "--no-progress"])
+    assert out.exit_code == 0, out.output
+    events = [dict(e, stream="fig1") for e in _fig1()]
+    assert int(out.output) == len(reference.reference_matches(parse(text), events))
+    shown = runner.invoke(cli, ["explain", "-e", text]).output
+    assert "hash join (PCEA)" in shown and "H AS x ─[x.id = y.id]→ T AS y ─[true]→ H AS z" in shown
+    assert "|P| = " in shown and "output-linear delay" in shown
+    assert "joined by the hash join" in shown  # the rewrite listing says where they went
+
+
+def _fig1() -> list[dict]:
+    from cer_cli.io.read import read_events
+
+    frame = read_events(["samples/fig1.csv"]).frame()
+    return [{k: v for k, v in row.items() if not k.startswith("__cer") and v is not None}
+            | {"type": row["__cer_type"]} for row in frame.iter_rows(named=True)]
+
+
+# --------------------------------------------------------------------------- update work
+
+
+@pytest.mark.parametrize("window", [16, 256])
+def test_update_work_does_not_grow_with_partial_matches(window):
+    """Every A (and B) of one key is a partial match; each new run is one heap insert
+    whose path stays within c·log(w), however many runs wait for that key."""
+    text = (f"SELECT * WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id AND b.v = c.v"
+            f" WITHIN {window} EVENTS")
+    engine = build_engine(parse(text))
+    assert isinstance(engine, HashJoinEngine)
+    n = 6000
+    events = [{"type": "AB"[i % 2], "id": 1, "v": 1} for i in range(n)]
+    engine.count(events_frame(events))
+    ops = engine.ops
+    assert ops.unions == n  # one insert per new run: A runs, B runs (each B adopts all As)
+    assert ops.max_union_nodes <= 2 * math.log2(window) + 4
+    assert ops.union_nodes <= n * (2 * math.log2(window) + 4)
+    assert ops.probes == n // 2  # each B probes its one source
+    live = engine.stats.live_nodes
+    assert live <= 2  # one heap per (state, key)
+
+
+def test_update_work_without_window_is_logarithmic_in_runs_per_key():
+    engine = build_engine(parse("A AS a ; B AS b ; C AS c FILTER a.id = b.id"))
+    n = 4096
+    engine.count(events_frame([{"type": "A", "id": i % 4} for i in range(n)]))
+    assert engine.ops.max_union_nodes <= math.log2(n / 4) + 2
+
+
+# --------------------------------------------------------------------------- property tests
+
+VARS = ("p", "q", "r", "s", "u")
+ATTRS = ("v", "id", "k")  # "k" is missing on some events
+
+
+@st.composite
+def steps(draw, names: tuple[str, ...]) -> list[ast.Formula]:
+    out = []
+    for name in names:
+        typ = draw(st.sampled_from(("A", "B", "C")))
+        f: ast.Formula = ast.EventType(typ, draw(st.sampled_from((None, None, None, *STREAMS))))
+        if name is not None:
+            f = ast.As(f, name)
+            if draw(st.integers(0, 3)) == 0:
+                f = ast.Filter(f, draw(unary_atoms(name)))
+        out.append(f)
+    return out
+
+
+def seq(parts: list[ast.Formula]) -> ast.Formula:
+    out = parts[0]
+    for p in parts[1:]:
+        out = ast.Seq(out, p)
+    return out
+
+
+@st.composite
+def chain_queries(draw):
+    """An OR of 1-3 ``;`` chains (sometimes the paper's "any order, then" shape) with
+    random equalities ``x.a = y.b``, a random window, SELECT, FROM, PARTITION BY, LIMIT.
+    Returns ``(shaped, query)``: whether the "any order" shape was used (then the hash
+    join may apply although a distributed chain is not contiguous)."""
+    branches, names_of, shaped = [], [], False
+    for _ in range(draw(st.integers(1, 3))):
+        k = draw(st.integers(1, 4))
+        names = draw(st.lists(st.sampled_from(VARS), min_size=k, max_size=k, unique=True))
+        names = [n if draw(st.integers(0, 5)) else None for n in names]
+        parts = draw(steps(tuple(names)))
+        if k == 3 and draw(st.booleans()):  # (X ; Y OR Y ; X) ; Z
+            branches.append(ast.Seq(ast.FOr(ast.Seq(parts[0], parts[1]), ast.Seq(parts[1], parts[0])),
+                                    parts[2]))
+            shaped = True
+        else:
+            branches.append(seq(parts))
+        names_of += [n for n in names if n is not None]
+    # Equalities sit around the whole pattern, or (guarded) inside one branch; they may
+    # name event types, which can label several steps.
+    inside = len(branches) > 1 and draw(st.integers(0, 3)) == 0
+    target = draw(st.integers(0, len(branches) - 1)) if inside else None
+    scope = branches[target] if inside else None
+    pool = sorted(reference.vdef(scope) if inside else set(names_of))
+    if draw(st.integers(0, 3)) == 0:
+        pool = sorted(set(pool) | {v for v in reference.vdef(scope or branches[0]) if "S" not in v})
+    atoms = []
+    if len(pool) >= 2:
+        for _ in range(draw(st.integers(1, 3))):
+            x, y = draw(st.lists(st.sampled_from(pool), min_size=2, max_size=2, unique=True))
+            atoms.append(ast.Compare("=", ast.AttrRef(x, draw(st.sampled_from(ATTRS))),
+                                     ast.AttrRef(y, draw(st.sampled_from(ATTRS)))))
+    assume(atoms)
+    pred = atoms[0]
+    for a in atoms[1:]:
+        pred = ast.And(pred, a)
+    if inside:
+        branches[target] = ast.Filter(branches[target], pred)
+    f = branches[0]
+    for b in branches[1:]:
+        f = ast.FOr(f, b)
+    if not inside:
+        f = ast.Filter(f, pred)
+    elif draw(st.booleans()) and names_of:  # a unary filter around everything
+        f = ast.Filter(f, draw(unary_atoms(draw(st.sampled_from(sorted(names_of))))))
+    labels = sorted(reference.vdef(f))
+    select = draw(st.sampled_from(("all", "some", "none")))
+    projection = None if select == "all" else () if select == "none" else tuple(
+        ast.SelectItem(v) for v in draw(st.lists(st.sampled_from(labels), min_size=1, max_size=3,
+                                                 unique=True)))
+    window = draw(st.one_of(
+        st.none(), st.builds(ast.EventsWindow, st.integers(1, 4)),
+        st.builds(ast.DurationWindow, st.just(((1, "second"),))),
+        st.builds(ast.AttributeWindow, st.integers(1, 3), st.just("ts")),
+    ))
+    return shaped, ast.Query(
+        formula=f,
+        strategy=draw(st.sampled_from(("ALL", "ALL", "ALL", "ANY", "MAX"))),
+        select=projection,
+        streams=draw(st.sampled_from((None, None, ("S1",)))),
+        partition_by=draw(st.sampled_from(((), (), (("v",),)))),
+        within=window,
+        consume=draw(st.sampled_from(("NONE", "NONE", "NONE", "ANY"))),
+        limit=draw(st.sampled_from((None, None, None, 1, 2))),
+    )
+
+
+@st.composite
+def ragged_streams(draw):
+    """Generated streams where ``k`` is on some events only and ``ts`` is sometimes null."""
+    events = draw(streams(max_size=9))
+    out = []
+    for e in events:
+        e = dict(e)
+        k = draw(st.sampled_from((None, 0, 1)))
+        if k is not None:
+            e["k"] = k
+        if draw(st.integers(0, 5)) == 0:
+            e["ts"] = None
+        out.append(e)
+    return out
+
+
+def chains_of(f: ast.Formula) -> list[list[frozenset[str]]]:
+    """The formula's branches as lists of the variables of each step (test's own view)."""
+    if isinstance(f, ast.EventType):
+        return [[frozenset({f.name, f.label})]]
+    if isinstance(f, ast.As):
+        return [[s | {f.var} for s in b] for b in chains_of(f.formula)]
+    if isinstance(f, ast.Filter):
+        return chains_of(f.formula)
+    if isinstance(f, ast.Seq):
+        return [a + b for a in chains_of(f.left) for b in chains_of(f.right)]
+    assert isinstance(f, ast.FOr)
+    return chains_of(f.left) + chains_of(f.right)
+
+
+def contiguous_classes(query: ast.Query) -> bool:
+    """The fragment criterion, decided independently: per branch, union-find over (step,
+    attribute) joined by the equalities whose variables the branch binds; every class
+    must cover a contiguous block of steps. (Only for equalities around the pattern.)"""
+    atoms = [(a.left.var, a.left.attr, a.right.var, a.right.attr)
+             for a in _conjuncts(query.formula.predicate)]
+    for chain in chains_of(query.formula.formula):
+        parent: dict = {}
+
+        def find(u, parent=parent):
+            while parent.setdefault(u, u) != u:
+                u = parent[u]
+            return u
+
+        for x, a, y, b in atoms:
+            xs = [i for i, s in enumerate(chain) if x in s]
+            ys = [i for i, s in enumerate(chain) if y in s]
+            if xs and ys:
+                for i in xs:
+                    for j in ys:
+                        parent[find((i, a))] = find((j, b))
+        classes: dict = {}
+        for u in list(parent):
+            classes.setdefault(find(u), set()).add(u[0])
+        for steps_ in classes.values():
+            if max(steps_) - min(steps_) + 1 != len(steps_):
+                return False
+    return True
+
+
+def _conjuncts(p):
+    return _conjuncts(p.left) + _conjuncts(p.right) if isinstance(p, ast.And) else [p]
+
+
+def check_against_reference(query: ast.Query, events: list[dict], one_by_one: bool) -> None:
+    engine = build_engine(query)
+    frame = events_frame(events)
+    if one_by_one:
+        got = [m for i in range(frame.height) for m in engine.run(frame.slice(i, 1))]
+    else:
+        got = list(engine.run(frame))
+    if query.limit is None:
+        reference.assert_same_matches(got, reference.reference_matches(query, events))
+    else:
+        reference.check_limited(got, query, events)
+
+
+@given(chain_queries(), ragged_streams(), st.booleans())
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_query, events,
+                                                                       one_by_one):
+    shaped, query = shaped_query
+    try:
+        result = rewrite(query)
+    except QueryError:
+        assume(False)
+    possible = (
+        partition_plan(query)[0] is None
+        and query.strategy in ("ALL", "ANY")
+        and query.consume == "NONE"
+        and result.formula is not None
+    )
+    around = isinstance(query.formula, ast.Filter) and any(
+        len(reference.predicate_vars(c)) == 2 for c in _conjuncts(query.formula.predicate))
+    if not around:
+        assert result.pcea is None or possible
+    elif possible and contiguous_classes(query):
+        assert result.pcea is not None, result.pcea_reason
+    elif not possible or not shaped:
+        # unless simplification dropped the branches that bind the joined variables (e.g.
+        # a branch with contradictory filters): then no join is left to get wrong
+        joined = {v for c in _conjuncts(query.formula.predicate)
+                  if len(reference.predicate_vars(c)) == 2 for v in reference.predicate_vars(c)}
+        vacuous = result.formula is not None and not joined <= reference.bound(result.formula)
+        assert result.pcea is None or vacuous
+    check_against_reference(query, events, one_by_one)
+
+
+@pytest.mark.slow
+@given(chain_queries(), ragged_streams(), st.booleans())
+@settings(max_examples=3000, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def test_hash_join_equals_the_reference_long(shaped_query, events, one_by_one):
+    _, query = shaped_query
+    try:
+        rewrite(query)
+    except QueryError:
+        assume(False)
+    check_against_reference(query, events, one_by_one)
