@@ -194,6 +194,25 @@ def test_attribute_window_skips_missing_times_and_rejects_disorder():
         list(Engine(AB, Alphabet(AB_ALPHABET), window=ast.AttributeWindow(5, "ts")).run(bad))
 
 
+@pytest.mark.parametrize("kernel", [False, True])
+def test_attribute_window_treats_nan_times_as_missing(kernel):
+    """A NaN window time can neither start nor end a match, and does not switch off the
+    order check for later events (NaN compares false with everything)."""
+    from tests import reference
+
+    nan = float("nan")
+    events = [{"type": "A", "stream": "S", "ts": 1.0}, {"type": "A", "stream": "S", "ts": nan},
+              {"type": "B", "stream": "S", "ts": 2.0}, {"type": "B", "stream": "S", "ts": nan}]
+    query = parse("SELECT * WHERE A ; B WITHIN 5 [ts]")
+    engine = Engine(AB, Alphabet(AB_ALPHABET), window=query.within, kernel=kernel)
+    got = list(engine.run(events_frame(events)))
+    assert [(m.start, m.end) for m in got] == [(0, 2)]
+    reference.assert_same_matches(got, reference.reference_matches(query, events))
+    later = events_frame([{"type": "A", "stream": "S", "ts": 0.5}])  # before 2.0: disorder
+    with pytest.raises(QueryError, match="ordered"):
+        list(engine.run(later))
+
+
 def test_duration_window_uses_time_column():
     events = [{"type": t, "stream": "S", "time": s * 1_000_000_000} for t, s in (("A", 0), ("A", 50), ("B", 70))]
     window = ast.DurationWindow(((1, "minute"),))

@@ -42,10 +42,9 @@ import polars as pl
 
 from cer_cli.compiler.pcea import PCEA
 from cer_cli.compiler.predicates import AttrTest, atom_expression, strip_var
-from cer_cli.engine.run import EngineStats
-from cer_cli.events import POS, STREAM, TIME, TYPE, Match
+from cer_cli.engine.run import EngineStats, prepare_frame, window_text
+from cer_cli.events import POS, STREAM, TYPE, Match
 from cer_cli.query import ast
-from cer_cli.query.errors import QueryError
 
 NO_LOWER = -math.inf
 _KEY = "__cer_hj_key"
@@ -279,7 +278,6 @@ class HashJoinEngine:
 
     def describe(self) -> str:
         from cer_cli.compiler.pcea import pcea_cost
-        from cer_cli.engine.run import window_text
 
         w = self.window
         window = window_text(w, "runs")
@@ -312,35 +310,10 @@ class HashJoinEngine:
     # ------------------------------------------------------------------ column-wise work
 
     def _prepare(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """FROM, partition keys (events without one are skipped) and the window time, with
-        the same checks and errors as ``Engine``."""
-        if self.streams is not None:
-            frame = frame.filter(pl.col(STREAM).is_in(list(self.streams)))
-        if self.partition_by:
-            exprs = []
-            for i, group in enumerate(self.partition_by):
-                present = [pl.col(a) for a in group if a in frame.columns]
-                exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{_KEY}{i}"))
-            names = [f"{_KEY}{i}" for i in range(len(exprs))]
-            frame = frame.with_columns(exprs).drop_nulls(names)
-        w = self.window
-        if isinstance(w, ast.DurationWindow):
-            if frame.height and frame[TIME].null_count():
-                raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
-            frame = frame.with_columns(pl.col(TIME).alias(_WTIME))
-        elif isinstance(w, ast.AttributeWindow):
-            if w.attr not in frame.columns:
-                raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
-            frame = frame.with_columns(pl.col(w.attr).alias(_WTIME))
-        if self._timed:
-            col = frame[_WTIME]
-            if col.dtype.is_float():
-                frame = frame.with_columns(pl.col(_WTIME).fill_nan(None))
-            times = frame[_WTIME].drop_nulls()
-            if times.len():
-                if (times.diff().drop_nulls() < 0).any() or times[0] < self._last_time:
-                    raise QueryError("WITHIN needs events ordered by their window time; the log is not", w.span)
-                self._last_time = times[-1]
+        """FROM, partition keys and the window time, as ``Engine`` prepares them."""
+        frame, self._last_time = prepare_frame(
+            frame, self.streams, self.partition_by, self.window, self._last_time, _KEY, _WTIME
+        )
         return frame
 
     def _step_mask(self, s: int, schema) -> pl.Expr:

@@ -52,6 +52,43 @@ MIN_COMPACT = 4096
 KERNEL_DEFAULT = os.environ.get("CER_KERNEL", "1" if K.HAVE_NUMBA else "0") != "0"
 
 
+def prepare_frame(
+    frame: pl.DataFrame, streams, partition_by, window: ast.Window | None, last_time,
+    key: str, wtime: str,
+) -> tuple[pl.DataFrame, float]:
+    """The column-wise work every engine does first: FROM, one column ``key{i}`` per
+    PARTITION BY group (events without a key are dropped), and the window time ``wtime``
+    checked to be ordered (also against ``last_time``, the previous frame's last time).
+    A NaN time is no time: such an event can neither start nor end a windowed match.
+    Returns the frame and the new ``last_time``."""
+    if streams is not None:
+        frame = frame.filter(pl.col(STREAM).is_in(list(streams)))
+    if partition_by:
+        exprs = []
+        for i, group in enumerate(partition_by):
+            present = [pl.col(a) for a in group if a in frame.columns]
+            exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{key}{i}"))
+        frame = frame.with_columns(exprs).drop_nulls([f"{key}{i}" for i in range(len(exprs))])
+    w = window
+    if isinstance(w, ast.DurationWindow):
+        if frame.height and frame[TIME].null_count():
+            raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
+        frame = frame.with_columns(pl.col(TIME).alias(wtime))
+    elif isinstance(w, ast.AttributeWindow):
+        if w.attr not in frame.columns:
+            raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
+        frame = frame.with_columns(pl.col(w.attr).alias(wtime))
+    if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
+        if frame[wtime].dtype.is_float():
+            frame = frame.with_columns(pl.col(wtime).fill_nan(None))
+        times = frame[wtime].drop_nulls()
+        if times.len():
+            if (times.diff().drop_nulls() < 0).any() or times[0] < last_time:
+                raise QueryError("WITHIN needs events ordered by their window time; the log is not", w.span)
+            last_time = times[-1]
+    return frame, last_time
+
+
 def window_text(w: ast.Window | None, kept: str) -> str:
     """The window as ``describe`` prints it; ``kept`` names what lives until it closes."""
     if w is None:
@@ -224,37 +261,16 @@ class Engine:
     # ------------------------------------------------------------------ column-wise preparation
 
     def _prepare(self, frame: pl.DataFrame) -> pl.DataFrame:
-        if self.streams is not None:
-            frame = frame.filter(pl.col(STREAM).is_in(list(self.streams)))
+        frame, self._last_time = prepare_frame(
+            frame, self.streams, self.partition_by, self.window, self._last_time, _KEY, _WTIME
+        )
         if self.partition_by:
             frame = self._with_keys(frame)
-        w = self.window
-        if isinstance(w, ast.DurationWindow):
-            if frame.height and frame[TIME].null_count():
-                raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
-            frame = frame.with_columns(pl.col(TIME).alias(_WTIME))
-        elif isinstance(w, ast.AttributeWindow):
-            if w.attr not in frame.columns:
-                raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
-            frame = frame.with_columns(pl.col(w.attr).alias(_WTIME))
-        if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
-            times = frame[_WTIME].drop_nulls()
-            if times.len():
-                if (times.diff().drop_nulls() < 0).any() or times[0] < self._last_time:
-                    raise QueryError(
-                        "WITHIN needs events ordered by their window time; the log is not", w.span
-                    )
-                self._last_time = times[-1]
         return frame
 
     def _with_keys(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Add the partition key id column; drop events missing a key (column-wise)."""
-        exprs = []
-        for i, group in enumerate(self.partition_by):
-            present = [pl.col(a) for a in group if a in frame.columns]
-            exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{_KEY}{i}"))
-        names = [f"{_KEY}{i}" for i in range(len(exprs))]
-        frame = frame.with_columns(exprs).drop_nulls(names)
+        """Add the partition key id column (one id per distinct key, stable across frames)."""
+        names = [f"{_KEY}{i}" for i in range(len(self.partition_by))]
         uniq = frame.select(names).unique(maintain_order=True)
         ids = [self._key_ids.setdefault(k, len(self._key_ids)) for k in uniq.rows()]
         uniq = uniq.with_columns(pl.Series(_KEY, ids, dtype=pl.Int64))
