@@ -123,3 +123,31 @@ def batch_of(matches) -> MatchBatch:
         off.append(len(pos))
     arr = [np.asarray(x, dtype=np.int64) for x in (start, end, part, off, pos, lab)]
     return MatchBatch(*arr, tuple(labelsets), {i: k for k, i in partitions.items()})
+
+
+def as_batches(items, size: int):
+    """``items`` (``Match`` objects, ``MatchBatch``es, or both) as ``MatchBatch``es, packing
+    ``Match`` objects ``size`` at a time."""
+    pending: list[Match] = []
+    for x in items:
+        if isinstance(x, MatchBatch):
+            if pending:
+                yield batch_of(pending)
+                pending = []
+            yield x
+        else:
+            pending.append(x)
+            if len(pending) >= size:
+                yield batch_of(pending)
+                pending = []
+    if pending:
+        yield batch_of(pending)
+
+
+def as_matches(items):
+    """``items`` (``Match`` objects, ``MatchBatch``es, or both) as ``Match`` objects."""
+    for x in items:
+        if isinstance(x, MatchBatch):
+            yield from x.matches()
+        else:
+            yield x

@@ -42,7 +42,7 @@ import polars as pl
 
 from cer_cli.compiler.pcea import PCEA
 from cer_cli.compiler.predicates import AttrTest, atom_expression, strip_var
-from cer_cli.engine.run import EngineStats, prepare_frame, window_text
+from cer_cli.engine.run import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.events import POS, STREAM, TYPE, Match
 from cer_cli.query import ast
 
@@ -244,13 +244,7 @@ class HashJoinEngine:
         self.limit = limit
         self.streams = streams
         self.strategy = strategy
-        self._bound = None
-        if isinstance(window, ast.EventsWindow):
-            self._bound = window.count
-        elif isinstance(window, ast.DurationWindow):
-            self._bound = window.nanoseconds
-        elif isinstance(window, ast.AttributeWindow):
-            self._bound = window.amount
+        self._bound = window_bound(window)
         self._by_events = isinstance(window, ast.EventsWindow)
         self._timed = isinstance(window, ast.DurationWindow | ast.AttributeWindow)
         n = len(pcea.states)

@@ -21,7 +21,6 @@ another gives the same matches as feeding their concatenation.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from cer_cli.engine.enumerate import enumerate_latest_first, enumerate_window, e
 from cer_cli.engine.evaluate import Table, advance
 from cer_cli.engine.strategies import STRATEGY_COST, select
 from cer_cli.engine.tecs import NO_WINDOW, TECS
-from cer_cli.events import POS, STREAM, TIME, Match, MatchBatch, batch_of
+from cer_cli.events import POS, STREAM, TIME, Match, MatchBatch, as_batches, as_matches
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 
@@ -87,6 +86,17 @@ def prepare_frame(
                 raise QueryError("WITHIN needs events ordered by their window time; the log is not", w.span)
             last_time = times[-1]
     return frame, last_time
+
+
+def window_bound(w: ast.Window | None) -> float | None:
+    """The window's bound in its own unit (events, nanoseconds, attribute units)."""
+    if isinstance(w, ast.EventsWindow):
+        return w.count
+    if isinstance(w, ast.DurationWindow):
+        return w.nanoseconds
+    if isinstance(w, ast.AttributeWindow):
+        return w.amount
+    return None
 
 
 def window_text(w: ast.Window | None, kept: str) -> str:
@@ -163,13 +173,7 @@ class Engine:
         self.limit = limit
         self.streams = streams
         self.tecs = TECS()
-        self._bound: float | None = None
-        if isinstance(window, ast.EventsWindow):
-            self._bound = window.count
-        elif isinstance(window, ast.DurationWindow):
-            self._bound = window.nanoseconds
-        elif isinstance(window, ast.AttributeWindow):
-            self._bound = window.amount
+        self._bound = window_bound(window)
         self._parts: dict[int, _Partition] = {}
         self._key_ids: dict[tuple, int] = {}
         self._last_time: float = NO_WINDOW
@@ -281,31 +285,23 @@ class Engine:
     def run(self, frame: pl.DataFrame) -> Iterator[Match]:
         """Matches of the events of ``frame`` (continuing from earlier frames), in order of
         their triggering event."""
-        frame = self._prepare(frame)
-        if frame.height == 0:
-            return
-        if self.kernel:
-            inputs = self._kernel_inputs(frame)
-            if inputs is not None:
-                for batch in self._run_kernel(inputs):
-                    yield from batch.matches()
-                return
-        yield from self._run_python(frame)
+        yield from as_matches(self._produce(frame))
 
     def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
         """``run`` in columns: the same matches, in the same order, as ``MatchBatch``es (the
-        compiled kernel fills them directly; the Python loop packs ``size`` at a time)."""
+        compiled kernel fills them directly; the Python loop's are packed ``size`` at a time)."""
+        yield from as_batches(self._produce(frame), size)
+
+    def _produce(self, frame: pl.DataFrame) -> Iterator[Match] | Iterator[MatchBatch]:
+        """``MatchBatch``es from the kernel, or ``Match`` objects from the Python loop."""
         frame = self._prepare(frame)
         if frame.height == 0:
-            return
+            return iter(())
         if self.kernel:
             inputs = self._kernel_inputs(frame)
             if inputs is not None:
-                yield from self._run_kernel(inputs)
-                return
-        matches = self._run_python(frame)
-        while chunk := list(itertools.islice(matches, size)):
-            yield batch_of(chunk)
+                return self._run_kernel(inputs)
+        return self._run_python(frame)
 
     def _run_python(self, frame: pl.DataFrame) -> Iterator[Match]:
         ids, masks = self.alphabet.symbols(frame)

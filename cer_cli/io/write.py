@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, batch_of
+from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, as_batches, as_matches
 from cer_cli.io.read import EventLog, LogError
 
 OUTPUT_FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -257,34 +257,6 @@ def _long_frame(batch: MatchBatch, lookup: EventLookup, first: int) -> pl.DataFr
     return out.cast(schema, strict=False)  # type: ignore[arg-type]
 
 
-def _batches(items: Iterable[Match] | Iterable[MatchBatch], size: int) -> Iterator[MatchBatch]:
-    """``items`` as ``MatchBatch``es (``Match`` objects are packed ``size`` at a time)."""
-    it = iter(items)
-    pending: list[Match] = []
-    for x in it:
-        if isinstance(x, MatchBatch):
-            if pending:
-                yield batch_of(pending)
-                pending = []
-            yield x
-        else:
-            pending.append(x)
-            if len(pending) >= size:
-                yield batch_of(pending)
-                pending = []
-    if pending:
-        yield batch_of(pending)
-
-
-def _matches(items: Iterable[Match] | Iterable[MatchBatch]) -> Iterator[Match]:
-    """``items`` as ``Match`` objects."""
-    for x in items:
-        if isinstance(x, MatchBatch):
-            yield from x.matches()
-        else:
-            yield x
-
-
 # --------------------------------------------------------------------------- writers
 
 
@@ -296,7 +268,7 @@ def write_jsonl(
 ) -> int:
     """One JSON object per line; returns the number of matches."""
     n = 0
-    for n, match in enumerate(_matches(matches), start=1):
+    for n, match in enumerate(as_matches(matches), start=1):
         record = match_record(n - 1, match, lookup, partition_names)
         out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     return n
@@ -308,7 +280,7 @@ def write_csv(
 ) -> int:
     """Long format, one row per (match, event); ``vars`` joined with ``|``. Returns rows."""
     total = n = 0
-    for batch in _batches(matches, buffer_rows):
+    for batch in as_batches(matches, buffer_rows):
         frame = _long_frame(batch, lookup, n).with_columns(pl.col("vars").list.join("|"))
         n += len(batch)
         if frame.height:
@@ -327,7 +299,7 @@ def write_parquet(
     writer: pq.ParquetWriter | None = None
     total = n = 0
     try:
-        for batch in _batches(matches, buffer_rows):
+        for batch in as_batches(matches, buffer_rows):
             frame = _long_frame(batch, lookup, n)
             n += len(batch)
             if not frame.height:
@@ -360,7 +332,7 @@ def render_table(
     """Print each match as a small table as it arrives, then a summary line."""
     started = time.perf_counter() if started is None else started
     n = 0
-    for n, match in enumerate(_matches(matches), start=1):
+    for n, match in enumerate(as_matches(matches), start=1):
         rec = match_record(n - 1, match, lookup, partition_names)
         title = f"[bold]match {n - 1}[/]  positions {match.start}..{match.end}"
         if rec["start_time"] is not None:
