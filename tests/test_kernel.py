@@ -211,3 +211,20 @@ def test_uncompiled_kernel_is_the_same_code():
         cwd=root, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.skipif(not K.HAVE_NUMBA, reason="counts the compiled kernel's skips")
+def test_events_that_move_no_state_are_skipped():
+    """In A ; B ; C every D (and, with no run open, every B or C) moves each live state to
+    itself: the kernel skips it after one table check, and the matches stay exact."""
+    from cer_cli.query.parser import parse
+    from tests import reference
+
+    events = [{"type": t, "stream": "S"} for t in "DDABDDCDBCD"]
+    query = parse("SELECT * WHERE A ; B ; C WITHIN 6 EVENTS")
+    engine = build_engine(query)
+    assert engine.kernel
+    got = list(engine.run(events_frame(events)))
+    reference.assert_same_matches(got, reference.reference_matches(query, events))
+    assert int(engine._k.st[K.SKIPPED]) >= 2  # at least the two leading Ds
+    assert int(engine._k.st[K.EVENTS]) == len(events)

@@ -307,7 +307,7 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
 
 # st[...] slots of the resumable loop: the phase of the current event and what it needs
 PHASE, P_PART, P_POS, P_PRUNE, P_NS, N_OUT, N_EV = 11, 12, 13, 14, 15, 16, 17
-NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, NSLOTS = 18, 19, 20, 21, 22
+NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, SKIPPED, NSLOTS = 18, 19, 20, 21, 22, 23
 UPDATE, COMMIT, ENUMERATE = 0, 1, 2
 NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT = 2, 3, 4, 5
 
@@ -472,6 +472,7 @@ def run_events(
                     now[0] = t
                     st[HAVE_NOW] = 1
                 st[EVENTS] += 1
+                st[SKIPPED] += 1
                 i += 1
                 continue
             if st[NN] + need > nodes.shape[0] or longest + inserts > nul.shape[1]:
