@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from functools import cache
 
-import polars as pl
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -58,45 +57,7 @@ def streams(draw, min_size: int = 1, max_size: int = 8, types=EVENT_TYPES) -> li
     return out
 
 
-def letters(text: str | list[str], stream: str = "S") -> list[dict]:
-    """Attribute-less events from type letters (``"AAB"``) or type names, for hand tests."""
-    types = text.split() if " " in text else list(text)
-    return [{"type": t, "stream": stream} for t in types]
 
-
-def _polars_column(name: str, values: list) -> pl.Series:
-    present = [v for v in values if v is not None]
-    if all(isinstance(v, bool) for v in present) and present:
-        dtype = pl.Boolean
-    elif all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        dtype = pl.Int64
-    elif all(isinstance(v, (int, float)) for v in present):
-        dtype = pl.Float64
-    else:
-        dtype = pl.Utf8
-    return pl.Series(name, values, dtype=dtype)
-
-
-def events_frame(events: list[dict]) -> pl.DataFrame:
-    """The event frame the engine consumes (cer_cli/events.py): reserved columns plus one
-    column per attribute (null where an event lacks it). TIME is the "time" value, or the
-    position when the events carry none; ROW counts rows per stream (one file per stream)."""
-    rows_seen: dict[str, int] = {}
-    row = []
-    for t in events:
-        s = t.get("stream", "S")
-        row.append(rows_seen.get(s, 0))
-        rows_seen[s] = row[-1] + 1
-    attrs = sorted({k for t in events for k in t} - {"type", "stream", "time"})
-    columns = [
-        pl.Series(cer_events.TYPE, [t["type"] for t in events], dtype=pl.Utf8),
-        pl.Series(cer_events.STREAM, [t.get("stream", "S") for t in events], dtype=pl.Utf8),
-        pl.Series(cer_events.TIME, [t.get("time", i) for i, t in enumerate(events)], dtype=pl.Int64),
-        pl.Series(cer_events.ROW, row, dtype=pl.Int64),
-        pl.Series(cer_events.POS, list(range(len(events))), dtype=pl.Int64),
-    ]
-    columns += [_polars_column(a, [t.get(a) for t in events]) for a in attrs]
-    return pl.DataFrame(columns)
 
 
 def schema_of(events: list[dict], types=EVENT_TYPES, streams=STREAMS) -> cer_events.Schema:
@@ -354,16 +315,3 @@ def queries(
         consume=draw(st.sampled_from(("NONE", "ANY", "PARTITION"))) if consume else "NONE",
         limit=draw(st.none() | st.integers(0, 3)) if limit else None,
     )
-
-
-def ev(spec: str) -> list[dict]:
-    """``"H:id=1 T:id=1"`` -> events of stream ``S`` with integer attributes."""
-    out = []
-    for item in spec.split():
-        typ, _, attrs = item.partition(":")
-        e = {"type": typ, "stream": "S"}
-        for kv in filter(None, attrs.split(",")):
-            k, v = kv.split("=")
-            e[k] = int(v)
-        out.append(e)
-    return out

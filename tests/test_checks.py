@@ -20,22 +20,14 @@ from cer_cli.query.ast import (
     EventType,
     Filter,
     FOr,
-    Literal,
     Plus,
     Query,
     Seq,
 )
-from cer_cli.query.checks import (
-    bound,
-    check_query,
-    check_well_formed,
-    labels,
-    safety_warnings,
-    var,
-    vdef,
-    vdef_plus,
-)
+from cer_cli.query.checks import check_query, check_well_formed, safety_warnings, var
 from cer_cli.query.errors import QueryError
+from cer_cli.query.scope import bound, labels, vdef, vdef_plus
+from tests.builders import H, T, cmp
 
 SENSORS = Schema(
     event_types={
@@ -46,18 +38,6 @@ SENSORS = Schema(
     time_column=None,
 )
 TIMED = Schema(SENSORS.event_types, SENSORS.streams, time_column="ts")
-
-
-def T() -> EventType:
-    return EventType("T")
-
-
-def H() -> EventType:
-    return EventType("H")
-
-
-def cmp(var_: str, attr: str, op: str, value) -> Compare:
-    return Compare(op, AttrRef(var_, attr), Literal(value))
 
 
 # --------------------------------------------------------------------------- variable sets

@@ -12,32 +12,13 @@ from hypothesis import strategies as st
 from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula, describe
 from cer_cli.compiler.predicates import Alphabet
-from cer_cli.compiler.rewrite import rewrite
+from cer_cli.plan import plan
 from cer_cli.query import ast as A
 from cer_cli.query.errors import QueryError
+from tests.builders import H, T, cmp, conj, events_frame, letters
 from tests.cea_sim import simulate
-from tests.gen_formulas import events_frame, formulas, letters, streams
+from tests.gen_formulas import formulas, streams
 from tests.reference import reference_matches
-
-
-def T():
-    return A.EventType("T")
-
-
-def H():
-    return A.EventType("H")
-
-
-def cmp(var, attr, op, value):
-    return A.Compare(op, A.AttrRef(var, attr), A.Literal(value))
-
-
-def conj(*ps):
-    out = ps[0]
-    for p in ps[1:]:
-        out = A.And(out, p)
-    return out
-
 
 # Figure 1 of Foundations of CEP: value is tmp for T events and hum for H events.
 F1 = [
@@ -50,7 +31,7 @@ F1 = [
 
 def run(query: A.Query, events: list[dict]) -> set[tuple]:
     """Rewrite, compile, simulate: the matches as ``Match.key()`` tuples."""
-    result = rewrite(query)
+    result = plan(query).rewritten
     alphabet = Alphabet.from_formula(result.formula)
     projection = None if query.select is None else frozenset(i.var for i in query.select)
     cea = compile_formula(result.formula, alphabet, projection)
@@ -140,7 +121,7 @@ def test_projection_merges_runs_and_select_none_keeps_intervals():
 
 
 def test_cea_invariants_and_describe():
-    phi1 = rewrite(A.Query(PHI1)).formula
+    phi1 = plan(A.Query(PHI1)).rewritten.formula
     alphabet = Alphabet.from_formula(phi1)
     cea = compile_formula(phi1, alphabet)
     assert all(t.target != cea.initial for t in cea.transitions)

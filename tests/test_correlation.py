@@ -13,20 +13,20 @@ from hypothesis import strategies as st
 
 from cer_cli.api import compile_query, read_events
 from cer_cli.compiler.correlation import has_correlation, partition_plan
-from cer_cli.compiler.rewrite import rewrite
-from cer_cli.engine.run import build_engine
+from cer_cli.plan import plan
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from tests import reference
-from tests.gen_formulas import ev, events_frame, formulas, queries, streams
+from tests.builders import ev, events_frame
+from tests.gen_formulas import formulas, queries, streams
 
 FIG1 = "samples/fig1.csv"
 PHI4 = open("queries/phi4.cel").read()
 
 
 def engine_matches(query: ast.Query, events: list[dict]) -> list:
-    return list(build_engine(query).run(events_frame(events)))
+    return list(plan(query).executor().run(events_frame(events)))
 
 
 def check(query: ast.Query, events: list[dict]) -> None:
@@ -82,7 +82,7 @@ def test_phi4_equals_the_reference():
 
 
 def test_partition_rewrite_is_a_visible_pass():
-    result = rewrite(parse(PHI4))
+    result = plan(parse(PHI4)).rewritten
     (p,) = [p for p in result.passes if p.name == "equality_to_partition"]
     assert p.changed and p.note == "PARTITION BY [id]"
     assert not result.post_filters
@@ -108,7 +108,7 @@ def test_partition_rewrite_is_refused_where_positions_or_ties_differ(text, why):
 
 def test_explicit_partition_by_is_combined():
     q = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id = z.id PARTITION BY [type]")
-    result = rewrite(q)
+    result = plan(q).rewritten
     assert result.query.partition_by == (("type",), ("id",))
 
 
@@ -125,7 +125,7 @@ def _partition_queries():
                                                                   HealthCheck.filter_too_much])
 def test_engine_equals_reference_with_predicates_between_events(query, events):
     try:
-        build_engine(query)
+        plan(query).executor()
     except QueryError:
         assume(False)
     check(query, events)
@@ -157,7 +157,7 @@ def _tied_queries(draw):
                                                                   HealthCheck.filter_too_much])
 def test_partition_rewrite_equals_reference(query, events):
     try:
-        build_engine(query)
+        plan(query).executor()
     except QueryError:
         assume(False)
     check(query, events)
@@ -217,7 +217,7 @@ def test_post_filter_runs_before_projection_strategy_and_limit():
 
 def test_across_batches_the_post_filter_remembers_earlier_events():
     query = parse("H AS x ; T AS y ; H AS z FILTER x.id = z.id")
-    engine = build_engine(query)
+    engine = plan(query).executor()
     frame = events_frame(B_STREAM)
     got = [m for i in range(frame.height) for m in engine.run(frame.slice(i, 1))]
     reference.assert_same_matches(got, reference.reference_matches(query, B_STREAM))
@@ -227,7 +227,7 @@ def test_window_prunes_remembered_attributes():
     # An inequality keeps the post-filter (an equality here would run as a hash join).
     query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id <= z.id WITHIN 2 EVENTS")
     events = ev(" ".join(f"H:id={i % 3}" for i in range(60)))
-    engine = build_engine(replace(query))
+    engine = plan(replace(query)).executor()
     engine._compact_min = engine._next_prune = 4
     got = list(engine.run(events_frame(events)))
     reference.assert_same_matches(got, reference.reference_matches(query, events))
@@ -244,7 +244,7 @@ def test_window_prunes_remembered_attributes():
 )
 def test_undecidable_shapes_are_rejected_naming_the_predicate(text, words):
     with pytest.raises(QueryError) as e:
-        build_engine(parse(text))
+        plan(parse(text)).executor()
     assert "between events" in e.value.message and words in e.value.message
     assert "id" in e.value.message
 

@@ -9,12 +9,13 @@ import pytest
 
 from cer_cli.compiler.cea import CEA, GAnd, GAtom, GTrue, Transition
 from cer_cli.compiler.predicates import Alphabet, AttrTest, TypeTest
-from cer_cli.engine.run import Engine, run_query
+from cer_cli.engine.run import Engine
+from cer_cli.plan import plan
 from cer_cli.events import POS, STREAM, TIME, TYPE
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
-from tests.gen_formulas import events_frame, letters
+from tests.builders import events_frame, letters
 
 
 def cmp(attr: str, op: str, value) -> AttrTest:
@@ -269,7 +270,7 @@ FIG1_TEXT = {
 @pytest.mark.parametrize("strategy", ["ALL", "STRICT", "NEXT", "LAST", "MAX"])
 def test_foundations_figure_1_from_text(name, strategy):
     query = parse(f"SELECT {strategy} * WHERE {FIG1_TEXT[name]}")
-    assert positions(run_query(query, events_frame(FIG1_EVENTS))) == FIG1_EXPECTED[name][strategy]
+    assert positions(plan(query).run(events_frame(FIG1_EVENTS))) == FIG1_EXPECTED[name][strategy]
 
 
 def test_core_q1_from_text():
@@ -278,6 +279,6 @@ def test_core_q1_from_text():
         " FILTER msft[name = 'MSFT'] AND msft[price > 100] AND intel[name = 'INTL']"
         " AND amzn[name = 'AMZN'] AND amzn[price < 2000]"
     )
-    got = list(run_query(query, core_frame()))
+    got = list(plan(query).run(core_frame()))
     assert sorted(m.end for m in got) == [4, 4, 6, 6, 6, 6]
     assert dict(got[0].events) == {1: ("SELL", "msft"), 2: ("SELL", "intel"), 4: ("SELL", "amzn")}

@@ -3,7 +3,7 @@
 Two oracles. For random hand-made CEAs, the reference's query-level logic (FROM, PARTITION
 BY, WITHIN, strategies, CONSUME BY, LIMIT in tests/reference.py) runs over a brute-force
 enumeration of the CEA's accepting runs. For random formulas (once the compiler exists),
-``run_query`` is compared with ``reference_matches`` directly.
+``plan(query).run`` is compared with ``reference_matches`` directly.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 from cer_cli.compiler.cea import CEA, Transition, holds
 from cer_cli.compiler.predicates import Alphabet, TypeTest
-from cer_cli.engine.run import Engine, run_query
+from cer_cli.engine.run import Engine
+from cer_cli.plan import plan
 from cer_cli.query import ast
 from tests import reference
-from tests.gen_formulas import EVENT_TYPES, _windows, events_frame, formulas, queries, streams
+from tests.builders import events_frame
+from tests.gen_formulas import EVENT_TYPES, _windows, formulas, queries, streams
 from tests.test_determinize import ceas
 
 ALPHABET_ATOMS = tuple(TypeTest(t) for t in EVENT_TYPES)  # atom i tests type EVENT_TYPES[i]
@@ -128,7 +130,7 @@ def test_engine_equals_brute_force_on_random_ceas_long(cea, query, events, cuts,
 
 
 def check_query(query: ast.Query, events: list[dict]) -> None:
-    got = list(run_query(query, events_frame(events)))
+    got = list(plan(query).run(events_frame(events)))
     if query.limit is None:
         reference.assert_same_matches(got, reference.reference_matches(query, events))
     else:

@@ -26,9 +26,11 @@ from hypothesis import strategies as st
 
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.engine import kernel as K
-from cer_cli.engine.run import Engine, build_engine
+from cer_cli.engine.run import Engine
+from cer_cli.plan import plan
 from cer_cli.query import ast
-from tests.gen_formulas import events_frame, formulas, queries, streams
+from tests.builders import events_frame
+from tests.gen_formulas import formulas, queries, streams
 from tests.test_determinize import ceas
 from tests.test_engine_props import ALPHABET_ATOMS, cea_queries, project
 
@@ -104,7 +106,7 @@ def test_kernel_equals_python_loop_on_random_queries(query, events, cuts):
     query = _covered(query)
 
     def make(kernel: bool) -> Engine:
-        engine = build_engine(query)
+        engine = plan(query).executor()
         engine.kernel = engine.kernel and kernel
         return engine
 
@@ -185,7 +187,7 @@ def test_kernel_grows_its_tables_and_resets_the_move_table(monkeypatch):
     query = parse("SELECT * WHERE (A AS x)+ ; B ; C FILTER x[v < 3] PARTITION BY [id] WITHIN 30 EVENTS", "<t>")
 
     def make(kernel: bool) -> Engine:
-        engine = build_engine(query)
+        engine = plan(query).executor()
         engine.kernel = engine.kernel and kernel
         engine._compact_min = engine._next_compact = 64
         return engine
@@ -222,7 +224,7 @@ def test_events_that_move_no_state_are_skipped():
 
     events = [{"type": t, "stream": "S"} for t in "DDABDDCDBCD"]
     query = parse("SELECT * WHERE A ; B ; C WITHIN 6 EVENTS")
-    engine = build_engine(query)
+    engine = plan(query).executor()
     assert engine.kernel
     got = list(engine.run(events_frame(events)))
     reference.assert_same_matches(got, reference.reference_matches(query, events))

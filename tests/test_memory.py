@@ -1,4 +1,4 @@
-"""The memory verdict (cer_cli/compiler/memory.py): the bounded-memory criteria for streams
+"""The memory verdict (cer_cli/plan/memory.py): the bounded-memory criteria for streams
 with application time (Theorem 1: C1–C5 for duplicate-preserving output such as a count;
 Theorem 2: C1–C3 for distinct output), applied to CER queries, with the paper's worked
 example and the examples derived from its definitions (D1–D5), unit tests of each notion
@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from cer_cli import cli as cli_module
 from cer_cli.api import compile_query
 from cer_cli.cli import cli
-from cer_cli.compiler.memory import (
+from cer_cli.plan.memory import (
     CONSTANT,
     JOIN_KEYS,
     LOG,
@@ -25,7 +25,6 @@ from cer_cli.compiler.memory import (
     Const,
     Pos,
     dependency_tree,
-    for_compiled,
     in_tree,
     theorem1,
     theorem2,
@@ -34,14 +33,14 @@ from cer_cli.compiler.memory import (
 from cer_cli.events import Schema
 from cer_cli.query.parser import parse
 from tests import reference
-from tests.gen_formulas import ev, events_frame
+from tests.builders import ev, events_frame
 
 FIG1 = "samples/fig1.csv"
 PHI4 = open("queries/phi4.cel").read()
 
 
 def verdict(text: str, mode: str = "match", schema: Schema | None = None):
-    return for_compiled(compile_query(text, schema=schema), mode)
+    return compile_query(text, schema=schema).memory(mode)
 
 
 def conditions(v) -> dict[str, bool]:

@@ -10,13 +10,11 @@ from cer_cli.query import ast
 from cer_cli.query.ast import (
     And,
     As,
-    AttrRef,
     BinOp,
     BoolConst,
     Compare,
     DurationWindow,
     EventsWindow,
-    EventType,
     Filter,
     FNot,
     FOr,
@@ -35,37 +33,11 @@ from cer_cli.query.ast import (
 )
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import MAX_DEPTH, parse
-
-
-def E(name, stream=None):
-    return EventType(name, stream)
-
-
-def seq(*fs, contiguous=False):
-    out = fs[0]
-    for f in fs[1:]:
-        out = Seq(out, f, contiguous)
-    return out
-
-
-def conj(*ps):
-    out = ps[0]
-    for p in ps[1:]:
-        out = And(out, p)
-    return out
-
-
-def cmp(op, var, attr, value):
-    right = value if isinstance(value, (AttrRef, BinOp)) else Literal(value)
-    return Compare(op, AttrRef(var, attr), right)
+from tests.builders import E, cmp, conj, ref, seq
 
 
 def f(text):
     return parse(text).formula
-
-
-def ref(var, attr):
-    return AttrRef(var, attr)
 
 
 # ------------------------------------------------------------------ Foundations of CEP (A.4)
@@ -78,8 +50,8 @@ PHI4 = "[H AS x ; (T AS y FILTER y.id=x.id)+ ; H AS z] FILTER (x.hum<30 AND z.hu
 PHI5 = "(H AS x) FILTER (y.tmp <= 30)"
 PHI6 = "(T AS x) ; ((T AS y FILTER x.temp>=40) OR (H AS y FILTER x.temp<40))"
 
-_TH = conj(cmp(">", "x", "tmp", 40), cmp("<=", "y", "hum", 25), cmp("=", "x", "id", 0),
-           cmp("=", "y", "id", 0))
+_TH = conj(cmp("x", "tmp", ">", 40), cmp("y", "hum", "<=", 25), cmp("x", "id", "=", 0),
+           cmp("y", "id", "=", 0))
 
 
 def test_foundations_phi1_phi2():
@@ -89,20 +61,20 @@ def test_foundations_phi1_phi2():
 
 
 def test_foundations_phi3_phi4_chained_equality():
-    iter3 = Plus(Filter(As(E("T"), "y"), cmp("=", "y", "id", 1)))
+    iter3 = Plus(Filter(As(E("T"), "y"), cmp("y", "id", "=", 1)))
     body3 = seq(As(E("H"), "x"), iter3, As(E("H"), "z"))
-    chain = And(cmp("=", "x", "id", ref("z", "id")), cmp("=", "z", "id", 1))
-    assert f(PHI3) == Filter(body3, conj(cmp("<", "x", "hum", 30), cmp(">", "z", "hum", 60), chain))
-    iter4 = Plus(Filter(As(E("T"), "y"), cmp("=", "y", "id", ref("x", "id"))))
+    chain = And(cmp("x", "id", "=", ref("z", "id")), cmp("z", "id", "=", 1))
+    assert f(PHI3) == Filter(body3, conj(cmp("x", "hum", "<", 30), cmp("z", "hum", ">", 60), chain))
+    iter4 = Plus(Filter(As(E("T"), "y"), cmp("y", "id", "=", ref("x", "id"))))
     body4 = seq(As(E("H"), "x"), iter4, As(E("H"), "z"))
-    pred4 = conj(cmp("<", "x", "hum", 30), cmp(">", "z", "hum", 60), cmp("=", "x", "id", ref("z", "id")))
+    pred4 = conj(cmp("x", "hum", "<", 30), cmp("z", "hum", ">", 60), cmp("x", "id", "=", ref("z", "id")))
     assert f(PHI4) == Filter(body4, pred4)
 
 
 def test_foundations_phi5_phi6():
-    assert f(PHI5) == Filter(As(E("H"), "x"), cmp("<=", "y", "tmp", 30))
-    right = FOr(Filter(As(E("T"), "y"), cmp(">=", "x", "temp", 40)),
-                Filter(As(E("H"), "y"), cmp("<", "x", "temp", 40)))
+    assert f(PHI5) == Filter(As(E("H"), "x"), cmp("y", "tmp", "<=", 30))
+    right = FOr(Filter(As(E("T"), "y"), cmp("x", "temp", ">=", 40)),
+                Filter(As(E("H"), "y"), cmp("x", "temp", "<", 40)))
     assert f(PHI6) == Seq(As(E("T"), "x"), right)
 
 
@@ -121,28 +93,28 @@ def test_foundations_benchmark_q1_to_q6():
 
 def test_rma_or_between_filtered_formulas():
     t = As(E("T"), "x")
-    want = FOr(Filter(t, cmp("<", "x", "value", -40)), Filter(t, cmp(">", "x", "value", 50)))
+    want = FOr(Filter(t, cmp("x", "value", "<", -40)), Filter(t, cmp("x", "value", ">", 50)))
     assert f("T AS x FILTER x.value < -40 OR T AS x FILTER x.value > 50") == want
     # the paper's own spacing: `<-40` is `<` then the number -40
     phi4 = "(T AS x FILTER x.value<-40 OR T AS x FILTER x.value>50) ; (T AS y) FILTER y.id=x.id"
-    assert f(phi4) == Filter(Seq(want, As(E("T"), "y")), cmp("=", "y", "id", ref("x", "id")))
+    assert f(phi4) == Filter(Seq(want, As(E("T"), "y")), cmp("y", "id", "=", ref("x", "id")))
 
 
 def test_rma_other_examples():
     txy = Seq(As(E("T"), "x"), As(E("H"), "y"))
     assert f("(T AS x);(H AS y)") == txy
-    assert f("(T AS x);(H AS y) FILTER x.id=y.id") == Filter(txy, cmp("=", "x", "id", ref("y", "id")))
+    assert f("(T AS x);(H AS y) FILTER x.id=y.id") == Filter(txy, cmp("x", "id", "=", ref("y", "id")))
     assert f("(T AS x FILTER x.id=y.id)+ ; (H AS y)") == Seq(
-        Plus(Filter(As(E("T"), "x"), cmp("=", "x", "id", ref("y", "id")))), As(E("H"), "y"))
+        Plus(Filter(As(E("T"), "x"), cmp("x", "id", "=", ref("y", "id")))), As(E("H"), "y"))
     nested = ("((T AS x1 ; T AS x2 FILTER x1.value=x2.value) ; "
               "(H AS x3 ; H AS x4 FILTER x3.value=x4.value)+)+")
-    pair = Filter(Seq(As(E("T"), "x1"), As(E("T"), "x2")), cmp("=", "x1", "value", ref("x2", "value")))
-    pair2 = Filter(Seq(As(E("H"), "x3"), As(E("H"), "x4")), cmp("=", "x3", "value", ref("x4", "value")))
+    pair = Filter(Seq(As(E("T"), "x1"), As(E("T"), "x2")), cmp("x1", "value", "=", ref("x2", "value")))
+    pair2 = Filter(Seq(As(E("H"), "x3"), As(E("H"), "x4")), cmp("x3", "value", "=", ref("x4", "value")))
     assert f(nested) == Plus(Seq(pair, Plus(pair2)))
     clobber = "((A AS x ; A AS w) OR (A AS w ; A AS x)) ; B AS z FILTER z.v=x.v"
     ax, aw = As(E("A"), "x"), As(E("A"), "w")
     assert f(clobber) == Filter(Seq(FOr(Seq(ax, aw), Seq(aw, ax)), As(E("B"), "z")),
-                                cmp("=", "z", "v", ref("x", "v")))
+                                cmp("z", "v", "=", ref("x", "v")))
 
 
 # ------------------------------------------------------------------ CORE paper, Figure 1
@@ -167,9 +139,9 @@ PARTITION BY [name]"""
 
 def test_core_figure1_q1():
     sells = seq(As(E("SELL"), "msft"), As(E("SELL"), "intel"), As(E("SELL"), "amzn"))
-    pred = conj(cmp("=", "msft", "name", "MSFT"), cmp(">", "msft", "price", 100),
-                cmp("=", "intel", "name", "INTC"), cmp("=", "amzn", "name", "AMZN"),
-                cmp("<", "amzn", "price", 2000))
+    pred = conj(cmp("msft", "name", "=", "MSFT"), cmp("msft", "price", ">", 100),
+                cmp("intel", "name", "=", "INTC"), cmp("amzn", "name", "=", "AMZN"),
+                cmp("amzn", "price", "<", 2000))
     assert parse(CORE_Q1) == Query(Filter(sells, pred), streams=("Stock",))
 
 
@@ -183,8 +155,8 @@ def test_core_figure1_q2():
 def test_core_figure1_q3():
     bs = FOr(E("BUY"), E("SELL"))
     body = seq(As(bs, "low"), As(Plus(bs), "mid"), As(bs, "high"))
-    pred = conj(cmp("<", "low", "price", 100), cmp(">=", "mid", "price", 100),
-                cmp("<=", "mid", "price", 2000), cmp(">", "high", "price", 2000))
+    pred = conj(cmp("low", "price", "<", 100), cmp("mid", "price", ">=", 100),
+                cmp("mid", "price", "<=", 2000), cmp("high", "price", ">", 2000))
     assert parse(CORE_Q3) == Query(Filter(body, pred), strategy="MAX", streams=("Stock",),
                                    partition_by=(("name",),))
     with pytest.raises(QueryError):  # the typo as printed is not a query
@@ -201,8 +173,8 @@ def test_core_stock_sequence_p3():
         WITHIN 10000 [stock_time]""")
     assert q == Query(
         Filter(seq(As(E("SELL"), "T1"), As(E("BUY"), "T2"), As(E("BUY"), "T3")),
-               conj(cmp("=", "T1", "name", "INTC"), cmp("=", "T2", "name", "RIMM"),
-                    cmp("=", "T3", "name", "QQQ"))),
+               conj(cmp("T1", "name", "=", "INTC"), cmp("T2", "name", "=", "RIMM"),
+                    cmp("T3", "name", "=", "QQQ"))),
         streams=("S",), within=ast.AttributeWindow(10000, "stock_time"))
 
 
@@ -213,9 +185,9 @@ def test_core_smart_homes_h3_prime():
            AND L3[household_id = 4] AND NE[household_id = 1000]
         WITHIN 10 [plug_timestamp]""")
     loads = As(seq(*(As(E("LOAD"), v) for v in ("L1", "L2", "L3", "NE"))), "L")
-    pred = conj(cmp(">", "L", "value", 76), cmp("=", "L1", "household_id", 0),
-                cmp("=", "L2", "household_id", 2), cmp("=", "L3", "household_id", 4),
-                cmp("=", "NE", "household_id", 1000))
+    pred = conj(cmp("L", "value", ">", 76), cmp("L1", "household_id", "=", 0),
+                cmp("L2", "household_id", "=", 2), cmp("L3", "household_id", "=", 4),
+                cmp("NE", "household_id", "=", 1000))
     assert q.formula == Filter(loads, pred)
     assert q.within == ast.AttributeWindow(10, "plug_timestamp")
 
@@ -226,8 +198,8 @@ def test_core_taxi_t3():
         FILTER loc1[pickup_loc = 'East Harlem North' AND dropoff_loc = 'Midwood']
            AND loc2[pickup_loc = 'Midwood' AND dropoff_loc = 'Gravesend']
         WITHIN 10000 [dropoff_datetime]""")
-    p1 = And(cmp("=", "loc1", "pickup_loc", "East Harlem North"), cmp("=", "loc1", "dropoff_loc", "Midwood"))
-    p2 = And(cmp("=", "loc2", "pickup_loc", "Midwood"), cmp("=", "loc2", "dropoff_loc", "Gravesend"))
+    p1 = And(cmp("loc1", "pickup_loc", "=", "East Harlem North"), cmp("loc1", "dropoff_loc", "=", "Midwood"))
+    p2 = And(cmp("loc2", "pickup_loc", "=", "Midwood"), cmp("loc2", "dropoff_loc", "=", "Gravesend"))
     assert q.formula.predicate == And(p1, p2)
 
 
@@ -238,9 +210,9 @@ def test_core_other_operators_q1_to_q7():
                              As(E("SELL"), "amat"))
     q2 = parse("SELECT * FROM S WHERE " + base.format(m="BUY") + " FILTER msft[price > 26.0] AND "
                "oracle[price > 11.14] AND amat[price >= 18.92] WITHIN 30000 [stock_time]")
-    assert q2.formula.predicate == conj(cmp(">", "msft", "price", 26.0),
-                                        cmp(">", "oracle", "price", 11.14),
-                                        cmp(">=", "amat", "price", 18.92))
+    assert q2.formula.predicate == conj(cmp("msft", "price", ">", 26.0),
+                                        cmp("oracle", "price", ">", 11.14),
+                                        cmp("amat", "price", ">=", 18.92))
     q3 = parse("SELECT * FROM S WHERE " + base.format(m="BUY") +
                " PARTITION BY [volume] WITHIN 30000 [stock_time] CONSUME BY ANY")
     assert (q3.partition_by, q3.consume) == ((("volume",),), "ANY")
@@ -267,8 +239,8 @@ def test_core_examples_contiguous_iteration_and_projection():
 def test_core_examples_negation():
     q = parse("SELECT * FROM Stock WHERE BUY; NOT(SELL FILTER SELL[name='MSFT']); "
               "NOT(BUY FILTER BUY[price < 100])")
-    assert q.formula == seq(E("BUY"), FNot(Filter(E("SELL"), cmp("=", "SELL", "name", "MSFT"))),
-                            FNot(Filter(E("BUY"), cmp("<", "BUY", "price", 100))))
+    assert q.formula == seq(E("BUY"), FNot(Filter(E("SELL"), cmp("SELL", "name", "=", "MSFT"))),
+                            FNot(Filter(E("BUY"), cmp("BUY", "price", "<", 100))))
 
 
 def test_core_examples_in_range_with_arithmetic():
@@ -307,11 +279,11 @@ def test_core_examples_streams_partition_consume_limit():
     [
         ("SELL ; BUY AS x", Seq(E("SELL"), As(E("BUY"), "x"))),
         ("SELL ; BUY OR BUY", FOr(Seq(E("SELL"), E("BUY")), E("BUY"))),
-        ("A ; B FILTER x[a > 1]", Filter(Seq(E("A"), E("B")), cmp(">", "x", "a", 1))),
+        ("A ; B FILTER x[a > 1]", Filter(Seq(E("A"), E("B")), cmp("x", "a", ">", 1))),
         ("(S>T ; H+ ; T AS t2) AS all_",
          As(Seq(Seq(E("T", "S"), Plus(E("H"))), As(E("T"), "t2")), "all_")),
         ("(SELL AS s FILTER s[price > 5]) ; BUY",
-         Seq(Filter(As(E("SELL"), "s"), cmp(">", "s", "price", 5)), E("BUY"))),
+         Seq(Filter(As(E("SELL"), "s"), cmp("s", "price", ">", 5)), E("BUY"))),
         ("A : B ; C", Seq(E("A"), Seq(E("B"), E("C")), True)),
         ("A ; B : C", Seq(Seq(E("A"), E("B")), E("C"), True)),
         ("A OR B ; C", FOr(E("A"), Seq(E("B"), E("C")))),
@@ -319,9 +291,9 @@ def test_core_examples_streams_partition_consume_limit():
         ("A+ AS x", As(Plus(E("A")), "x")),
         ("A ; B ; C", Seq(Seq(E("A"), E("B")), E("C"))),
         ("A OR B OR C", FOr(FOr(E("A"), E("B")), E("C"))),
-        ("A FILTER x[a > 1] ; B", Seq(Filter(E("A"), cmp(">", "x", "a", 1)), E("B"))),
+        ("A FILTER x[a > 1] ; B", Seq(Filter(E("A"), cmp("x", "a", ">", 1)), E("B"))),
         ("A FILTER x[a > 1] FILTER y[b < 2]",
-         Filter(Filter(E("A"), cmp(">", "x", "a", 1)), cmp("<", "y", "b", 2))),
+         Filter(Filter(E("A"), cmp("x", "a", ">", 1)), cmp("y", "b", "<", 2))),
     ],
 )
 def test_formula_precedence(text, tree):
@@ -331,17 +303,17 @@ def test_formula_precedence(text, tree):
 def test_predicate_precedence():
     # NOT > comparison-level atoms > AND > OR
     p = f("A FILTER x[NOT a > 5 OR name = 'X' AND b < 1]").predicate
-    assert p == Or(Not(cmp(">", "x", "a", 5)), And(cmp("=", "x", "name", "X"), cmp("<", "x", "b", 1)))
+    assert p == Or(Not(cmp("x", "a", ">", 5)), And(cmp("x", "name", "=", "X"), cmp("x", "b", "<", 1)))
     # inside a FILTER, an OR followed by a filter atom stays in the filter
     p = f("A FILTER x[a = 1] OR y.b = 2 AND (x.c = 3 OR TRUE)").predicate
-    assert p == Or(cmp("=", "x", "a", 1),
-                   And(cmp("=", "y", "b", 2), Or(cmp("=", "x", "c", 3), BoolConst(True))))
+    assert p == Or(cmp("x", "a", "=", 1),
+                   And(cmp("y", "b", "=", 2), Or(cmp("x", "c", "=", 3), BoolConst(True))))
     # ...and an OR followed by a formula ends it
-    assert f("A FILTER x[a = 1] OR (B ; C)") == FOr(Filter(E("A"), cmp("=", "x", "a", 1)),
+    assert f("A FILTER x[a = 1] OR (B ; C)") == FOr(Filter(E("A"), cmp("x", "a", "=", 1)),
                                                     Seq(E("B"), E("C")))
-    assert f("A FILTER x[a = 1] OR S1>B") == FOr(Filter(E("A"), cmp("=", "x", "a", 1)), E("B", "S1"))
+    assert f("A FILTER x[a = 1] OR S1>B") == FOr(Filter(E("A"), cmp("x", "a", "=", 1)), E("B", "S1"))
     assert f("A FILTER x[a = 1] OR S1>B[c = 2]").predicate == Or(
-        cmp("=", "x", "a", 1), cmp("=", "S1>B", "c", 2))
+        cmp("x", "a", "=", 1), cmp("S1>B", "c", "=", 2))
 
 
 def test_arithmetic_precedence_and_signs():
@@ -358,7 +330,7 @@ def test_arithmetic_precedence_and_signs():
 
 def test_lexical_rules():
     p = f("a filter x[`second` = 'O''Neil' and b = \"say \"\"hi\"\"\"] -- comment\n").predicate
-    assert p == And(cmp("=", "x", "second", "O'Neil"), cmp("=", "x", "b", 'say "hi"'))
+    assert p == And(cmp("x", "second", "=", "O'Neil"), cmp("x", "b", "=", 'say "hi"'))
     p = f("A /* block\ncomment */ FILTER x[a IN {12, -3, 1.5, 1e3, .5, 'z'}]").predicate
     assert p == InSet(ref("x", "a"), tuple(Literal(v) for v in (12, -3, 1.5, 1000.0, 0.5, "z")))
     assert isinstance(p.values[0].value, int) and isinstance(p.values[3].value, float)
@@ -368,7 +340,7 @@ def test_lexical_rules():
 def test_comparison_operators_normalised():
     ops = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "=": "=", "==": "=", "!=": "!=", "<>": "!="}
     for written, canonical in ops.items():
-        assert f(f"A FILTER x.a {written} 1").predicate == cmp(canonical, "x", "a", 1)
+        assert f(f"A FILTER x.a {written} 1").predicate == cmp("x", "a", canonical, 1)
 
 
 def test_membership_predicates():

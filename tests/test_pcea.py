@@ -18,14 +18,15 @@ from hypothesis import strategies as st
 
 from cer_cli.api import compile_query
 from cer_cli.compiler.correlation import partition_plan
-from cer_cli.compiler.rewrite import rewrite
 from cer_cli.engine.pcea import HashJoinEngine, Node, depth, heap_nodes, runs, union
-from cer_cli.engine.run import build_engine
+from cer_cli.plan import plan
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
+from cer_cli.query.scope import conjuncts
 from tests import reference
-from tests.gen_formulas import STREAMS, ev, events_frame, streams, unary_atoms
+from tests.builders import ev, events_frame
+from tests.gen_formulas import STREAMS, streams, unary_atoms
 
 # --------------------------------------------------------------------------- the union-heap
 
@@ -193,7 +194,7 @@ def test_which_method_runs(text, method, words):
         assert words in compiled.rewritten.pcea_reason
     engine = compiled.engine()
     assert isinstance(engine, HashJoinEngine) == (method == "hash join")
-    assert isinstance(build_engine(parse(text)), HashJoinEngine) == (method == "hash join")
+    assert isinstance(plan(parse(text)).executor(), HashJoinEngine) == (method == "hash join")
 
 
 # --------------------------------------------------------------------------- details
@@ -284,7 +285,7 @@ def test_update_work_does_not_grow_with_partial_matches(window):
     whose path stays within c·log(w), however many runs wait for that key."""
     text = (f"SELECT * WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id AND b.v = c.v"
             f" WITHIN {window} EVENTS")
-    engine = build_engine(parse(text))
+    engine = plan(parse(text)).executor()
     assert isinstance(engine, HashJoinEngine)
     n = 6000
     events = [{"type": "AB"[i % 2], "id": 1, "v": 1} for i in range(n)]
@@ -299,7 +300,7 @@ def test_update_work_does_not_grow_with_partial_matches(window):
 
 
 def test_update_work_without_window_is_logarithmic_in_runs_per_key():
-    engine = build_engine(parse("A AS a ; B AS b ; C AS c FILTER a.id = b.id"))
+    engine = plan(parse("A AS a ; B AS b ; C AS c FILTER a.id = b.id")).executor()
     n = 4096
     engine.count(events_frame([{"type": "A", "id": i % 4} for i in range(n)]))
     assert engine.ops.max_union_nodes <= math.log2(n / 4) + 2
@@ -435,7 +436,7 @@ def contiguous_classes(query: ast.Query) -> bool:
     attribute) joined by the equalities whose variables the branch binds; every class
     must cover a contiguous block of steps. (Only for equalities around the pattern.)"""
     atoms = [(a.left.var, a.left.attr, a.right.var, a.right.attr)
-             for a in _conjuncts(query.formula.predicate)]
+             for a in conjuncts(query.formula.predicate)]
     for chain in chains_of(query.formula.formula):
         parent: dict = {}
 
@@ -460,12 +461,8 @@ def contiguous_classes(query: ast.Query) -> bool:
     return True
 
 
-def _conjuncts(p):
-    return _conjuncts(p.left) + _conjuncts(p.right) if isinstance(p, ast.And) else [p]
-
-
 def check_against_reference(query: ast.Query, events: list[dict], one_by_one: bool) -> None:
-    engine = build_engine(query)
+    engine = plan(query).executor()
     frame = events_frame(events)
     if one_by_one:
         got = [m for i in range(frame.height) for m in engine.run(frame.slice(i, 1))]
@@ -484,7 +481,7 @@ def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_qu
                                                                        one_by_one):
     shaped, query = shaped_query
     try:
-        result = rewrite(query)
+        result = plan(query).rewritten
     except QueryError:
         assume(False)
     possible = (
@@ -494,7 +491,7 @@ def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_qu
         and result.formula is not None
     )
     around = isinstance(query.formula, ast.Filter) and any(
-        len(reference.predicate_vars(c)) == 2 for c in _conjuncts(query.formula.predicate))
+        len(reference.predicate_vars(c)) == 2 for c in conjuncts(query.formula.predicate))
     if not around:
         assert result.pcea is None or possible
     elif possible and contiguous_classes(query):
@@ -502,7 +499,7 @@ def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_qu
     elif not possible or not shaped:
         # unless simplification dropped the branches that bind the joined variables (e.g.
         # a branch with contradictory filters): then no join is left to get wrong
-        joined = {v for c in _conjuncts(query.formula.predicate)
+        joined = {v for c in conjuncts(query.formula.predicate)
                   if len(reference.predicate_vars(c)) == 2 for v in reference.predicate_vars(c)}
         vacuous = result.formula is not None and not joined <= reference.bound(result.formula)
         assert result.pcea is None or vacuous
@@ -516,7 +513,7 @@ def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_qu
 def test_hash_join_equals_the_reference_long(shaped_query, events, one_by_one):
     _, query = shaped_query
     try:
-        rewrite(query)
+        plan(query).rewritten
     except QueryError:
         assume(False)
     check_against_reference(query, events, one_by_one)

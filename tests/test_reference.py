@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from cer_cli import events as ev
 from cer_cli.query import ast
 from cer_cli.query.checks import check_query
-from tests.gen_formulas import events_frame, formulas, letters, queries, schema_of, streams
+from tests.builders import events_frame, letters
+from tests.gen_formulas import formulas, queries, schema_of, streams
 from tests.reference import (
     assert_same_matches,
     check_limited,

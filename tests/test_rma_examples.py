@@ -18,12 +18,12 @@ from __future__ import annotations
 import pytest
 
 from cer_cli.api import compile_query
-from cer_cli.compiler.memory import CONSTANT, JOIN_KEYS, LOG, WINDOW, for_compiled
+from cer_cli.plan.memory import CONSTANT, JOIN_KEYS, LOG, WINDOW
 from cer_cli.explain import explanation
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from tests import reference
-from tests.gen_formulas import events_frame
+from tests.builders import events_frame
 
 
 def stream(*rows: tuple[str, int, int]) -> list[dict]:
@@ -209,7 +209,7 @@ def test_comparison_under_a_window():
     assert "exponentially" in corr["cost"] and "the window bounds it" in corr["cost"]
     assert plan["memory"]["verdict"] == WINDOW and "WITHIN 3 EVENTS" in plan["memory"]["reason"]
     # without the window, counting would need every distinct value of x.value (C5)
-    count = for_compiled(compile_query(text.replace(" WITHIN 3 EVENTS", "")), "count")
+    count = compile_query(text.replace(" WITHIN 3 EVENTS", "")).memory("count")
     assert count.verdict == JOIN_KEYS and "x.value < y.value" in count.reason
 
 

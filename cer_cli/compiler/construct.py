@@ -35,10 +35,10 @@ from collections import deque
 from dataclasses import dataclass
 
 from cer_cli.compiler.cea import CEA, GAnd, GAtom, GNot, GOr, GTrue, Guard, Transition
-from cer_cli.compiler.predicates import GFALSE, Alphabet, StreamTest, TypeTest, pred_vars
-from cer_cli.compiler.rewrite.scope import type_labels
+from cer_cli.compiler.predicates import GFALSE, Alphabet, StreamTest, TypeTest
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
+from cer_cli.query.scope import pred_vars, type_labels
 
 EPSILON = None
 

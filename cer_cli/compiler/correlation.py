@@ -2,8 +2,8 @@
 
 A filter atom that reads two or more variables (``x.id = z.id``, ``x.v < y.v + 1``) is not a
 property of one event, so the CEA, whose transitions read one event, cannot test it. Two
-methods, tried in this order by the rewrite passes ``equality_to_partition`` and
-``relax_correlation``:
+methods, tried in this order by the planner (``cer_cli.plan``) through
+``equality_to_partition`` and ``relax_correlation``:
 
 1. **Partition rewrite.** When every such atom is an equality ``x.a = y.a`` on one attribute
    name, and the equalities tie every event a match can report to every other one, then a
@@ -22,7 +22,7 @@ methods, tried in this order by the rewrite passes ``equality_to_partition`` and
    conjunct constrains (``site_problem``); other shapes are rejected with a QueryError.
    The cost is the number of candidates, which may be exponentially larger than the
    number of results. When the removed conjuncts are equalities ``x.a = y.b`` in the
-   fragment of ``cer_cli.compiler.pcea`` (planned by ``rewrite`` after the passes), the
+   fragment of ``cer_cli.compiler.pcea`` (chosen by the planner after the passes), the
    engine joins them by key in a PCEA (the hash join) instead of testing candidates.
 
 Both analyses work on the formula *before* ``split_filters`` (which would copy a mixed
@@ -37,26 +37,26 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from cer_cli.compiler.predicates import pred_vars
-from cer_cli.compiler.rewrite.scope import bound, children, conj, defines, with_children
 from cer_cli.compiler.rewrite.split_filters import propagate_constants
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.printer import to_text
-
-_CONNECTIVES = (ast.And, ast.Or, ast.Not)
-Path = tuple[int, ...]
-
+from cer_cli.query.scope import (
+    Path,
+    at,
+    attr_refs,
+    bound,
+    children,
+    conj,
+    conjuncts,
+    defines,
+    is_atom,
+    nodes,
+    pred_vars,
+    with_children,
+)
 
 # --------------------------------------------------------------------------- predicate shape
-
-
-def is_atom(p: ast.Predicate) -> bool:
-    """An atom of the filter semantics: reads one variable, or is a (negated) test
-    between events that is not itself a connective over smaller parts."""
-    if isinstance(p, ast.Not) and not isinstance(p.operand, _CONNECTIVES):
-        return True
-    return len(pred_vars(p)) <= 1 or not isinstance(p, _CONNECTIVES)
 
 
 def between_atoms(p: ast.Predicate) -> Iterator[ast.Predicate]:
@@ -70,12 +70,6 @@ def between_atoms(p: ast.Predicate) -> Iterator[ast.Predicate]:
         yield from between_atoms(p.right)
     elif isinstance(p, ast.Not):
         yield from between_atoms(p.operand)
-
-
-def conjuncts(p: ast.Predicate) -> list[ast.Predicate]:
-    if isinstance(p, ast.And):
-        return conjuncts(p.left) + conjuncts(p.right)
-    return [p]
 
 
 def is_correlation(p: ast.Predicate) -> bool:
@@ -95,21 +89,6 @@ def shown(p: ast.Predicate) -> str:
 # --------------------------------------------------------------------------- formula walking
 
 
-def nodes(f: ast.Formula, path: Path = ()) -> Iterator[tuple[Path, ast.Formula]]:
-    """Pre-order ``(path, node)`` pairs, not entering ``NOT(…)``."""
-    yield path, f
-    if isinstance(f, ast.FNot):
-        return
-    for i, k in enumerate(children(f)):
-        yield from nodes(k, (*path, i))
-
-
-def at(f: ast.Formula, path: Path) -> ast.Formula:
-    for i in path:
-        f = children(f)[i]
-    return f
-
-
 def _definers(f: ast.Formula, v: str) -> list[Path]:
     """Paths of the nodes that bind ``v``: ``AS v`` and event types labelled ``v``."""
     out = []
@@ -126,7 +105,7 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def _site_conjuncts(f: ast.Filter) -> list[ast.Predicate]:
-    return conjuncts(propagate_constants(f.predicate, bound(f.formula)))
+    return conjuncts(propagate_constants(f.predicate, bound(f.formula, with_labels=True)))
 
 
 @dataclass(frozen=True)
@@ -201,7 +180,7 @@ def site_problem(formula: ast.Formula, path: Path, c: ast.Predicate) -> str | tu
             guard = next(
                 (
                     g
-                    for g in sorted(bound(branch))
+                    for g in sorted(bound(branch, with_labels=True))
                     if g not in defines(other)
                     and all(_inside(d, below) for d in _definers(formula, g))
                 ),
@@ -220,7 +199,8 @@ def site_problem(formula: ast.Formula, path: Path, c: ast.Predicate) -> str | tu
             where = "the filtered pattern"
         else:
             scope = next(
-                (path[:d] for d in range(len(path), -1, -1) if v in bound(at(formula, path[:d]))),
+                (path[:d] for d in range(len(path), -1, -1)
+                 if v in bound(at(formula, path[:d]), with_labels=True)),
                 None,
             )
             if scope is None:  # checks reject this first
@@ -361,8 +341,6 @@ def equality_to_partition(query: ast.Query) -> ast.Query:
     return replace(query, formula=formula, partition_by=groups)
 
 
-equality_to_partition.query_level = True  # type: ignore[attr-defined]
-
 
 # --------------------------------------------------------------------------- pass 2: relaxation
 
@@ -389,28 +367,12 @@ def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
     return replace(query, formula=relaxed), tuple(found)
 
 
-relax_correlation.query_level = True  # type: ignore[attr-defined]
-
 
 # --------------------------------------------------------------------------- evaluation
 
 
 class _Missing(Exception):
     pass
-
-
-def _attr_names(p) -> set[tuple[str, str]]:
-    if isinstance(p, ast.AttrRef):
-        return {(p.var, p.attr)}
-    if isinstance(p, (ast.Literal, ast.BoolConst, str, int, float, bool)) or p is None:
-        return set()
-    out: set[tuple[str, str]] = set()
-    for name, value in vars(p).items():
-        if name == "span":
-            continue
-        for item in value if isinstance(value, tuple) else (value,):
-            out |= _attr_names(item)
-    return out
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -540,7 +502,7 @@ class PostFilter:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(sorted({a for s in self.sites for _, a in _attr_names(s.predicate)}))
+        return tuple(sorted({r.attr for s in self.sites for r in attr_refs(s.predicate)}))
 
     def holds(self, events: tuple[tuple[int, tuple[str, ...]], ...], rows) -> bool:
         env: dict[str, list[int]] = {}

@@ -44,10 +44,9 @@ import math
 from dataclasses import dataclass, field
 from itertools import product
 
-from cer_cli.compiler.predicates import pred_vars
-from cer_cli.compiler.rewrite.scope import type_labels
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
+from cer_cli.query.scope import attr_refs, pred_vars, type_labels
 
 #: Distributing ``;`` over OR may multiply branches; beyond this the query falls back.
 MAX_BRANCHES = 64
@@ -137,7 +136,6 @@ class PCEA:
     parent: tuple[int | None, ...]
     finals: frozenset[int]
     families: tuple[tuple[int, ...], ...]
-    class_members: tuple[tuple[tuple[int, str], ...], ...]
     predicates: tuple[str, ...]
     select: frozenset[str] | None = None
     dedupe: str | None = None
@@ -158,7 +156,7 @@ class PCEA:
             for _, attrs in s.classes:
                 out.update(attrs)
             for p in s.step.filters:
-                out.update(_attr_names(p))
+                out.update(r.attr for r in attr_refs(p))
         return tuple(sorted(out))
 
     def edge_text(self, child: int, parent: int) -> str:
@@ -191,20 +189,6 @@ class PCEA:
                     inner.append(f"{self.states[q].step.text()} adopts {adopts}")
             lines.append("tree (any order of the adopted runs) " + " · ".join(inner))
         return lines
-
-
-def _attr_names(p) -> set[str]:
-    if isinstance(p, ast.AttrRef):
-        return {p.attr}
-    if isinstance(p, (ast.Literal, ast.BoolConst, str, int, float, bool)) or p is None:
-        return set()
-    out: set[str] = set()
-    for name, value in vars(p).items():
-        if name == "span":
-            continue
-        for item in value if isinstance(value, tuple) else (value,):
-            out |= _attr_names(item)
-    return out
 
 
 # --------------------------------------------------------------------------- branches
@@ -440,16 +424,16 @@ def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
     states: list[State] = []
     transitions: list[Transition] = []
     parents: list[int | None] = []
-    members: list[tuple[tuple[int, str], ...]] = []
+    n_classes = 0  # equality classes of earlier families: class ids are global
     fam_states: list[tuple[int, ...]] = []
     trees = set()
     for f, fam in enumerate(families):
         base = len(states)
         ids = [base + i for i in range(len(fam.steps))]
-        cls_base = len(members)
+        cls_base = n_classes
+        n_classes += len(fam.classes)
         at_step: list[dict[int, list[str]]] = [{} for _ in fam.steps]
         for k, group in enumerate(fam.classes):
-            members.append(tuple((base + i, a) for i, a in group))
             for i, a in group:
                 at_step[i].setdefault(cls_base + k, []).append(a)
         for i, s in enumerate(fam.steps):
@@ -470,7 +454,7 @@ def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
     return PCEA(
         tuple(states), tuple(transitions), tuple(parents),
         frozenset(q for q, p in enumerate(parents) if p is None),
-        tuple(fam_states), tuple(members),
+        tuple(fam_states),
         tuple(to_text(s.predicate) for s in sites),
         select, _dedupe(families, select), frozenset(trees),
     )

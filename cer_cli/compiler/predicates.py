@@ -17,18 +17,21 @@ The atoms of a query are
 
 Boolean structure (AND / OR / NOT) stays in the CEA's guards, not in the atoms.
 
-Evaluation follows docs/language.md: a null or absent attribute makes the atom false,
-integer ``/`` truncates toward zero and ``%`` has the sign of the dividend (C, as CORE),
-division by zero gives null (false), LIKE is a regex *search*, and comparing a string
-with a number is false. Cost: one vectorised polars expression per atom per batch, then
+Evaluation follows docs/language.md: a null, NaN or absent attribute makes the atom false
+(even under NOT or OR), integer ``/`` truncates toward zero and ``%`` has the sign of the
+dividend (C, as CORE), division by zero gives null (false), LIKE is a regex *search*, and
+comparing a string with a number is false. ``predicate_expression`` is the one place that
+defines this: the CEA's atoms (one event per row) and the correlation post-filter (one
+combination of events per row, ``cer_cli.engine.post_filter``) both build their polars
+expressions with it. Cost: one vectorised polars expression per atom per batch, then
 ``np.unique`` over the packed masks; Python work is per *distinct* mask, never per row.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -37,6 +40,7 @@ from cer_cli.compiler.cea import GAnd, GAtom, GNot, GOr, GTrue, Guard
 from cer_cli.events import STREAM, TYPE
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
+from cer_cli.query.scope import pred_vars, strip_var
 
 # --------------------------------------------------------------------------- atoms
 
@@ -64,48 +68,8 @@ class AttrTest:
 
 Atom = TypeTest | StreamTest | AttrTest
 
-ATOMIC_PREDICATES = (ast.Compare, ast.Like, ast.InSet, ast.InInterval, ast.InRange)
-
 #: The guard that never holds (an empty disjunction).
 GFALSE: Guard = GOr(())
-
-
-def pred_vars(node: ast.Predicate | ast.Expr) -> frozenset[str]:
-    """Variables a predicate (or value expression) reads."""
-    if isinstance(node, ast.AttrRef):
-        return frozenset((node.var,))
-    if isinstance(node, (ast.Literal, ast.BoolConst)) or node is None:
-        return frozenset()
-    out: frozenset[str] = frozenset()
-    for value in vars(node).values():
-        if isinstance(value, tuple):
-            for item in value:
-                out |= pred_vars(item)
-        elif isinstance(value, (ast.Literal, ast.AttrRef, ast.BinOp, ast.Neg, *ATOMIC_PREDICATES,
-                                ast.And, ast.Or, ast.Not, ast.BoolConst)):
-            out |= pred_vars(value)
-    return out
-
-
-def rename_var(node, old: str | None, new: str):
-    """``node`` with references to variable ``old`` (every variable if ``None``) renamed."""
-    if isinstance(node, ast.AttrRef):
-        return replace(node, var=new) if old is None or node.var == old else node
-    if isinstance(node, (ast.Literal, ast.BoolConst, str, int, float, bool)) or node is None:
-        return node
-    if isinstance(node, tuple):
-        return tuple(rename_var(item, old, new) for item in node)
-    changes = {
-        name: rename_var(value, old, new)
-        for name, value in vars(node).items()
-        if name != "span" and not isinstance(value, (str, int, float, bool))
-    }
-    return replace(node, **changes)
-
-
-def strip_var(predicate: ast.Predicate) -> ast.Predicate:
-    """The predicate with its variable erased, so equal tests on different variables coincide."""
-    return rename_var(predicate, None, "")
 
 
 # --------------------------------------------------------------------------- polars
@@ -121,9 +85,19 @@ def _kind(dtype: pl.DataType) -> str | None:
     return None
 
 
-def _value(node: ast.Expr, schema: Mapping[str, pl.DataType]) -> tuple[pl.Expr, str] | None:
+#: Maps an attribute reference to the name of the frame column holding its value.
+Column = Callable[[ast.AttrRef], str]
+
+
+def _unqualified(ref: ast.AttrRef) -> str:
+    return ref.attr
+
+
+def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
+           column: Column) -> tuple[pl.Expr, str] | None:
     """A polars expression and its kind ('int', 'float', 'str'), or None if it cannot be
-    computed on this frame (absent attribute, unsupported type) — the atom is then false."""
+    computed on this frame (absent attribute, unsupported type) — the atom is then false.
+    A NaN (read or computed) is null: it has no value to compare."""
     if isinstance(node, ast.Literal):
         v = node.value
         if isinstance(v, bool):
@@ -134,45 +108,51 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType]) -> tuple[pl.Expr, 
             return pl.lit(v, dtype=pl.Float64), "float"
         return pl.lit(v, dtype=pl.String), "str"
     if isinstance(node, ast.AttrRef):
-        if node.attr not in schema:
+        name = column(node)
+        if name not in schema:
             return None
-        kind = _kind(schema[node.attr])
+        kind = _kind(schema[name])
         if kind is None:
             return None
-        cast = {"int": pl.Int64, "float": pl.Float64, "str": pl.String}[kind]
-        return pl.col(node.attr).cast(cast), kind
+        if kind == "float":
+            return pl.col(name).cast(pl.Float64).fill_nan(None), kind
+        return pl.col(name).cast(pl.Int64 if kind == "int" else pl.String), kind
     if isinstance(node, ast.Neg):
-        inner = _value(node.operand, schema)
+        inner = _value(node.operand, schema, column)
         if inner is None or inner[1] == "str":
             return None
         return -inner[0], inner[1]
     if isinstance(node, ast.BinOp):
-        left, right = _value(node.left, schema), _value(node.right, schema)
+        left, right = _value(node.left, schema, column), _value(node.right, schema, column)
         if left is None or right is None or "str" in (left[1], right[1]):
             return None
         (a, ka), (b, kb) = left, right
         kind = "int" if ka == kb == "int" else "float"
-        if node.op == "+":
-            return a + b, kind
-        if node.op == "-":
-            return a - b, kind
-        if node.op == "*":
-            return a * b, kind
         if kind == "float":
             a, b = a.cast(pl.Float64), b.cast(pl.Float64)
-        safe_b = pl.when(b != 0).then(b)  # division by zero -> null -> atom false
-        if kind == "int":
-            # polars `//` floors; truncation differs when the quotient is negative and inexact.
-            floor_q = a // safe_b
-            inexact = (a % safe_b) != 0
-            trunc_q = pl.when(inexact & ((a < 0) != (b < 0))).then(floor_q + 1).otherwise(floor_q)
+        if node.op == "+":
+            out = a + b
+        elif node.op == "-":
+            out = a - b
+        elif node.op == "*":
+            out = a * b
         else:
-            q = a / safe_b
-            trunc_q = pl.when(q >= 0).then(q.floor()).otherwise(q.ceil())
-        if node.op == "/":
-            return (trunc_q if kind == "int" else a / safe_b), kind
-        if node.op == "%":
-            return a - b * trunc_q, kind
+            safe_b = pl.when(b != 0).then(b)  # division by zero -> null -> atom false
+            if kind == "int":
+                # polars `//` floors; truncation differs when the quotient is negative and inexact.
+                floor_q = a // safe_b
+                inexact = (a % safe_b) != 0
+                trunc_q = pl.when(inexact & ((a < 0) != (b < 0))).then(floor_q + 1).otherwise(floor_q)
+            else:
+                q = a / safe_b
+                trunc_q = pl.when(q >= 0).then(q.floor()).otherwise(q.ceil())
+            if node.op == "/":
+                out = trunc_q if kind == "int" else a / safe_b
+            elif node.op == "%":
+                out = a - b * trunc_q
+            else:
+                raise TypeError(f"not an arithmetic operator: {node.op!r}")
+        return (out.fill_nan(None) if kind == "float" else out), kind
     raise TypeError(f"not a value expression: {node!r}")
 
 
@@ -190,36 +170,40 @@ _COMPARE = {
 }
 
 
-def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType]) -> pl.Expr | None:
+def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
+               column: Column) -> pl.Expr | None:
     """Boolean expression for one atomic predicate (nulls allowed), or None for 'always false'."""
+    def value(node: ast.Expr) -> tuple[pl.Expr, str] | None:
+        return _value(node, schema, column)
+
     if isinstance(pred, ast.Compare):
-        left, right = _value(pred.left, schema), _value(pred.right, schema)
+        left, right = value(pred.left), value(pred.right)
         if left is None or right is None or not _compatible(left[1], right[1]):
             return None
         return _COMPARE[pred.op](left[0], right[0])
     if isinstance(pred, ast.Like):
-        operand = _value(pred.operand, schema)
+        operand = value(pred.operand)
         if operand is None or operand[1] != "str":
             return None
         return operand[0].str.contains(pred.pattern)
     if isinstance(pred, ast.InSet):
-        operand = _value(pred.operand, schema)
+        operand = value(pred.operand)
         if operand is None:
             return None
-        options = [operand[0] == v[0] for v in (_value(lit, schema) for lit in pred.values)
+        options = [operand[0] == v[0] for v in (value(lit) for lit in pred.values)
                    if v is not None and _compatible(operand[1], v[1])]
         # null operand -> null (-> false), whether IN or NOT IN
         member = pl.any_horizontal(options) if options else pl.when(operand[0].is_not_null()).then(False)
         return ~member if pred.negated else member
     if isinstance(pred, (ast.InInterval, ast.InRange)):
-        operand = _value(pred.operand, schema)
+        operand = value(pred.operand)
         if operand is None:
             return None
         test = pl.when(operand[0].is_not_null()).then(True)  # null operand stays null
         for bound, op in ((pred.low, ">="), (pred.high, "<=")):
             if bound is None:
                 continue
-            b = _value(bound, schema)
+            b = value(bound)
             if b is None or not _compatible(operand[1], b[1]):
                 return None
             test = test & _COMPARE[op](operand[0], b[0])
@@ -228,19 +212,20 @@ def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType]) -> pl.Exp
     raise TypeError(f"not an atomic predicate: {pred!r}")
 
 
-def _strict(pred: ast.Predicate, schema: Mapping[str, pl.DataType]) -> pl.Expr | None:
+def _strict(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
+            column: Column) -> pl.Expr | None:
     """Kleene value of a (compound) predicate; None when some part can never be computed."""
     if isinstance(pred, ast.BoolConst):
         return pl.lit(pred.value)
     if isinstance(pred, (ast.And, ast.Or)):
-        left, right = _strict(pred.left, schema), _strict(pred.right, schema)
+        left, right = _strict(pred.left, schema, column), _strict(pred.right, schema, column)
         if left is None or right is None:
             return None
         return left & right if isinstance(pred, ast.And) else left | right
     if isinstance(pred, ast.Not):
-        inner = _strict(pred.operand, schema)
+        inner = _strict(pred.operand, schema, column)
         return None if inner is None else ~inner
-    return _atom_expr(pred, schema)
+    return _atom_expr(pred, schema, column)
 
 
 def _operands(pred: ast.Predicate) -> list[ast.Expr]:
@@ -258,26 +243,42 @@ def _operands(pred: ast.Predicate) -> list[ast.Expr]:
     return []
 
 
+def _never_null(expr: pl.Expr | None) -> pl.Expr:
+    rows = pl.repeat(True, pl.len(), dtype=pl.Boolean)  # one value per row, even for constants
+    return rows & False if expr is None else rows & expr.fill_null(False)
+
+
+def predicate_expression(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
+                         column: Column = _unqualified) -> pl.Expr:
+    """The boolean polars expression of ``pred``, evaluated as ONE atom, on a frame where
+    ``column(ref)`` names the column holding attribute reference ``ref`` (``schema`` gives
+    the frame's column types).
+
+    Never null. False on a row where any part cannot be computed (absent, null or NaN
+    attribute, division by zero), even under NOT or OR: a test of one event reads the
+    event's attributes by bare name (the default ``column``); a test between events reads
+    one combination of events per row, e.g. ``column=lambda r: f"{r.var}.{r.attr}"``.
+    """
+    expr = _strict(pred, schema, column)
+    values = [_value(e, schema, column) for e in _operands(pred)]
+    if expr is None or any(v is None for v in values):
+        return _never_null(None)
+    for v in values:
+        expr = expr & v[0].is_not_null()  # type: ignore[index]
+    return _never_null(expr)
+
+
 def atom_expression(atom: Atom, schema: Mapping[str, pl.DataType]) -> pl.Expr:
     """The boolean polars expression of ``atom`` over an event frame with this schema.
 
-    Never null. An attribute test is false on an event where any of its parts cannot be
-    computed (absent or null attribute, division by zero), even under NOT or OR.
+    Never null; an attribute test is ``predicate_expression`` of its predicate (whose
+    variables are stripped, so attributes are read by bare name).
     """
     if isinstance(atom, TypeTest):
-        expr = pl.col(TYPE) == atom.name if TYPE in schema else None
-    elif isinstance(atom, StreamTest):
-        expr = pl.col(STREAM) == atom.name if STREAM in schema else None
-    else:
-        expr = _strict(atom.predicate, schema)
-        values = [_value(e, schema) for e in _operands(atom.predicate)]
-        if expr is not None and all(v is not None for v in values):
-            for v in values:
-                expr = expr & v[0].is_not_null()  # type: ignore[index]
-        else:
-            expr = None
-    rows = pl.repeat(True, pl.len(), dtype=pl.Boolean)  # one value per row, even for constants
-    return rows & False if expr is None else rows & expr.fill_null(False)
+        return _never_null(pl.col(TYPE) == atom.name if TYPE in schema else None)
+    if isinstance(atom, StreamTest):
+        return _never_null(pl.col(STREAM) == atom.name if STREAM in schema else None)
+    return predicate_expression(atom.predicate, schema)
 
 
 def check_atom(atom: Atom) -> None:

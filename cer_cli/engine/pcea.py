@@ -40,11 +40,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from cer_cli.compiler.pcea import PCEA
-from cer_cli.compiler.predicates import AttrTest, atom_expression, strip_var
-from cer_cli.engine.run import EngineStats, prepare_frame, window_bound, window_text
-from cer_cli.events import POS, STREAM, TYPE, Match
+from cer_cli.compiler.pcea import PCEA, pcea_cost
+from cer_cli.compiler.predicates import AttrTest, atom_expression
+from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
+from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
 from cer_cli.query import ast
+from cer_cli.query.scope import strip_var
 
 NO_LOWER = -math.inf
 _KEY = "__cer_hj_key"
@@ -86,7 +87,6 @@ class Ops:
     union_nodes: int = 0  # heap nodes copied or created by unions
     max_union_nodes: int = 0  # the most any single union touched
     probes: int = 0
-    evicted: int = 0
 
 
 def extend(state: int, pos: int, time, start_time, prod: tuple) -> Node:
@@ -223,8 +223,8 @@ class _Partition:
 
 
 class HashJoinEngine:
-    """Evaluate a PCEA over event frames: the public interface of ``engine.run.Engine``
-    (``run``, ``count``, ``describe``, ``stats``), for strategy ALL/ANY without CONSUME BY.
+    """Evaluate a PCEA over event frames: an ``engine.executor.Executor`` like
+    ``engine.run.Engine``, for strategy ALL/ANY without CONSUME BY.
 
     Frames are consecutive batches: the state persists, so feeding them one by one equals
     feeding their concatenation."""
@@ -265,14 +265,11 @@ class HashJoinEngine:
         self._matches = 0
         self._entries = 0
         self._peak = 0
-        self._allocated = 0
         self.ops = Ops()
 
     # ------------------------------------------------------------------ description
 
     def describe(self) -> str:
-        from cer_cli.compiler.pcea import pcea_cost
-
         w = self.window
         window = window_text(w, "runs")
         parts = (
@@ -294,7 +291,7 @@ class HashJoinEngine:
         """``live_nodes`` / ``peak_live_nodes``: index entries (one heap per state and key)
         now / at most; ``allocated_nodes``: DS_w nodes made (extends and union path
         copies). There is no tECS compaction and no determinisation: those counters are 0
-        (``ops`` counts the hash join's own work, evictions included)."""
+        (``ops`` counts the hash join's own work)."""
         return EngineStats(
             self._events, self._matches, len(self._parts), self._entries,
             self.ops.extends + self.ops.union_nodes, 0,
@@ -389,6 +386,10 @@ class HashJoinEngine:
             if self.partition_by else None
         yield from self._loop(act, right, left, positions, times, keys)
 
+    def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
+        """``run`` in columns, ``size`` matches per batch."""
+        yield from as_batches(self.run(frame), size)
+
     def count(self, frame: pl.DataFrame) -> int:
         """How many matches ``run(frame)`` yields."""
         return sum(1 for _ in self.run(frame))
@@ -479,7 +480,6 @@ class HashJoinEngine:
         if h is not None and h.ms < lo:
             del d[k]
             self._entries -= 1
-            self.ops.evicted += 1
 
     def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
         """Enumerate the windowed runs of the new final nodes as matches (projected, and

@@ -18,12 +18,10 @@ from dataclasses import dataclass
 
 from cer_cli.events import Schema
 from cer_cli.query.ast import (
-    And,
     As,
     AttributeWindow,
     AttrRef,
     BinOp,
-    BoolConst,
     Compare,
     DurationWindow,
     EventsWindow,
@@ -39,8 +37,6 @@ from cer_cli.query.ast import (
     Like,
     Literal,
     Neg,
-    Not,
-    Or,
     Plus,
     Predicate,
     Query,
@@ -48,141 +44,23 @@ from cer_cli.query.ast import (
     Span,
 )
 from cer_cli.query.errors import QueryError, suggest
+from cer_cli.query.scope import (
+    bound,
+    filter_atoms,
+    labels,
+    pred_vars,
+    subformulas,
+    vdef,
+    vdef_plus,
+)
 
 # --------------------------------------------------------------------------- variable sets
-
-
-def labels(formula: Formula) -> frozenset[str]:
-    """Event-type labels the formula marks (``E``, and ``S>E`` for a stream-qualified atom).
-
-    Labels are variables for filters and SELECT, but not *defined* variables: ``SELL ; SELL``
-    is safe. Atoms under ``NOT`` mark nothing, so they contribute no label.
-    """
-    match formula:
-        case EventType():
-            return frozenset({formula.name, formula.label})
-        case As(child, _) | Plus(child) | Filter(child, _):
-            return labels(child)
-        case Seq(left, right) | FOr(left, right):
-            return labels(left) | labels(right)
-        case FNot():
-            return frozenset()
-    raise TypeError(formula)
-
-
-def vdef(formula: Formula) -> frozenset[str]:
-    """Variables defined by some ``AS`` anywhere in the formula (Foundations §3)."""
-    match formula:
-        case EventType() | FNot():
-            return frozenset()
-        case As(child, x):
-            return vdef(child) | {x}
-        case Plus(child) | Filter(child, _):
-            return vdef(child)
-        case Seq(left, right) | FOr(left, right):
-            return vdef(left) | vdef(right)
-    raise TypeError(formula)
-
-
-def vdef_plus(formula: Formula) -> frozenset[str]:
-    """Variables defined by an ``AS`` outside the scope of every ``+``: the single-event ones."""
-    match formula:
-        case EventType() | FNot() | Plus():
-            return frozenset()
-        case As(child, x):
-            return vdef_plus(child) | {x}
-        case Filter(child, _):
-            return vdef_plus(child)
-        case Seq(left, right) | FOr(left, right):
-            return vdef_plus(left) | vdef_plus(right)
-    raise TypeError(formula)
-
-
-def bound(formula: Formula, with_labels: bool = False) -> frozenset[str]:
-    """Variables every match of the formula binds (Foundations §5, ``bound``).
-
-    ``OR`` intersects, ``;`` unites, ``+`` binds nothing (zero iterations of an inner choice
-    may skip it), ``FILTER`` is transparent, and ``φ AS x`` binds ``x`` plus ``bound(φ)``.
-    ``with_labels`` also counts event-type labels, which filters may read.
-    """
-    match formula:
-        case EventType():
-            return frozenset({formula.name, formula.label}) if with_labels else frozenset()
-        case FNot() | Plus():
-            return frozenset()
-        case As(child, x):
-            return bound(child, with_labels) | {x}
-        case Filter(child, _):
-            return bound(child, with_labels)
-        case Seq(left, right):
-            return bound(left, with_labels) | bound(right, with_labels)
-        case FOr(left, right):
-            return bound(left, with_labels) & bound(right, with_labels)
-    raise TypeError(formula)
-
-
-def expr_variables(expr: Expr) -> frozenset[str]:
-    match expr:
-        case Literal():
-            return frozenset()
-        case AttrRef(var, _):
-            return frozenset({var})
-        case BinOp(_, left, right):
-            return expr_variables(left) | expr_variables(right)
-        case Neg(operand):
-            return expr_variables(operand)
-    raise TypeError(expr)
-
-
-def filter_atoms(predicate: Predicate) -> Iterator[Predicate]:
-    """The atoms of a filter: its leaves under ``AND``/``OR``/``NOT`` (constants excluded)."""
-    match predicate:
-        case And(left, right) | Or(left, right):
-            yield from filter_atoms(left)
-            yield from filter_atoms(right)
-        case Not(operand):
-            yield from filter_atoms(operand)
-        case BoolConst():
-            return
-        case _:
-            yield predicate
-
-
-def atom_variables(atom: Predicate) -> frozenset[str]:
-    """Variables an atom reads."""
-    match atom:
-        case Compare(_, left, right):
-            return expr_variables(left) | expr_variables(right)
-        case Like(operand, _) | InSet(operand, _) | InInterval(operand, _, _):
-            return expr_variables(operand)
-        case InRange(operand, low, high):
-            return expr_variables(operand) | expr_variables(low) | expr_variables(high)
-        case And(left, right) | Or(left, right):
-            return atom_variables(left) | atom_variables(right)
-        case Not(operand):
-            return atom_variables(operand)
-        case BoolConst():
-            return frozenset()
-    raise TypeError(atom)
-
-
-def subformulas(formula: Formula) -> Iterator[Formula]:
-    """Pre-order walk over a formula and all its subformulas (including those under ``NOT``)."""
-    yield formula
-    match formula:
-        case As(child, _) | Plus(child) | Filter(child, _):
-            yield from subformulas(child)
-        case Seq(left, right) | FOr(left, right):
-            yield from subformulas(left)
-            yield from subformulas(right)
-        case FNot(atom):
-            yield from subformulas(atom)
 
 
 def var(formula: Formula) -> frozenset[str]:
     """Every variable mentioned: defined ones, labels, and those filters read (Foundations §3)."""
     read = frozenset().union(
-        *(atom_variables(f.predicate) for f in subformulas(formula) if isinstance(f, Filter))
+        *(pred_vars(f.predicate) for f in subformulas(formula) if isinstance(f, Filter))
     )
     return vdef(formula) | labels(formula) | read
 
@@ -249,7 +127,7 @@ def classify_atoms(formula: Formula) -> tuple[AtomInfo, ...]:
     for node in subformulas(formula):
         if isinstance(node, Filter):
             for atom in filter_atoms(node.predicate):
-                vs = atom_variables(atom)
+                vs = pred_vars(atom)
                 out.append(AtomInfo(atom, vs, "correlation" if len(vs) >= 2 else "unary"))
     return tuple(out)
 
@@ -311,7 +189,7 @@ def check_well_formed(formula: Formula) -> None:
             case Filter(child, predicate):
                 allowed = scope | vdef(child) | labels(child)
                 for atom in filter_atoms(predicate):
-                    for v in sorted(atom_variables(atom) - allowed):
+                    for v in sorted(pred_vars(atom) - allowed):
                         hints = (
                             [
                                 f"'{v}' is bound elsewhere, but not on every path around this"
@@ -386,7 +264,7 @@ def check_not_atoms(formula: Formula) -> None:
         own = {inner.name, inner.label}
         for predicate in predicates:
             for atom in filter_atoms(predicate):
-                for v in sorted(atom_variables(atom) - own):
+                for v in sorted(pred_vars(atom) - own):
                     raise QueryError(
                         f"a filter inside NOT({inner.label}) may only read '{inner.label}', not '{v}'",
                         _var_span(atom, v),

@@ -14,6 +14,7 @@ import re
 
 from cer_cli.query import ast
 from cer_cli.query.parser import KEYWORDS
+from cer_cli.query.scope import pred_vars
 
 __all__ = ["to_text", "quote_name"]
 
@@ -71,25 +72,12 @@ def _expr(e: ast.Expr, scope: str | None) -> str:
     raise TypeError(f"not an expression: {e!r}")
 
 
-def _vars(node) -> set[str]:
-    """Variables read by a predicate or expression."""
-    if isinstance(node, ast.AttrRef):
-        return {node.var}
-    out: set[str] = set()
-    for child in (getattr(node, f) for f in node.__dataclass_fields__ if f != "span"):
-        for c in child if isinstance(child, tuple) else (child,):
-            if isinstance(c, (ast.AttrRef, ast.BinOp, ast.Neg, ast.Compare, ast.Like, ast.InSet,
-                              ast.InInterval, ast.InRange, ast.And, ast.Or, ast.Not)):
-                out |= _vars(c)
-    return out
-
-
 # ------------------------------------------------------------------------------ predicates
 
 
 def _predicate(p: ast.Predicate, scope: str | None = None) -> str:
     if scope is None:
-        variables = _vars(p)
+        variables = pred_vars(p)
         if len(variables) == 1:
             (var,) = variables
             return f"{_variable(var)}[{_predicate(p, var)}]"

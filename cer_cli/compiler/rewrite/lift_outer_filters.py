@@ -25,15 +25,9 @@ filters under ORs.
 from __future__ import annotations
 
 from cer_cli.compiler.rewrite.lp_normal_form import push
-from cer_cli.compiler.rewrite.scope import (
-    bound,
-    children,
-    filter_var,
-    is_outer_filter,
-    with_children,
-)
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
+from cer_cli.query.scope import bound, children, filter_var, is_outer_filter, with_children
 
 FALSE = ast.BoolConst(False)
 
@@ -54,7 +48,7 @@ def _lift(node: ast.Formula) -> ast.Formula:
         return node
     while True:
         node = with_children(node, tuple(_lift(k) for k in children(node)))
-        found = _find_outer(node, bound(node))
+        found = _find_outer(node, bound(node, with_labels=True))
         if found is None:
             return node
         path, f = found

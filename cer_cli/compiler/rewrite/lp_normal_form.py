@@ -21,16 +21,16 @@ formula copies a predicate onto several atoms.
 
 from __future__ import annotations
 
-from cer_cli.compiler.predicates import rename_var
-from cer_cli.compiler.rewrite.scope import (
+from cer_cli.query import ast
+from cer_cli.query.scope import (
     atom_type,
     children,
     defines,
     filter_var,
+    rename_var,
     type_labels,
     with_children,
 )
-from cer_cli.query import ast
 
 
 def lp_normal_form(formula: ast.Formula) -> ast.Formula:

@@ -17,14 +17,8 @@ number of ORs under sequences.
 
 from __future__ import annotations
 
-from cer_cli.compiler.rewrite.scope import (
-    children,
-    defines,
-    disj,
-    filter_var,
-    vdef_plus,
-)
 from cer_cli.query import ast
+from cer_cli.query.scope import children, defines, disj, filter_var, vdef_plus
 
 
 def is_safe(formula: ast.Formula) -> bool:

@@ -19,10 +19,9 @@ Cost: linear (quadratic in the number of disjuncts of one OR, to drop duplicates
 
 from __future__ import annotations
 
-from cer_cli.compiler.predicates import pred_vars, rename_var
 from cer_cli.compiler.rewrite.lp_normal_form import atom_labels
-from cer_cli.compiler.rewrite.scope import atom_type, children, conj, disj, filter_var
 from cer_cli.query import ast
+from cer_cli.query.scope import atom_type, children, conj, disj, filter_var, pred_vars, rename_var
 
 
 def simplify(formula: ast.Formula) -> ast.Formula | None:

@@ -23,9 +23,8 @@ number of mixed ORs nested under ANDs).
 
 from __future__ import annotations
 
-from cer_cli.compiler.predicates import pred_vars
-from cer_cli.compiler.rewrite.scope import bound, children, conj, disj, with_children
 from cer_cli.query import ast
+from cer_cli.query.scope import bound, children, conj, disj, pred_vars, with_children
 
 
 def split_filters(formula: ast.Formula) -> ast.Formula:
@@ -35,7 +34,7 @@ def split_filters(formula: ast.Formula) -> ast.Formula:
     if not isinstance(formula, ast.Filter) or len(pred_vars(formula.predicate)) <= 1:
         return formula
     options = []
-    predicate = propagate_constants(formula.predicate, bound(formula.formula))
+    predicate = propagate_constants(formula.predicate, bound(formula.formula, with_labels=True))
     for conjuncts in alternatives(predicate):
         out = formula.formula
         for p in conjuncts:
