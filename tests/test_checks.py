@@ -44,7 +44,7 @@ TIMED = Schema(SENSORS.event_types, SENSORS.streams, time_column="ts")
 
 
 def test_variable_sets_of_the_papers_example():
-    # (T AS x ; (H AS y)+) FILTER z.id = 1 — notes A.3 / C.2 test 11
+    # (T AS x ; (H AS y)+) FILTER z.id = 1 — Foundations of CEP §3 (var, vdef, vdef+)
     f = Filter(Seq(As(T(), "x"), Plus(As(H(), "y"))), cmp("z", "id", "=", 1))
     assert var(f) - labels(f) == {"x", "y", "z"}
     assert vdef(f) == {"x", "y"}

@@ -83,11 +83,11 @@ def test_paper_phi1_phi2_phi3_on_figure_1():
 
 
 def test_safety_examples():
-    # (T AS x OR H AS y) ; T AS x over T H T T: {1,2} and {1,3} (notes C.14)
+    # (T AS x OR H AS y) ; T AS x over T H T T: {1,2} and {1,3} (Foundations of CEP, Theorem 1: unsafe branch dropped)
     f = A.Seq(A.FOr(A.As(T(), "x"), A.As(H(), "y")), A.As(T(), "x"))
     assert position_sets(run(A.Query(f), letters("THTT"))) == {frozenset({1, 2}), frozenset({1, 3})}
     assert run(A.Query(A.Seq(A.As(T(), "x"), A.As(T(), "x"))), letters("TTT")) == set()
-    # (A AS x)+ ; (A AS x)+ is safe: {0,1} {0,2} {1,2} {0,1,2} over A A A (notes C.8)
+    # (A AS x)+ ; (A AS x)+ is safe: {0,1} {0,2} {1,2} {0,1,2} over A A A (Foundations of CEP §5.1: `+` re-defines its variables)
     a = A.Plus(A.As(A.EventType("A"), "x"))
     assert position_sets(run(A.Query(A.Seq(a, a)), letters("AAA"))) == {
         frozenset(s) for s in ({0, 1}, {0, 2}, {1, 2}, {0, 1, 2})

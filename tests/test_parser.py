@@ -40,7 +40,7 @@ def f(text):
     return parse(text).formula
 
 
-# ------------------------------------------------------------------ Foundations of CEP (A.4)
+# ------------------------------------------------------------------ Foundations of CEP (§3, the paper's formulas)
 
 # The papers write ∧ for AND; the formulas are otherwise as printed.
 PHI1 = "(T AS x ; H AS y) FILTER (x.tmp>40 AND y.hum<=25 AND x.id=0 AND y.id=0)"
@@ -223,7 +223,7 @@ def test_core_other_operators_q1_to_q7():
     assert q7.formula.formula.left.right == As(Plus(FOr(E("BUY"), E("SELL"))), "qqq")
 
 
-# ------------------------------------------------------------------ notes §3.8 examples
+# ------------------------------------------------------------------ docs/language.md examples
 
 
 def test_core_examples_contiguous_iteration_and_projection():
@@ -271,7 +271,7 @@ def test_core_examples_streams_partition_consume_limit():
     assert (q.partition_by, q.consume, q.limit) == ((("volume",),), "PARTITION", 1000)
 
 
-# ------------------------------------------------------------------ precedence (notes §3.3)
+# ------------------------------------------------------------------ precedence (docs/language.md)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The reference evaluator against the papers' worked examples and CORE's documented behaviour.
 
-Expected outputs are the papers' (or derived from their definitions in the notes, Part C of
-notes-cel-cea-selection-rma.md); complex events are compared as sets of reported positions
+Expected outputs are the papers' (Foundations of CEP, CORE, and the selection-strategy and
+RMA papers), or derived from their definitions; complex events are compared as sets of reported positions
 unless the interval or the variables matter.
 """
 

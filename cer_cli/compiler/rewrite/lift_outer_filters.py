@@ -1,5 +1,5 @@
 """Move filters on *outer* variables to the formula that binds them (Foundations of CEP,
-Theorem 2 and local rule R2; notes A.8 with erratum E.4).
+Theorem 2 and local rule R2; docs/language.md, filter rule 2).
 
 A unary filter ``F = ρ FILTER P(x)`` where ``ρ`` does not define ``x`` constrains the
 events ``μ(x)`` of the lowest ancestor ``φx`` with ``x ∈ bound(φx)`` (language rule 2),

@@ -1,5 +1,5 @@
 """Push unary filters down onto the atoms that bind their variable (LP-normal form,
-Foundations of CEP Theorem 2, local rule R1; notes A.6, A.8).
+Foundations of CEP Theorem 2, local rule R1).
 
 In LP-normal form every filter on one variable sits directly on an atom
 ``E AS x FILTER P``, so the CEA construction only conjoins ``P`` to that atom's marking

@@ -1,4 +1,4 @@
-"""Rewrite a formula into an equivalent *safe* one (Foundations of CEP, Theorem 1; notes A.7).
+"""Rewrite a formula into an equivalent *safe* one (Foundations of CEP, Theorem 1).
 
 A formula is safe when no ``φ ; ψ`` defines the same AS variable outside ``+`` on both
 sides. Such a sequence never matches (one event cannot be in both parts), but a CEA

@@ -1,5 +1,5 @@
 """Clean-ups after the structural rewrites: constant filters, FALSE propagation, merged
-filter chains, canonical atoms, duplicate disjuncts (notes A.8, step 2).
+filter chains, canonical atoms, duplicate disjuncts (the clean-up after Foundations of CEP's Theorem 2 rewriting).
 
 * ``ρ FILTER TRUE`` is ``ρ``; ``ρ FILTER FALSE`` never matches, and neither does a
   ``;``, ``AS``, ``FILTER`` or ``+`` over something that never matches; ``φ OR never``
@@ -100,7 +100,7 @@ def _atom(f: ast.Formula) -> ast.Formula | None:
 
 def satisfiable(pred: ast.Predicate) -> bool:
     """False only when a conjunction of comparisons with constants is contradictory, e.g.
-    ``temp >= 40 AND temp < 40`` (notes A.8, "optional"); True when unsure."""
+    ``temp >= 40 AND temp < 40``; True when unsure."""
     lows, highs, equal = {}, {}, {}
     for lit in _conjuncts(pred):
         cmp = _simple(lit)
