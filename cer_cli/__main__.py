@@ -1,3 +1,25 @@
-from cer_cli.cli import main
+"""`python -m cer_cli` and the `cer` script (pyproject's [project.scripts]).
 
-main()
+Signal handling is installed here, before the heavy imports (click, rich, polars, numba take
+a few hundred milliseconds): Ctrl-C, SIGTERM or SIGHUP at any moment prints one line and exits
+130, 143 or 129, never a traceback.
+"""
+
+import signal
+
+from cer_cli import signals
+
+
+def main() -> None:
+    signals.install()
+    try:
+        from cer_cli.cli import main as cli_main
+    except signals.Interrupted as e:
+        signals.exit_for(e)
+    except KeyboardInterrupt:
+        signals.exit_for(signals.Interrupted(signal.SIGINT))
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

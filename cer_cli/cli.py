@@ -1,6 +1,6 @@
 """The `cer` command line: parse options, call one function per command, render.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage or input error, 130 interrupted.
+Exit codes: 0 ok, 1 runtime failure, 2 usage or input error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 Input mistakes (query or log) are rendered as diagnostics, never as tracebacks; an unexpected
 exception becomes a one-line message unless ``--debug`` asks for the traceback.
 """
@@ -86,7 +86,7 @@ def user_errors(debug: bool) -> Iterator[None]:
             BrokenPipeError):  # a closed pipe (`| head`): click exits quietly
         raise
     except Exception as e:
-        if type(e).__name__ == "SparkError" and hasattr(e, "exit_code"):
+        if type(e).__name__ in ("SparkError", "OutputError") and hasattr(e, "exit_code"):
             console = _stderr()
             console.print(Text("error: ", style="bold red") + Text(e.message))  # type: ignore[attr-defined]
             for hint in e.hints:  # type: ignore[attr-defined]
@@ -373,8 +373,14 @@ def match_command(
       cer match q.cel clicks=clicks.csv orders=orders.parquet -o out.parquet
       cer match --spark --master spark://host:7077 q.cel hdfs:///logs/ -o out.parquet
 
-    Exit codes: 0 ok (also with no match), 1 runtime failure, 2 mistake in the query,
-    the logs or the options, 130 interrupted (no partial output file is left).
+    -o writes a regular file atomically (a temporary file renamed at the end: an interrupted
+    or failed run leaves the old file as it was), keeping its mode and following symlinks;
+    devices and FIFOs are written directly. -o is refused with --count, --format table, or
+    when it names an input (a log or the query file).
+
+    Exit codes: 0 ok (also with no match), 1 runtime failure (e.g. disk full), 2 mistake in
+    the query, the logs or the options, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (no partial
+    output file is left).
     """
     from cer_cli.io.read import LogError
 
@@ -383,8 +389,9 @@ def match_command(
         if not logs:
             raise click.UsageError("give at least one LOG after the query")
         text, filename = read_query_text(path, expr)
+        _check_output(output, fmt, count, path, logs)
         if fmt is None:
-            if output is not None:
+            if output is not None and output != "-":
                 from pathlib import Path
 
                 fmt = OUTPUT_BY_EXTENSION.get(Path(output).suffix.lower())
@@ -411,6 +418,27 @@ def match_command(
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress)
+
+
+def _check_output(output, fmt, count, query_path, logs) -> None:
+    """Refuse (exit 2) an -o that would be ignored (--count, --format table) or would destroy
+    an input: a log (also as NAME=path, through a symlink or a hard link) or the query file."""
+    if output is None:
+        return
+    if count:
+        raise click.UsageError("-o/--output cannot be combined with --count (which prints only"
+                               " the number of matches); drop one of them")
+    if fmt == "table" and output != "-":
+        raise click.UsageError("--format table is for the terminal and cannot be written with"
+                               " -o; use --format jsonl, csv or parquet")
+    from cer_cli.io.write import refuse_input_as_output
+
+    inputs = [query_path] if query_path is not None else []
+    for spec in logs:  # NAME=path or a path containing '=': both candidates are inputs
+        inputs.append(spec)
+        if "=" in spec:
+            inputs.append(spec.partition("=")[2])
+    refuse_input_as_output(output, inputs)
 
 
 def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -601,9 +629,16 @@ def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
 
 
 def main() -> None:
-    """Entry point: click's own error handling, except that Ctrl-C exits with 130."""
+    """Entry point: click's own error handling, except that a signal ends the run with one
+    line and 128 + its number: Ctrl-C 130, SIGTERM 143, SIGHUP 129 (cer_cli/signals.py; the
+    `cer` script installs it before importing this module, this call covers other callers)."""
+    from cer_cli import signals
+
+    signals.install()
     try:
         rv = cli.main(standalone_mode=False)
+    except signals.Interrupted as e:
+        signals.exit_for(e)
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("interrupted", err=True)
         sys.exit(130)

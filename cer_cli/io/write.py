@@ -1,10 +1,12 @@
 """Write streams of matches as JSONL, CSV or Parquet (long format), or as a terminal table.
 
-Writers consume an iterator of ``Match`` and never hold it whole: JSONL and the table
-write one match at a time, CSV and Parquet buffer at most ``buffer_rows`` rows before
-writing a batch. Cost: O(reported events) time, O(buffer_rows) memory on top of the
-``EventLookup``. Files are written atomically: a temporary file next to the target is
-renamed over it at the end, and removed if anything (even Ctrl-C) interrupts the run.
+Writers consume an iterator of ``Match`` or of ``MatchBatch`` (the engine's column-wise
+batches) and never hold it whole: JSONL and the table write one match at a time, CSV and
+Parquet write batch by batch, at most ``buffer_rows`` rows at once. Cost: O(reported events)
+time, O(buffer_rows) memory on top of the ``EventLookup``. Files are written atomically
+(``atomic_path``): a temporary file next to the target is renamed over it at the end, and
+removed if anything (even Ctrl-C or SIGTERM) interrupts the run; devices and FIFOs are
+written directly.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import datetime as dt
 import json
 import math
 import os
+import re
+import stat
 import sys
-import tempfile
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -261,7 +264,7 @@ def _long_frame(batch: MatchBatch, lookup: EventLookup, first: int) -> pl.DataFr
 
 
 def write_jsonl(
-    matches: Iterable[Match],
+    matches: Iterable[Match] | Iterable[MatchBatch],
     lookup: EventLookup,
     out: TextIO,
     partition_names: Sequence[str] = (),
@@ -292,10 +295,11 @@ def write_csv(
 
 
 def write_parquet(
-    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, path: str | Path,
+    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, path: str | Path | Any,
     buffer_rows: int = 50_000,
 ) -> int:
-    """Long format, one row group per batch of matches; ``vars`` is a list. Returns rows."""
+    """Long format, one row group per batch of matches; ``vars`` is a list. ``path`` may be
+    a binary stream instead of a path. Returns rows."""
     writer: pq.ParquetWriter | None = None
     total = n = 0
     try:
@@ -306,7 +310,8 @@ def write_parquet(
                 continue
             table = frame.to_arrow()
             if writer is None:
-                writer = pq.ParquetWriter(str(path), table.schema)
+                sink = str(path) if isinstance(path, str | Path) else path
+                writer = pq.ParquetWriter(sink, table.schema)
             writer.write_table(table.cast(writer.schema))
             total += frame.height
         if writer is None:
@@ -323,7 +328,7 @@ def _cell(v: Any) -> str:
 
 
 def render_table(
-    matches: Iterable[Match],
+    matches: Iterable[Match] | Iterable[MatchBatch],
     lookup: EventLookup,
     console: Console,
     partition_names: Sequence[str] = (),
@@ -362,30 +367,202 @@ def render_table(
 # --------------------------------------------------------------------------- files
 
 
-@contextmanager
-def atomic_path(target: str | Path) -> Iterator[Path]:
-    """A temporary path next to ``target``, renamed onto it only if the block succeeds."""
-    target = Path(target)
-    if not target.parent.is_dir():
-        raise LogError(f"cannot write {target}: directory {target.parent} does not exist")
+#: Longest file name (bytes) most file systems accept; the temporary name must fit in it.
+NAME_MAX = 255
+#: Room the temporary name adds around the target's name: ".", ".cer-<pid up to 20 digits>",
+#: "-<n up to 3 digits>" and ".part".
+_PART_ROOM = 1 + 5 + 20 + 4 + 5
+
+
+class OutputError(Exception):
+    """Writing the output failed for a reason outside the query and the logs (disk full, a
+    failed rename, a closed FIFO): a runtime failure, exit code 1 in the CLI."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hints: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hints = list(hints)
+
+
+def _part_stem(name: str) -> str:
+    """``.<name>`` cut (at a character boundary) so that the temporary name fits NAME_MAX."""
+    raw = name.encode("utf-8", "surrogateescape")[: NAME_MAX - _PART_ROOM]
+    return "." + raw.decode("utf-8", "ignore")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # another write of this process may be using it
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0 and not isinstance(pid, bool)
+    return True
+
+
+def remove_stale_parts(target: str | Path) -> list[Path]:
+    """Remove the temporary files a killed earlier run (SIGKILL, out of memory, power loss)
+    left next to ``target``: ours by name, and only those whose process is gone."""
+    target = Path(target)
+    pattern = re.compile(re.escape(_part_stem(target.name)) + r"\.cer-(\d{1,20})(?:-\d{1,3})?\.part")
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m and not _pid_alive(int(m.group(1))) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+            except OSError:
+                pass
+    return removed
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def atomic_path(target: str | Path, warn: Callable[[str], None] = _warn) -> Iterator[Path]:
+    """The path to write ``target`` through, so that no run leaves a half-written file.
+
+    A regular file (new or existing) is written to ``.<name>.cer-<pid>.part`` in its
+    directory and renamed onto it only if the block succeeds; on any exception, Ctrl-C and
+    SIGTERM included, the temporary file is removed. An existing file keeps its mode (and,
+    where allowed, its owner); a symlink is followed, so the file it names is replaced and
+    the link stays. A file with other hard links is replaced too (a half-written file is
+    worse): ``warn`` says the other links keep the old content. Temporary files of earlier
+    runs that were killed are removed first. Character devices and FIFOs (``/dev/null``, a
+    named pipe) cannot be replaced: their own path is yielded and written directly.
+    """
+    target = Path(target)
+    real = Path(os.path.realpath(target))  # through symlinks: replace the file, keep the link
+    try:
+        st: os.stat_result | None = os.stat(real)
+    except FileNotFoundError:
+        st = None
     except OSError as e:
         raise LogError(f"cannot write {target}: {e.strerror}") from None
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise LogError(f"cannot write {target}: it is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        yield real  # a device or FIFO: nothing to replace, nothing to clean up
+        return
+    if not real.parent.is_dir():
+        raise LogError(f"cannot write {target}: directory {real.parent} does not exist")
+    if st is not None and not os.access(real, os.W_OK):
+        raise LogError(f"cannot write {target}: it is read-only")
+    if st is not None and st.st_nlink > 1:
+        warn(f"{target} has {st.st_nlink - 1} other hard link(s); they keep the old content"
+             " (the file is replaced, not rewritten in place)")
+    remove_stale_parts(real)
+    fd, tmp = -1, real
+    for n in range(1000):
+        tmp = real.parent / f"{_part_stem(real.name)}.cer-{os.getpid()}{f'-{n}' if n else ''}.part"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            break
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise LogError(f"cannot write {target}: {e.strerror}") from None
+    else:
+        raise LogError(f"cannot write {target}: too many temporary files of this process")
     try:
-        yield Path(tmp)
+        if st is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
+        else:
+            try:
+                os.fchown(fd, st.st_uid, st.st_gid)
+            except OSError:
+                pass  # not allowed: the file gets our owner, as a new file would
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
         raise
-    os.replace(tmp, target)
+    os.close(fd)
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        os.replace(tmp, real)
+    except BaseException as e:  # a failed rename, or a signal arriving just now
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise OutputError(f"cannot replace {target}: {e.strerror}") from None
+        raise
+
+
+class _Sequential:
+    """A write-only stream that counts what it wrote, for Parquet writers that ask ``tell()``
+    of a FIFO or a device (where ``lseek`` fails)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.position, self.closed = raw, 0, False
+
+    def write(self, data: bytes) -> int:
+        self.raw.write(data)
+        self.position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the caller closes ``raw``
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def refuse_input_as_output(output: str | Path | None, inputs: Iterable[str | Path]) -> None:
+    """Raise ``LogError`` if ``output`` is one of ``inputs`` (a log or the query file): writing
+    it would destroy the input. Files are compared by (device, inode), so a symlink or a hard
+    link to an input is caught too; ``-`` and paths that do not exist are never inputs."""
+    if output is None or str(output) == "-":
+        return
+    try:
+        out = os.stat(output)
+    except OSError:
+        return
+    if not stat.S_ISREG(out.st_mode) and not stat.S_ISDIR(out.st_mode):
+        return  # /dev/null or a FIFO: writing it destroys nothing
+    for path in inputs:
+        if str(path) == "-":
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            same = "" if os.path.abspath(path) == os.path.abspath(output) else f" (the same file as {path})"
+            raise LogError(
+                f"refusing to write the output to {output}{same}: it is an input, and writing"
+                " it would destroy it",
+                ["write the matches to another file"],
+            )
 
 
 def write_matches(
-    matches: Iterable[Match],
+    matches: Iterable[Match] | Iterable[MatchBatch],
     lookup: EventLookup,
     fmt: str,
     output: str | Path | None = None,
@@ -395,27 +572,38 @@ def write_matches(
     partition_names: Sequence[str] = (),
     started: float | None = None,
 ) -> int:
-    """Write ``matches`` in ``fmt`` to ``output`` (a file, atomically) or to standard output.
+    """Write ``matches`` in ``fmt`` to ``output`` (a file, through ``atomic_path``) or to
+    standard output (``None`` or ``-``).
 
-    ``table`` always goes to ``console``; ``parquet`` needs a file. Returns the number of
-    matches for jsonl/table and of rows for csv/parquet.
+    ``table`` always goes to ``console`` (an ``output`` with it is refused, not ignored);
+    ``parquet`` needs a file. A failure to write (disk full, a failed rename) raises
+    ``OutputError``. Returns the number of matches for jsonl/table and of rows for csv/parquet.
     """
     if fmt not in OUTPUT_FORMATS:
         raise LogError(f"unknown output format {fmt!r}", ["formats: " + ", ".join(OUTPUT_FORMATS)])
-    if fmt == "table":
-        return render_table(matches, lookup, console or Console(), partition_names, started)
     to_stdout = output is None or str(output) == "-"
-    if fmt == "parquet":
-        if to_stdout:
-            raise LogError("parquet output needs a file", ["give an output path (-o FILE)"])
-        with atomic_path(output) as tmp:  # type: ignore[arg-type]
-            return write_parquet(matches, lookup, tmp)
+    if fmt == "table":
+        if not to_stdout:
+            raise LogError("the table format is for the terminal and cannot be written to a file",
+                           ["use --format jsonl, csv or parquet with -o"])
+        return render_table(matches, lookup, console or Console(), partition_names, started)
+    if fmt == "parquet" and to_stdout:
+        raise LogError("parquet output needs a file", ["give an output path (-o FILE)"])
     if to_stdout:
         out = stdout or sys.stdout
         if fmt == "jsonl":
             return write_jsonl(matches, lookup, out, partition_names)
         return write_csv(matches, lookup, out)
-    with atomic_path(output) as tmp, tmp.open("w", encoding="utf-8", newline="") as f:  # type: ignore[arg-type]
-        if fmt == "jsonl":
-            return write_jsonl(matches, lookup, f, partition_names)
-        return write_csv(matches, lookup, f)
+    try:
+        with atomic_path(output) as path:  # type: ignore[arg-type]
+            if fmt == "parquet":
+                if stat.S_ISREG(os.stat(path).st_mode):
+                    return write_parquet(matches, lookup, path)
+                with path.open("wb") as raw:  # a FIFO or device: no seeking
+                    return write_parquet(matches, lookup, _Sequential(raw))  # type: ignore[arg-type]
+            with path.open("w", encoding="utf-8", newline="") as f:
+                if fmt == "jsonl":
+                    return write_jsonl(matches, lookup, f, partition_names)
+                return write_csv(matches, lookup, f)
+    except OSError as e:  # ENOSPC, EIO, EPIPE on a FIFO whose reader left, ...
+        raise OutputError(f"cannot write {output}: {e.strerror or e}") from None

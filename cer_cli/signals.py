@@ -1,0 +1,70 @@
+"""SIGINT, SIGTERM and SIGHUP as one exception, so that every signal that ends a run unwinds
+the stack (``finally`` blocks remove temporary output files) and ends with one line.
+
+Kept free of heavy imports on purpose: the entry point installs it before importing click,
+rich, polars or numba, so Ctrl-C at any moment prints "interrupted", never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import NoReturn
+
+#: signal -> (exit code, the one line printed on stderr). 128 + the signal's number, as shells do.
+EXITS: dict[int, tuple[int, str]] = {signal.SIGINT: (130, "interrupted")}
+if hasattr(signal, "SIGTERM"):
+    EXITS[signal.SIGTERM] = (143, "terminated")
+if hasattr(signal, "SIGHUP"):
+    EXITS[signal.SIGHUP] = (129, "terminated")
+
+_state = {"raised": False}
+
+
+class Interrupted(BaseException):
+    """A signal asked the run to stop. A ``BaseException`` (like ``KeyboardInterrupt``) so
+    that ``except Exception`` does not swallow it; unlike ``KeyboardInterrupt``, click does
+    not turn it into ``Abort`` (which prints an extra blank line)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return EXITS.get(self.signum, (128 + self.signum, ""))[0]
+
+    @property
+    def message(self) -> str:
+        return EXITS.get(self.signum, (0, "interrupted"))[1]
+
+
+def _handler(signum: int, frame: object) -> None:
+    if _state["raised"]:
+        # A second signal while unwinding: leave at once. A temporary file left behind is
+        # recognisable by its name and removed by the next write to the same target.
+        os._exit(EXITS.get(signum, (128 + signum, ""))[0])
+    _state["raised"] = True
+    raise Interrupted(signum)
+
+
+def install() -> None:
+    """Route the signals to ``Interrupted``; idempotent. Signals the parent ignored (SIGINT
+    of a background job, SIGHUP under nohup) stay ignored; only the main thread can install."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in EXITS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _handler)
+
+
+def exit_for(error: Interrupted) -> NoReturn:
+    """Print the signal's one line and exit with its code."""
+    try:
+        sys.stderr.write(error.message + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    sys.exit(error.exit_code)

@@ -1,0 +1,375 @@
+"""`-o` under abuse (issue #14): special files, inputs as outputs, modes, links, long names,
+signals, stale temporary files, refused option combinations.
+
+Device nodes are made by the tests in their own temporary directories (the tests run as
+root); no test touches a real device file. Signals are sent to `python -m cer_cli`
+subprocesses, always with a hard timeout.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from cer_cli.cli import cli
+from cer_cli.events import Match
+from cer_cli.io.read import LogError, read_events
+from cer_cli.io.write import (
+    NAME_MAX,
+    EventLookup,
+    OutputError,
+    atomic_path,
+    remove_stale_parts,
+    write_matches,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MATCHES = [
+    Match(1, 2, ((1, ("T", "x")), (2, ("y",)))),
+    Match(1, 8, ((1, ("x",)), (8, ("y",))), partition=(0,)),
+]
+CSV = "type,id,tmp,hum\nH,2,,25\nT,0,45,\nH,0,,20\nH,1,,25\nT,1,40,\nT,0,42,\nT,1,25,\nH,1,,70\nH,0,,18\n"
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="making device nodes needs root")
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "200"})
+
+
+@pytest.fixture
+def logdir(tmp_path: Path) -> Path:
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "s.csv").write_text(CSV)
+    return d
+
+
+@pytest.fixture
+def lookup(logdir: Path) -> EventLookup:
+    log = read_events([str(logdir / "s.csv")])
+    lk = EventLookup.for_log(log)
+    list(lk.tap(log.batches()))
+    return lk
+
+
+def _names(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir())
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait(timeout=60)
+    return p.pid
+
+
+# --------------------------------------------------------------------------- special files
+
+
+@root_only
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_character_device_is_written_not_replaced(tmp_path: Path, lookup, fmt) -> None:
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    write_matches(MATCHES, lookup, fmt, null)
+    st = os.stat(null)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)
+    assert _names(tmp_path) == ["logs", "null"]
+
+
+@root_only
+def test_a_device_through_a_symlink_stays_a_device(tmp_path: Path, lookup) -> None:
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    (tmp_path / "out.jsonl").symlink_to(null)
+    write_matches(MATCHES, lookup, "jsonl", tmp_path / "out.jsonl")
+    assert stat.S_ISCHR(os.stat(null).st_mode) and (tmp_path / "out.jsonl").is_symlink()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_fifo_is_written_directly(tmp_path: Path, lookup, fmt) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def reader() -> None:
+        with open(fifo, "rb") as f:
+            got.append(f.read())
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    write_matches(MATCHES, lookup, fmt, fifo)
+    t.join(timeout=30)
+    assert not t.is_alive() and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    if fmt == "jsonl":
+        assert len(got[0].decode().splitlines()) == 2
+    else:
+        assert got[0][:4] == b"PAR1", got
+        (tmp_path / "copy.parquet").write_bytes(got[0])
+        assert pl.read_parquet(tmp_path / "copy.parquet").height == 4
+    assert _names(tmp_path) == ["copy.parquet", "logs", "pipe"] if fmt == "parquet" else ["logs", "pipe"]
+
+
+@root_only
+def test_a_full_device_is_a_runtime_failure_with_a_clear_message(tmp_path: Path, logdir) -> None:
+    full = tmp_path / "full"
+    os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))  # every write: ENOSPC
+    result = run("match", "-e", "H ; T", str(logdir / "s.csv"), "-o", str(full), "--format", "jsonl")
+    assert result.exit_code == 1, result.output
+    assert f"cannot write {full}: No space left on device" in result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+
+
+def test_dash_writes_standard_output(logdir: Path) -> None:
+    result = run("match", "-e", "H ; T", str(logdir / "s.csv"), "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith('{"match": 0')
+    assert not (logdir / "-").exists()
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@pytest.mark.parametrize("kind", ["same", "named", "symlink", "hardlink", "parquet", "query"])
+def test_an_input_is_never_the_output(logdir: Path, kind) -> None:
+    log = logdir / "s.csv"
+    if kind == "parquet":
+        pl.read_csv(log).write_parquet(logdir / "s.parquet")
+        log = logdir / "s.parquet"
+    query = logdir / "q.cel"
+    query.write_text("H ; T\n")
+    spec, out = str(log), str(log)
+    if kind == "named":
+        spec = f"NAME={log}"
+    elif kind == "symlink":
+        (logdir / "link.csv").symlink_to(log)
+        out = str(logdir / "link.csv")
+    elif kind == "hardlink":
+        os.link(log, logdir / "hard.csv")
+        out = str(logdir / "hard.csv")
+    elif kind == "query":
+        out = str(query)
+    before = log.read_bytes(), query.read_bytes()
+    result = run("match", str(query), spec, "-o", out, "--format", "jsonl")
+    assert result.exit_code == 2, result.output
+    assert "it is an input" in result.output and "Traceback" not in result.output
+    assert (log.read_bytes(), query.read_bytes()) == before
+    assert not [n for n in _names(logdir) if n.endswith(".part")]
+
+
+# --------------------------------------------------------------------------- replacing a file
+
+
+def test_replacing_keeps_the_mode(tmp_path: Path, lookup) -> None:
+    target = tmp_path / "out.jsonl"
+    target.write_text("secret\n")
+    target.chmod(0o600)
+    write_matches(MATCHES, lookup, "jsonl", target)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert len(target.read_text().splitlines()) == 2
+
+
+def test_a_new_file_gets_the_umask_mode(tmp_path: Path, lookup) -> None:
+    old = os.umask(0o027)
+    try:
+        write_matches(MATCHES, lookup, "csv", tmp_path / "new.csv")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o640
+
+
+def test_a_symlink_is_followed_and_kept(tmp_path: Path, lookup) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    real = real_dir / "out.jsonl"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(real)
+    write_matches(MATCHES, lookup, "jsonl", link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert len(real.read_text().splitlines()) == 2
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert _names(real_dir) == ["out.jsonl"] and _names(tmp_path) == ["logs", "out.jsonl", "real"]
+
+
+def test_a_hard_link_is_replaced_with_a_warning(tmp_path: Path, lookup, capsys) -> None:
+    target = tmp_path / "out.jsonl"
+    target.write_text("old\n")
+    os.link(target, tmp_path / "other.jsonl")
+    write_matches(MATCHES, lookup, "jsonl", target)
+    assert "1 other hard link(s); they keep the old content" in capsys.readouterr().err
+    assert len(target.read_text().splitlines()) == 2
+    assert (tmp_path / "other.jsonl").read_text() == "old\n"
+
+
+def test_a_read_only_file_is_not_replaced(tmp_path: Path, lookup) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root may write any file")
+    target = tmp_path / "out.jsonl"
+    target.write_text("keep\n")
+    target.chmod(0o444)
+    with pytest.raises(LogError, match="read-only"):
+        write_matches(MATCHES, lookup, "jsonl", target)
+    assert target.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("name", ["x" * 244 + ".jsonl", "é" * 120 + ".jsonl"])
+def test_a_long_output_name_works(tmp_path: Path, lookup, name) -> None:
+    target = tmp_path / name
+    seen: list[str] = []
+
+    def watched():
+        seen.extend(n for n in os.listdir(tmp_path) if n.endswith(".part"))
+        yield from MATCHES
+
+    write_matches(watched(), lookup, "jsonl", target)
+    assert len(target.read_text().splitlines()) == 2
+    assert len(seen) == 1 and len(seen[0].encode()) <= NAME_MAX
+    assert seen[0].startswith(".") and f".cer-{os.getpid()}.part" in seen[0]
+    assert _names(tmp_path) == sorted(["logs", name])
+
+
+def test_a_failed_rename_leaves_nothing(tmp_path: Path, lookup, monkeypatch) -> None:
+    target = tmp_path / "out.csv"
+    target.write_text("previous\n")
+
+    def fail(src, dst):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, None, dst)
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OutputError, match="cannot replace"):
+        write_matches(MATCHES, lookup, "csv", target)
+    assert target.read_text() == "previous\n"
+    assert _names(tmp_path) == ["logs", "out.csv"]
+
+
+def test_stale_parts_of_dead_processes_are_removed(tmp_path: Path, lookup) -> None:
+    target = tmp_path / "out.jsonl"
+    dead = tmp_path / f".out.jsonl.cer-{_dead_pid()}.part"
+    live = tmp_path / ".out.jsonl.cer-1.part"  # pid 1 is alive
+    other = tmp_path / f".other.jsonl.cer-{_dead_pid()}.part"
+    foreign = tmp_path / ".out.jsonl.part"
+    for p in (dead, live, other, foreign):
+        p.write_text("partial")
+    write_matches(MATCHES, lookup, "jsonl", target)
+    assert not dead.exists()
+    assert live.exists() and other.exists() and foreign.exists()
+    assert remove_stale_parts(tmp_path / "other.jsonl") == [other]
+
+
+def test_atomic_path_refuses_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="is a directory"):
+        with atomic_path(tmp_path):
+            pass
+
+
+# --------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize("extra", [["--count"], ["--format", "table"]])
+def test_o_is_refused_where_it_would_be_ignored(tmp_path: Path, logdir, extra) -> None:
+    out = tmp_path / "out.jsonl"
+    result = run("match", "-e", "H ; T", str(logdir / "s.csv"), "-o", str(out), *extra)
+    assert result.exit_code == 2, result.output
+    assert "cannot be combined with --count" in result.output or "--format table" in result.output
+    assert not out.exists()
+
+
+def test_table_to_a_file_is_refused_by_the_library(tmp_path: Path, lookup) -> None:
+    with pytest.raises(LogError, match="table format"):
+        write_matches(MATCHES, lookup, "table", tmp_path / "t.txt")
+    assert not (tmp_path / "t.txt").exists()
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def _big_log(d: Path) -> Path:
+    """`A ; B` on this log has about a million matches: the run is long enough to signal."""
+    path = d / "big.csv"
+    pl.DataFrame({"type": ["A", "B"] * 1500, "x": list(range(3000))}).write_csv(path)
+    return path
+
+
+def _start(d: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cer_cli", "match", *args],
+        cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def _wait_for_part(proc: subprocess.Popen, d: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(n.endswith(".part") for n in os.listdir(d)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run never started writing"
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+@pytest.mark.parametrize(
+    "signum, code, line",
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "terminated"),
+     (signal.SIGINT, 130, "interrupted")],
+)
+def test_a_signal_mid_write_leaves_the_old_file(tmp_path: Path, signum, code, line) -> None:
+    log = _big_log(tmp_path)
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    out.chmod(0o600)
+    proc = _start(tmp_path, "-e", "A ; B", log.name, "-o", out.name)
+    try:
+        _wait_for_part(proc, tmp_path)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert err.splitlines()[-1] == line and "Traceback" not in err
+    assert out.read_text() == "previous\n" and stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert _names(tmp_path) == ["big.csv", "out.jsonl"]
+
+
+def test_a_killed_run_leaves_a_part_that_the_next_write_removes(tmp_path: Path, lookup) -> None:
+    log = _big_log(tmp_path)
+    proc = _start(tmp_path, "-e", "A ; B", log.name, "-o", "out.jsonl")
+    try:
+        _wait_for_part(proc, tmp_path)
+        proc.kill()  # as the out-of-memory killer would: no chance to clean up
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    part = f".out.jsonl.cer-{proc.pid}.part"
+    assert part in _names(tmp_path)
+    write_matches(MATCHES, lookup, "jsonl", tmp_path / "out.jsonl")
+    assert _names(tmp_path) == ["big.csv", "logs", "out.jsonl"]
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.1, 0.2, 0.3, 0.6])
+def test_an_early_ctrl_c_prints_one_line(tmp_path: Path, delay) -> None:
+    log = _big_log(tmp_path)
+    proc = _start(tmp_path, "-e", "A ; B", log.name, "-o", "out.jsonl")
+    try:
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    if proc.returncode == -signal.SIGINT:  # arrived before the interpreter had started
+        assert err == ""
+    else:
+        assert (proc.returncode, err) == (130, "interrupted\n")
+    assert out == "" and _names(tmp_path) == ["big.csv"]
