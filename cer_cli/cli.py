@@ -290,9 +290,7 @@ def explain_command(
         compiled, log = _compile(text, filename, logs, type_column, time_column)
         data = explanation(compiled, log)
         if spark:
-            from cer_cli.spark.plan import plan_for
-
-            data["plan"]["spark"] = plan_for(compiled).describe()
+            data["plan"]["spark"] = compiled.fanout.describe()
         render(data, fmt, Console(highlight=False, soft_wrap=True))
 
 
@@ -505,7 +503,6 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
     import itertools
     import time
 
-    from cer_cli.events import batch_of
     from cer_cli.io.write import EventLookup, write_matches
 
     console = _stderr()
@@ -522,14 +519,14 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
     show = (sys.stderr.isatty() and not to_terminal) if progress is None else progress
     lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
-    engine = compiled.engine()
+    executor = compiled.executor()
     stats = {"events": 0, "matches": 0}
 
     def matches():
         for frame in frames:
             for offset in range(0, frame.height, SLICE_ROWS):
                 part = frame.slice(offset, SLICE_ROWS)
-                for m in engine.run(part):
+                for m in executor.run(part):
                     stats["matches"] += 1
                     yield m
                 stats["events"] += part.height
@@ -537,11 +534,10 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
                     bar.update(task, completed=stats["events"], matches=stats["matches"])
 
     def batches():  # without --limit: whole MatchBatches, written column-wise
-        columnar = getattr(engine, "run_batches", None)
         for frame in frames:
             for offset in range(0, frame.height, SLICE_ROWS):
                 part = frame.slice(offset, SLICE_ROWS)
-                for b in columnar(part) if columnar else [batch_of(engine.run(part))]:
+                for b in executor.run_batches(part):
                     stats["matches"] += len(b)
                     yield b
                 stats["events"] += part.height
@@ -568,7 +564,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
         for frame in frames:
             for offset in range(0, frame.height, SLICE_ROWS):
                 part = frame.slice(offset, SLICE_ROWS)
-                n += engine.count(part)
+                n += executor.count(part)
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=n)
@@ -599,12 +595,12 @@ MEMORY_WARNING_EVENTS = 100_000
 def memory_warning(compiled, n_events: int, count: bool) -> str | None:
     """One line naming the clause that makes this run's memory grow, for large logs: the
     memory verdict of the mode being run (``--count`` or enumeration), or what this engine
-    keeps when that is more (cer_cli/compiler/memory.py)."""
+    keeps when that is more (cer_cli/plan/memory.py)."""
     if n_events < MEMORY_WARNING_EVENTS:
         return None
-    from cer_cli.compiler.memory import CONSTANT, WINDOW, for_compiled
+    from cer_cli.plan.memory import CONSTANT, WINDOW
 
-    v = for_compiled(compiled, "count" if count else "match")
+    v = compiled.memory("count" if count else "match")
     if v.effective in (CONSTANT, WINDOW):
         return None
     reason = v.engine_reason if v.engine else v.reason

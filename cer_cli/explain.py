@@ -17,21 +17,21 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from cer_cli.api import CompiledQuery
 from cer_cli.compiler.construct import describe
-from cer_cli.compiler.correlation import partition_plan, sites
+from cer_cli.compiler.correlation import sites
 from cer_cli.compiler.pcea import pcea_cost
 from cer_cli.compiler.predicates import describe_atom
 from cer_cli.io.read import EventLog
+from cer_cli.plan import HASH_JOIN, PARTITION, Plan
+from cer_cli.plan.memory import plan_entry
 from cer_cli.query.printer import to_text
 
 FORMATS = ("text", "json", "dot", "mermaid")
 
 
-def explanation(compiled: CompiledQuery, log: EventLog | None = None) -> dict[str, Any]:
+def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
     """The facts `cer explain` shows, as plain data."""
     q = compiled.query
-    engine = compiled.engine()
     out: dict[str, Any] = {
         "query": to_text(q),
         "rewrites": [
@@ -51,15 +51,15 @@ def explanation(compiled: CompiledQuery, log: EventLog | None = None) -> dict[st
             "within": None if q.within is None else to_text(q.within),
             "consume": q.consume,
             "limit": q.limit,
-            "engine": engine.describe(),
+            "engine": compiled.executor().describe(),
             "correlation": correlation_plan(compiled),
             "memory": memory_verdict(compiled),
         },
     }
     if log is not None:
-        engine = compiled.engine()
-        matches = sum(1 for frame in log.batches() for _ in engine.run(frame))
-        s = engine.stats
+        executor = compiled.executor()
+        matches = sum(executor.count(frame) for frame in log.batches())
+        s = executor.stats
         out["run"] = {
             "events": s.events,
             "matches": matches,
@@ -77,15 +77,15 @@ def explanation(compiled: CompiledQuery, log: EventLog | None = None) -> dict[st
 # --------------------------------------------------------------------------- cost and memory
 
 
-def correlation_plan(compiled: CompiledQuery) -> dict[str, Any] | None:
+def correlation_plan(compiled: Plan) -> dict[str, Any] | None:
     """Which method evaluates the predicates between events, and what it costs."""
     method = compiled.correlation_method
     if method is None:
         return None
     q = compiled.query
-    if method == "partition":
-        added = [g for g in compiled.rewritten.query.partition_by if g not in q.partition_by]
-        _, why = partition_plan(q)
+    if method == PARTITION:
+        added = [g for g in compiled.partition_by if g not in q.partition_by]
+        why = compiled.correlation_reason
         return {
             "method": "partition rewrite",
             "predicates": [to_text(c) for _, c in sites(q.formula)],
@@ -95,7 +95,7 @@ def correlation_plan(compiled: CompiledQuery) -> dict[str, Any] | None:
             "bounded": True,
         }
     bounded = q.within is not None
-    if method == "hash join":
+    if method == HASH_JOIN:
         pcea = compiled.rewritten.pcea
         return {
             "method": "hash join (PCEA)",
@@ -108,7 +108,7 @@ def correlation_plan(compiled: CompiledQuery) -> dict[str, Any] | None:
             "bounded": bounded,
         }
     post = compiled.post_filter
-    why_not = compiled.rewritten.pcea_reason
+    why_not = compiled.correlation_reason
     return {
         "method": "post-filtered relaxation",
         "predicates": post.describe(),
@@ -125,12 +125,10 @@ def correlation_plan(compiled: CompiledQuery) -> dict[str, Any] | None:
     }
 
 
-def memory_verdict(compiled: CompiledQuery) -> dict[str, Any]:
-    """What memory grows with, per the bounded-memory criteria (cer_cli/compiler/memory.py):
+def memory_verdict(compiled: Plan) -> dict[str, Any]:
+    """What memory grows with, per the bounded-memory criteria (cer_cli/plan/memory.py):
     the ``cer match`` verdict, and under ``modes`` the ``--count`` one (and a distinct
     projection's when SELECT names attributes), each with the conditions of Theorem 1 / 2."""
-    from cer_cli.compiler.memory import plan_entry
-
     return plan_entry(compiled)
 
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from cer_cli import cli as cli_module
 from cer_cli.api import compile_query
 from cer_cli.cli import cli
+from cer_cli.events import Schema
 from cer_cli.plan.memory import (
     CONSTANT,
     JOIN_KEYS,
@@ -30,7 +31,6 @@ from cer_cli.plan.memory import (
     theorem2,
     tier,
 )
-from cer_cli.events import Schema
 from cer_cli.query.parser import parse
 from tests import reference
 from tests.builders import ev, events_frame

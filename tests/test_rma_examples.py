@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 
 from cer_cli.api import compile_query
-from cer_cli.plan.memory import CONSTANT, JOIN_KEYS, LOG, WINDOW
 from cer_cli.explain import explanation
+from cer_cli.plan.memory import CONSTANT, JOIN_KEYS, LOG, WINDOW
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from tests import reference

@@ -33,8 +33,8 @@ pyspark = pytest.importorskip("pyspark")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs Java", allow_module_level=True)
 
-from cer_cli.spark import SparkError, plan_for, spark_match, spark_session, spark_write  # noqa: E402
-from cer_cli.spark.plan import PARTITION, RANGES, SINGLE  # noqa: E402
+from cer_cli.plan.fanout import PARTITION, RANGES, SINGLE  # noqa: E402
+from cer_cli.spark import SparkError, spark_match, spark_session, spark_write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.csv")) + glob.glob(str(ROOT / "samples" / "*.parquet")))
@@ -81,7 +81,7 @@ def _pairs():
     ],
 )
 def test_plan_kinds(text, kind):
-    plan = plan_for(compile_query("SELECT * WHERE " + text))
+    plan = compile_query("SELECT * WHERE " + text).fanout
     assert plan.kind == kind
     assert "why:" in plan.describe()
 
@@ -97,7 +97,7 @@ def test_samples_and_example_queries(spark, sample, query):
     except QueryError:
         pytest.skip("fails locally")
     assert list(spark_match(compiled, [sample])) == expected
-    if plan_for(compiled).kind == RANGES:
+    if compiled.fanout.kind == RANGES:
         assert list(spark_match(compiled, [sample], ranges=5)) == expected
 
 
@@ -154,7 +154,7 @@ def hundred(tmp_path_factory) -> str:
 )
 def test_range_split_keeps_straddling_matches(spark, hundred, window):
     compiled = compile_query(f"SELECT * WHERE A ; B+ ; C {window}", schema=read_events([hundred]).schema)
-    assert plan_for(compiled).kind == RANGES
+    assert compiled.fanout.kind == RANGES
     expected = local_matches(compiled, [hundred])
     got = list(spark_match(compiled, [hundred], ranges=5))
     assert got == expected

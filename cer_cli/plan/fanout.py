@@ -1,8 +1,8 @@
-"""How a compiled query fans out over a Spark cluster, and why that is exact.
+"""The Spark fan-out: how a planned query is cut into tasks, and why that is exact.
 
 Local mode runs one engine over the whole time-ordered stream. On Spark the stream is cut
 into pieces, one engine runs per piece, and the pieces' matches are merged by end position.
-Three plans, chosen from the query alone (``plan_for``):
+Three fan-outs, chosen from the query alone (``fanout``):
 
 ``partition`` — the query has ``PARTITION BY`` and no ``CONSUME BY ANY``. The engine
 evaluates every key's sub-stream independently (its own table, its own EVENTS positions,
@@ -39,7 +39,7 @@ SINGLE = "single"
 
 
 @dataclass(frozen=True)
-class SparkPlan:
+class Fanout:
     """The chosen fan-out: ``kind`` (``partition``, ``ranges`` or ``single``), the key
     groups (``partition``), the window (``ranges``) and ``reason`` for the choice."""
 
@@ -80,38 +80,36 @@ def _context(window: ast.Window | None) -> str:
     return "none"
 
 
-def plan_for(compiled) -> SparkPlan:
-    """The plan for a ``CompiledQuery`` (see the module docstring)."""
-    q: ast.Query = compiled.query
-    # The engine partitions by the rewritten query's groups: PARTITION BY may have grown a
-    # group from equalities between events; fanning out by it is exact for the same reason.
-    groups = compiled.rewritten.query.partition_by
+def fanout(q: ast.Query, groups: tuple[tuple[str, ...], ...]) -> Fanout:
+    """The fan-out of query ``q`` whose executor partitions by ``groups`` (PARTITION BY may
+    have grown a group from equalities between events; fanning out by it is exact for the
+    same reason)."""
     if groups:
         if q.consume == "ANY":
-            return SparkPlan(
+            return Fanout(
                 SINGLE,
                 "CONSUME BY ANY forgets the partial matches of every partition after a match, "
                 "so partitions depend on each other and need the global order",
             )
-        return SparkPlan(
+        return Fanout(
             PARTITION,
             "the engine evaluates every PARTITION BY key independently"
             + (" (CONSUME BY PARTITION stays within a key)" if q.consume == "PARTITION" else ""),
             partition_by=groups,
         )
     if q.within is None:
-        return SparkPlan(
+        return Fanout(
             SINGLE,
             "no PARTITION BY and no WITHIN: a match may span the whole log, "
             "so the stream cannot be cut",
         )
     if q.consume != "NONE":
-        return SparkPlan(
+        return Fanout(
             SINGLE,
             f"CONSUME BY {q.consume} without PARTITION BY: a match forgets every partial match, "
             "so what ends in a range depends on matches before it",
         )
-    return SparkPlan(
+    return Fanout(
         RANGES,
         "WITHIN bounds every match, and CONSUME BY NONE keeps ranges independent",
         window=q.within,

@@ -39,17 +39,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cer_cli.compiler.correlation import conjuncts, is_correlation
-from cer_cli.compiler.predicates import pred_vars
+from cer_cli.compiler.correlation import is_correlation, sites
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
+from cer_cli.query.scope import attr_refs, conjuncts, pred_vars, subformulas
 
 CONSTANT = "constant"
 WINDOW = "bounded by the window"
 JOIN_KEYS = "grows with the number of distinct join keys"
 PARTITION_KEYS = "grows with the number of distinct partition keys"
 LOG = "grows with the log length"
-VERDICTS = (CONSTANT, WINDOW, JOIN_KEYS, PARTITION_KEYS, LOG)
 RANK = {CONSTANT: 0, WINDOW: 1, JOIN_KEYS: 2, PARTITION_KEYS: 2, LOG: 3}
 MODES = ("match", "count", "distinct")
 
@@ -149,10 +148,6 @@ class Pos:
 
 
 Elem = Attr | Const
-
-
-def _show(e) -> str:
-    return repr(e.value) if isinstance(e, Const) else e.text
 
 
 class Closure:
@@ -669,7 +664,7 @@ def _resolve(p: _Partial) -> list[_Member]:
                     continue
                 choices.append(_cases(pred.op, a, b, text(pred)))
             else:
-                refs = sorted({(r.var, r.attr) for r in _refs(pred)})
+                refs = sorted({(r.var, r.attr) for r in attr_refs(pred)})
                 elems = tuple(attr(env[v], n, v) for v, n in refs)
                 choices.append([(Join("?", elems, text(pred)), None)])
     out = []
@@ -704,19 +699,6 @@ def _cases(op: str, a: Attr, b: Attr, shown: str) -> list[tuple[Join, tuple[Elem
     if op == ">=":
         return [less(b, a), equal(" (its '=' case)")]
     return [less(a, b, " (its '<' case)"), less(b, a, " (its '>' case)")]  # !=
-
-
-def _refs(p) -> list[ast.AttrRef]:
-    if isinstance(p, ast.AttrRef):
-        return [p]
-    if p is None or isinstance(p, (str, int, float, bool, ast.Literal)):
-        return []
-    out = []
-    for name, value in vars(p).items():
-        if name != "span":
-            for item in value if isinstance(value, tuple) else (value,):
-                out += _refs(item)
-    return out
 
 
 def _unary_facts(p: ast.Predicate, attr) -> tuple[list[tuple[Elem, str, Elem]], dict[Attr, set]]:
@@ -1055,8 +1037,6 @@ def _groups(groups) -> str:
 
 def _pattern_culprit(f: ast.Formula) -> str | None:
     """A '+' or ';' that lets the engine's partial matches wait for ever, as text."""
-    from cer_cli.query.checks import subformulas
-
     plus = [text(n) for n in subformulas(f) if isinstance(n, ast.Plus)]
     if plus:
         return f"the iteration '{min(plus, key=len)}'"
@@ -1164,22 +1144,14 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
 
 
 def _equalities(f: ast.Formula) -> list[ast.Predicate]:
-    from cer_cli.compiler.correlation import sites
-
     return [c for _, c in sites(f)]
 
 
-def for_compiled(compiled, mode: str = "match") -> MemoryVerdict:
-    """``memory_verdict`` for a CompiledQuery (its schema, when it was checked against one)."""
-    return memory_verdict(compiled.query, compiled.rewritten, compiled.correlation_method, mode,
-                          getattr(compiled, "schema", None))
-
-
-def plan_entry(compiled) -> dict[str, Any]:
+def plan_entry(plan) -> dict[str, Any]:
     """``plan.memory`` of ``cer explain``: the ``cer match`` verdict, and under ``modes`` the
     ``--count`` one (and a distinct projection's when SELECT names attributes)."""
-    out = for_compiled(compiled, "match").as_dict()
-    out["modes"] = {"count": for_compiled(compiled, "count").as_dict()}
-    if any(i.attrs for i in compiled.query.select or ()):
-        out["modes"]["distinct"] = for_compiled(compiled, "distinct").as_dict()
+    out = plan.memory("match").as_dict()
+    out["modes"] = {"count": plan.memory("count").as_dict()}
+    if any(i.attrs for i in plan.query.select or ()):
+        out["modes"]["distinct"] = plan.memory("distinct").as_dict()
     return out

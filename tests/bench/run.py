@@ -175,7 +175,7 @@ def write_report(results: list[Result], args, notes: list[str], plot_msg: str) -
         f"{args.seed}.",
         "",
         "- **cer e2e**: `cer match QUERY NAME=LOG --count` as a subprocess, process start to exit.",
-        "- **cer engine**: `run_query` over an event frame already in memory (read time excluded).",
+        "- **cer engine**: `plan(query).run` over an event frame already in memory (read time excluded).",
         "- **CORE**: the C++ CORE through `pycer` 0.1.6 (Python 3.13), events preloaded as "
         "`PyEvent`s; `send_events` time (evaluation and enumeration). Same query with "
         "`WITHIN n+1 [attr]` (CORE is strict) and an explicit window where cer has none.",

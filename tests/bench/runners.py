@@ -5,7 +5,7 @@ that peak RSS belongs to that run alone)::
     python -m tests.bench.runners polars  WORKLOAD LOG
 
 ``engine`` times `cer`'s engine alone: the log is read into an event frame first (timed
-separately), then every match of ``run_query`` is counted. ``polars`` is the "limit"
+separately), then every match of ``plan(query).run`` is counted. ``polars`` is the "limit"
 baseline: read the columns the query reads and evaluate its atomic predicates (type tests and
 unary filters) with polars, with no pattern matching. Each prints one JSON object; a run that
 cannot be done prints ``{"error": "..."}`` and exits 0 so the harness can report the reason.
@@ -37,8 +37,8 @@ def _workload(name: str):
 def engine(name: str, log: str, query_text: str | None) -> dict:
     w = _workload(name)
     try:
-        from cer_cli.engine.run import build_engine
         from cer_cli.io.read import read_events
+        from cer_cli.plan import plan
         from cer_cli.query.parser import parse
     except Exception as e:  # the engine is not there (yet)
         return {"error": f"import failed: {type(e).__name__}: {e}"}
@@ -55,11 +55,11 @@ def engine(name: str, log: str, query_text: str | None) -> dict:
         frame = read_events([f"{w.stream}={log}"]).frame()
         # warm up: load the compiled kernel (numba's cache) outside the timed part, as
         # CORE's figure leaves out building its server and query
-        for _ in build_engine(query).run(frame.head(1000)):
+        for _ in plan(query).executor().run(frame.head(1000)):
             pass
         t2 = time.perf_counter()
         matches = 0
-        engine = build_engine(query)
+        engine = plan(query).executor()
         columnar = getattr(engine, "run_batches", None)
         if columnar is not None:  # the output as MatchBatch columns, as the writers use it
             for batch in columnar(frame):

@@ -1,0 +1,217 @@
+"""Planning: decide once, before any event is read, how a query runs.
+
+The layer that knows every method and engine (the ``meta`` layer of Rust's regex-automata):
+``plan(query, schema) -> Plan`` takes a checked query and decides, in this order,
+
+1. **correlation** — how predicates between events are evaluated: the partition rewrite
+   (equalities that tie every event become PARTITION BY), else the PCEA hash join (equalities
+   in its fragment), else the post-filtered relaxation (``compiler/correlation.py``);
+2. **rewriting** — the pure formula passes of ``compiler/rewrite`` (safe form, LP-normal form);
+3. **compilation** — the alphabet of atoms and the CEA, marking SELECT's variables and those
+   the post-filter reads;
+4. **execution** — which executor runs it (``engine.Engine`` over the CEA, or
+   ``engine.HashJoinEngine`` over the PCEA), with which window, partitions and strategy;
+5. **fan-out** under ``--spark`` (``plan/fanout.py``) and the **memory verdict**
+   (``plan/memory.py``, from the bounded-memory criteria).
+
+The ``Plan`` is immutable; ``api``, ``cli``, ``explain`` and ``spark`` read it and none of them
+decides any of this again. Engines know nothing of each other or of this layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import polars as pl
+
+from cer_cli.compiler.cea import CEA
+from cer_cli.compiler.construct import compile_formula
+from cer_cli.compiler.correlation import equality_to_partition, partition_plan, relax_correlation
+from cer_cli.compiler.pcea import plan_pcea
+from cer_cli.compiler.predicates import Alphabet
+from cer_cli.compiler.rewrite import PassResult, rewrite
+from cer_cli.engine.pcea import HashJoinEngine
+from cer_cli.engine.post_filter import PostFilter
+from cer_cli.engine.run import Engine
+from cer_cli.events import Match, Schema
+from cer_cli.plan.fanout import Fanout, fanout
+from cer_cli.plan.memory import memory_verdict
+from cer_cli.query import ast
+from cer_cli.query.checks import CheckReport
+
+__all__ = ["Plan", "RewriteResult", "PassResult", "plan", "PARTITION", "HASH_JOIN", "POST_FILTER"]
+
+#: How predicates between events are evaluated (``Plan.correlation_method``).
+PARTITION, HASH_JOIN, POST_FILTER = "partition", "hash join", "post-filter"
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """The query after every pass. ``formula`` is None (``unsatisfiable``) when no stream can
+    produce a match; ``query`` then keeps the original formula. ``passes`` lists every pass in
+    order (the correlation steps first), with what each changed."""
+
+    query: ast.Query
+    formula: ast.Formula | None
+    passes: tuple[PassResult, ...]
+    warnings: tuple[str, ...]
+    #: Conjuncts with predicates between events that the automaton does not test
+    #: (``compiler.correlation.Site``): joined by ``pcea``, else post-filtered.
+    post_filters: tuple = ()
+    #: The PCEA that evaluates ``post_filters`` as hash joins, and why it does (or why not).
+    pcea: object | None = None
+    pcea_reason: str | None = None
+
+    @property
+    def unsatisfiable(self) -> bool:
+        return self.formula is None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything decided about one query: read it, never re-derive it.
+
+    ``query`` is the query as written (checked against ``schema``); ``rewritten`` the query
+    the executor runs. ``executor()`` builds a fresh executor (its own state) for one pass
+    over a stream; ``run`` is the shortcut for a frame or a sequence of consecutive frames.
+    """
+
+    text: str
+    query: ast.Query
+    report: CheckReport
+    rewritten: RewriteResult
+    alphabet: Alphabet
+    cea: CEA
+    #: The log schema the query was checked against (None without a log).
+    schema: Schema | None = None
+    #: How predicates between events run (``PARTITION``, ``HASH_JOIN``, ``POST_FILTER``) or None.
+    correlation_method: str | None = None
+    #: Why that method (for the partition rewrite and the hash join) or why not the hash join
+    #: (for the post-filter).
+    correlation_reason: str | None = None
+    #: The candidates' test when ``correlation_method == POST_FILTER``.
+    post_filter: PostFilter | None = None
+    #: ``"hash join"`` (the PCEA) or ``"cea"`` (Algorithm 1 over the CEA).
+    executor_kind: str = "cea"
+    #: How ``cer match --spark`` spreads the query over tasks.
+    fanout: Fanout = field(default=None)  # type: ignore[assignment]
+
+    # ------------------------------------------------------------------ derived facts
+
+    @property
+    def partition_by(self) -> tuple[tuple[str, ...], ...]:
+        """The groups the executor partitions by (the equality rewrite may have added one)."""
+        return self.rewritten.query.partition_by
+
+    @property
+    def window(self) -> ast.Window | None:
+        return self.query.within
+
+    @property
+    def projection(self) -> frozenset[str] | None:
+        """The variables the automaton marks: SELECT's, plus those the post-filter reads."""
+        return cea_projection(self.query, self.post_filter)
+
+    def memory(self, mode: str = "match"):
+        """The memory verdict (``plan.memory.MemoryVerdict``) for an output mode: ``match``,
+        ``count`` or ``distinct``."""
+        return self._verdicts[mode]
+
+    @cached_property
+    def _verdicts(self) -> dict:
+        return {m: memory_verdict(self.query, self.rewritten, self.correlation_method, m, self.schema)
+                for m in ("match", "count", "distinct")}
+
+    # ------------------------------------------------------------------ running
+
+    def executor(self, **options) -> Engine | HashJoinEngine:
+        """A fresh executor. ``options`` tune the CEA executor (cache size, compaction)."""
+        q = self.query
+        if self.executor_kind == HASH_JOIN:
+            return HashJoinEngine(self.rewritten.pcea, window=q.within, partition_by=self.partition_by,
+                                  limit=q.limit, streams=q.streams, strategy=q.strategy)
+        return Engine(
+            self.cea, self.alphabet, window=q.within, partition_by=self.partition_by,
+            strategy=q.strategy, consume=q.consume, limit=q.limit, streams=q.streams,
+            post_filter=self.post_filter, report_groups=len(q.partition_by), **options,
+        )
+
+    #: The documented API's name for ``executor``.
+    engine = executor
+
+    def run(self, frames: pl.DataFrame | Iterable[pl.DataFrame]) -> Iterator[Match]:
+        """Matches over one event frame or consecutive frames, in order of their last event."""
+        ex = self.executor()
+        for frame in (frames,) if isinstance(frames, pl.DataFrame) else frames:
+            yield from ex.run(frame)
+
+
+def cea_projection(query: ast.Query, post: PostFilter | None) -> frozenset[str] | None:
+    if query.select is None:
+        return None
+    projection = frozenset(item.var for item in query.select)
+    return projection if post is None else projection | post.variables
+
+
+def _groups(groups) -> str:
+    return ", ".join("[" + ", ".join(g) + "]" for g in groups)
+
+
+def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | None = None,
+         text: str | None = None) -> Plan:
+    """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
+    between events that no valuation can decide."""
+    passes: list[PassResult] = []
+    # 1. correlation: the partition rewrite, else the relaxation (post-filters or hash join)
+    partitioned = equality_to_partition(query)
+    grew = partitioned.partition_by != query.partition_by
+    passes.append(PassResult("equality_to_partition", grew, partitioned.formula,
+                             "PARTITION BY " + _groups(partitioned.partition_by) if grew else None))
+    relaxed, sites = relax_correlation(partitioned)
+    note = f"{len(sites)} predicate(s) between events tested on each candidate" if sites else None
+    passes.append(PassResult("relax_correlation", bool(sites), relaxed.formula, note))
+    # 2. the formula passes
+    formula, formula_passes, warnings = rewrite(relaxed.formula, reference=query.formula)
+    passes += formula_passes
+    rewritten_query = replace(relaxed, formula=query.formula if formula is None else formula)
+    pcea = reason = None
+    if sites:
+        pcea, reason = plan_pcea(rewritten_query, formula, sites)
+        if pcea is not None:
+            n = len(sites)
+            passes[1] = replace(passes[1], note=f"{n} equalit{'y' if n == 1 else 'ies'} between"
+                                " events joined by the hash join (PCEA), not by the automaton")
+    rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
+                              tuple(sites), pcea, reason)
+    if pcea is not None:
+        method = HASH_JOIN
+    elif sites:
+        method = POST_FILTER
+    elif grew:
+        method = PARTITION
+    else:
+        method = None
+    why = partition_plan(query)[1] if method == PARTITION else reason
+    post = None
+    if method == POST_FILTER:
+        select = None if query.select is None else frozenset(i.var for i in query.select)
+        post = PostFilter(tuple(sites), select)
+    # 3. compilation
+    alphabet = Alphabet.from_formula(formula)
+    cea = compile_formula(formula, alphabet, cea_projection(query, post))
+    return Plan(
+        text=text if text is not None else "",
+        query=query,
+        report=report if report is not None else CheckReport((), (), {}, {}),
+        rewritten=rewritten,
+        alphabet=alphabet,
+        cea=cea,
+        schema=schema,
+        correlation_method=method,
+        correlation_reason=why,
+        post_filter=post,
+        executor_kind=HASH_JOIN if pcea is not None else "cea",
+        fanout=fanout(query, rewritten_query.partition_by),
+    )
