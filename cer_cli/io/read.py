@@ -12,7 +12,6 @@ and stably sorted (memory O(n)). Every input mistake raises ``LogError``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
@@ -21,39 +20,14 @@ from pathlib import Path
 import polars as pl
 
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
+from cer_cli.io import contract
+from cer_cli.io.contract import LogError
 
-#: File extension -> format name.
-EXTENSIONS = {
-    ".csv": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".ndjson": "ndjson",
-    ".jsonl": "ndjson",
-    ".json": "json",
-}
-FORMATS = ("csv", "parquet", "ndjson", "json")
-#: Column names taken as the time column when no datetime column settles it.
-TIME_NAMES = ("ts", "time", "timestamp")
-DEFAULT_TYPE_COLUMN = "type"
+__all__ = ["EventLog", "LogError", "LogSpec", "parse_log_spec", "read_events", "read_schema"]
+
 _ARG = "__cer_arg"  # argument index of the log, used to break time ties; dropped before output
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass
-class LogError(Exception):
-    """A problem with an event log the user gave (missing file, bad column, bad value)."""
-
-    message: str
-    hints: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
-
-    def render(self) -> str:
-        return "\n".join([f"error: {self.message}", *(f"  hint: {h}" for h in self.hints)])
-
-    def __str__(self) -> str:
-        return self.render()
+#: polars dtype of TIME per ``contract.time_storage``.
+_TIME_DTYPES = {"int64": pl.Int64, "float64": pl.Float64}
 
 
 @dataclass(frozen=True)
@@ -66,16 +40,10 @@ class LogSpec:
 
 
 def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
-    """Resolve ``path`` or ``NAME=path``; ``fmt`` overrides the format given by the extension.
-
-    ``NAME=`` is only recognised when NAME is an identifier, so paths containing ``=`` still
-    work as plain paths.
-    """
-    name, sep, rest = spec.partition("=")
-    if sep and _NAME.fullmatch(name) and rest:
-        path = Path(rest)
-    else:
-        name, path = "", Path(spec)
+    """Resolve ``path`` or ``NAME=path`` (``contract.split_log_arg``); ``fmt`` overrides the
+    format given by the extension. The file must exist and be readable."""
+    name, text = contract.split_log_arg(spec)
+    path = Path(text)
     if not path.exists():
         raise LogError(f"log file not found: {path}", [f"current directory: {Path.cwd()}"])
     if not path.is_file():
@@ -85,19 +53,8 @@ def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
             pass
     except OSError as e:
         raise LogError(f"cannot read {path}: {e.strerror}") from None
-    if fmt is None:
-        fmt = EXTENSIONS.get(path.suffix.lower())
-        if fmt is None:
-            raise LogError(
-                f"unsupported log format {path.suffix or '(no extension)'!r} for {path}",
-                [
-                    "supported extensions: " + ", ".join(EXTENSIONS),
-                    "or give the format explicitly (" + ", ".join(FORMATS) + ")",
-                ],
-            )
-    elif fmt not in FORMATS:
-        raise LogError(f"unsupported log format {fmt!r}", ["supported: " + ", ".join(FORMATS)])
-    return LogSpec(name or path.stem, path, fmt)
+    fmt = contract.log_format(str(path), fmt)
+    return LogSpec(contract.stream_name(name, str(path)), path, fmt)
 
 
 # --------------------------------------------------------------------------- scanning
@@ -121,33 +78,12 @@ def _scan(spec: LogSpec) -> pl.LazyFrame:
         lf.collect_schema()
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError, ValueError) as e:
         raise LogError(f"cannot read {spec.path} as {spec.format}: {_first_line(e)}") from None
-    clash = [c for c in lf.collect_schema() if c.startswith("__cer_")]
-    if clash:
-        raise LogError(f"{spec.path}: column names starting with '__cer_' are reserved: {clash}")
+    contract.check_columns(str(spec.path), lf.collect_schema())
     return lf
 
 
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
-def _attr_type(dtype: pl.DataType) -> str | None:
-    """Schema type of a polars dtype; ``None`` for types predicates cannot use (lists, ...)."""
-    if dtype.is_integer():
-        return "int"
-    if dtype.is_float() or isinstance(dtype, pl.Decimal):
-        return "float"
-    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
-        return "str"
-    if dtype == pl.Boolean:
-        return "bool"
-    if isinstance(dtype, pl.Datetime) or dtype == pl.Date:
-        return "datetime"
-    return None
-
-
-def _columns_text(columns) -> str:
-    return ", ".join(columns) if columns else "(none)"
 
 
 @dataclass(frozen=True)
@@ -164,6 +100,12 @@ class _Log:
     def columns(self) -> dict[str, pl.DataType]:
         return dict(self.lf.collect_schema())
 
+    @property
+    def log_columns(self) -> contract.LogColumns:
+        """The log as the contract sees it: column kinds and type column."""
+        kinds = {c: contract.kind_of(d) for c, d in self.columns.items()}
+        return contract.LogColumns(str(self.spec.path), self.spec.name, kinds, self.type_column)
+
 
 def _open(specs: list[str], type_column: str | None, time_column: str | None, fmt=None):
     if not specs:
@@ -172,78 +114,38 @@ def _open(specs: list[str], type_column: str | None, time_column: str | None, fm
     scans = [_scan(s) for s in resolved]
     logs = []
     for i, (spec, lf) in enumerate(zip(resolved, scans, strict=True)):
-        cols = lf.collect_schema()
-        if type_column is not None and type_column not in cols:
-            raise LogError(
-                f"{spec.path}: no type column {type_column!r}",
-                [f"columns: {_columns_text(cols)}"],
-            )
-        tcol = type_column or (DEFAULT_TYPE_COLUMN if DEFAULT_TYPE_COLUMN in cols else None)
+        tcol = contract.type_column(str(spec.path), lf.collect_schema(), type_column)
         logs.append(_Log(spec, i, lf, tcol, None))
-    tc = _time_column(logs, time_column)
+    tc = contract.time_column([g.log_columns for g in logs], time_column)
     return [_Log(g.spec, g.index, g.lf, g.type_column, tc) for g in logs]
 
 
-def _time_column(logs: list[_Log], given: str | None) -> str | None:
-    """The time column: ``given`` (must be in every log) or detected, else ``None``.
-
-    Detection: the only datetime column of the logs, else a column named ts/time/timestamp
-    (first found, case-insensitive). A detected column must exist in every log.
-    """
-    if given is not None:
-        for g in logs:
-            if given not in g.columns:
-                raise LogError(
-                    f"{g.spec.path}: no time column {given!r}",
-                    [f"columns: {_columns_text(g.columns)}"],
-                )
-        return given
-    union: dict[str, pl.DataType] = {}
-    for g in logs:
-        for c, d in g.columns.items():
-            if c != g.type_column:
-                union.setdefault(c, d)
-    dated = [c for c, d in union.items() if _attr_type(d) == "datetime"]
-    lowered = {c.lower(): c for c in union}
-    named = [lowered[n] for n in TIME_NAMES if n in lowered]
-    named = [c for c in named if _attr_type(union[c]) in ("int", "float", "str", "datetime")]
-    if len(dated) == 1:
-        chosen = dated[0]
-    elif named:
-        chosen = named[0]
-    else:
-        return None
-    for g in logs:
-        if chosen not in g.columns:
-            raise LogError(
-                f"time column {chosen!r} (detected) is missing from {g.spec.path}",
-                ["pass --time-column to choose the time column of every log"],
-            )
-    return chosen
-
-
 def _time_expr(dtype: pl.DataType, column: str) -> pl.Expr:
-    """The TIME value: ns since epoch for dates/datetimes (parsed from strings), else raw.
+    """The TIME value as ``contract.time_kind`` says: numbers as they are, datetimes (and
+    strings parsed as ISO 8601) as int64 ns since the epoch.
 
     Unparsable values become null; callers compare with the raw nulls to find them.
     """
     col = pl.col(column)
-    kind = _attr_type(dtype)
+    kind = contract.kind_of(dtype)
     if kind == "datetime":
         if dtype == pl.Date:
-            col = col.cast(pl.Datetime("ns"))
-        return col.dt.epoch("ns").cast(pl.Int64)
+            col = col.cast(pl.Datetime(contract.TIME_UNIT))
+        return col.dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     if kind == "int":
         return col.cast(pl.Int64)
     if kind == "float":
         return col.cast(pl.Float64)
     if kind == "str":
-        return _parse_datetime(col).dt.epoch("ns").cast(pl.Int64)
+        return _parse_datetime(col).dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     return pl.lit(None, dtype=pl.Int64)
 
 
 def _parse_datetime(col: pl.Expr) -> pl.Expr:
-    return col.str.to_datetime(strict=False, time_unit="ns")
+    """ISO 8601 strings as naive UTC datetimes: an offset or Z is honoured (a lazy parse
+    without a zone fails on them), a value without one is taken as UTC."""
+    parsed = col.str.to_datetime(strict=False, time_unit=contract.TIME_UNIT, time_zone="UTC")
+    return parsed.dt.replace_time_zone(None)
 
 
 def _where(spec: LogSpec, row: int) -> str:
@@ -277,12 +179,13 @@ def read_schema(
 
 
 def _schema(logs: list[_Log]) -> Schema:
-    event_types: dict[str, dict[str, str]] = {}
-    streams: dict[str, list[str]] = {}
-    unified = _unified_dtypes(logs)  # one type per column across logs; string times parsed
-    for g in logs:
-        cols = {c: _attr_type(unified[c]) for c in g.columns if c != g.type_column}
-        usable = [c for c, t in cols.items() if t is not None]
+    _unified_dtypes(logs)  # columns polars cannot concatenate are an error here already
+    seen_logs = [g.log_columns for g in logs]
+    tc = logs[0].time_column
+    kinds = contract.column_kinds(seen_logs, tc)
+    present_per_log = []
+    for g, seen_log in zip(logs, seen_logs, strict=True):
+        usable = contract.attribute_columns(seen_log, kinds)
         present = pl.col(usable).is_not_null().any()
         try:
             if g.type_column is None:
@@ -296,19 +199,8 @@ def _schema(logs: list[_Log]) -> Schema:
                 seen = {r.pop(TYPE): r for r in grouped.iter_rows(named=True)}
         except pl.exceptions.PolarsError as e:
             raise LogError(f"cannot read {g.spec.path}: {_first_line(e)}") from None
-        stream_types = streams.setdefault(g.spec.name, [])
-        for etype in sorted(t for t in seen if t is not None):
-            attrs = event_types.setdefault(etype, {})
-            for c in usable:
-                if seen[etype].get(c):
-                    attrs.setdefault(c, cols[c])  # type: ignore[arg-type]
-            if etype not in stream_types:
-                stream_types.append(etype)
-    return Schema(
-        event_types=event_types,
-        streams={s: tuple(ts) for s, ts in streams.items()},
-        time_column=logs[0].time_column,
-    )
+        present_per_log.append(seen)
+    return contract.build_schema(seen_logs, present_per_log, kinds, tc)
 
 
 # --------------------------------------------------------------------------- events
@@ -380,22 +272,16 @@ def read_events(
         raise LogError(f"batch size must be positive, got {batch_size}")
     logs = _open(specs, type_column, time_column, fmt)
     schema = _schema(logs)
-    kinds: dict[str, Path] = {}
+    kinds: list[tuple[str, str]] = []
     total, ordered = 0, True
     for g in logs:
         n, in_order, kind = _check_time(g)
         total += n
         ordered = ordered and in_order
         if kind is not None:
-            kinds.setdefault(kind, g.spec.path)
-    if len(kinds) > 1:
-        (k1, p1), (k2, p2) = list(kinds.items())[:2]
-        raise LogError(
-            f"time column {schema.time_column!r} holds {k1} values in {p1} but {k2} in {p2}",
-            [
-                "the time column must hold the same kind of value (datetime, int, float) in every log"
-            ],
-        )
+            kinds.append((str(g.spec.path), kind))
+    if schema.time_column is not None:
+        contract.common_time_kind(schema.time_column, kinds)
     dtypes = _unified_dtypes(logs)
     columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.type_column))
     return EventLog(schema, columns, total, ordered, tuple(logs), dtypes, batch_size)
@@ -408,21 +294,19 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
         schema = dict(g.columns)
         tc = g.time_column
         if tc is not None and schema[tc] == pl.String:
-            schema[tc] = pl.Datetime("ns")
+            schema[tc] = pl.Datetime(contract.TIME_UNIT)
         empties.append(pl.DataFrame(schema=schema))
     try:
         merged = pl.concat(empties, how="diagonal_relaxed").schema
     except pl.exceptions.PolarsError as e:
         raise LogError(f"the logs have incompatible columns: {_first_line(e)}") from None
-    time_kind = pl.Int64
-    for g in logs:
-        if g.time_column is not None and _attr_type(g.columns[g.time_column]) == "float":
-            time_kind = pl.Float64
+    time_kinds = {contract.kind_of(g.columns[g.time_column]) for g in logs if g.time_column}
+    time_dtype = _TIME_DTYPES[contract.time_storage("float" if "float" in time_kinds else "int")]
     return {
         **merged,
         TYPE: pl.String,
         STREAM: pl.String,
-        TIME: time_kind,
+        TIME: time_dtype,
         ROW: pl.Int64,
         _ARG: pl.Int64,
     }
@@ -438,9 +322,7 @@ def _check_time(g: _Log) -> tuple[int, bool, str | None]:
         if tc is None:
             return g.lf.select(pl.len()).collect().item(), True, None
         dtype = g.columns[tc]
-        kind = _attr_type(dtype)
-        if kind not in ("int", "float", "str", "datetime"):
-            raise LogError(f"{g.spec.path}: time column {tc!r} has unusable type {dtype}")
+        kind = contract.time_kind(str(g.spec.path), tc, contract.kind_of(dtype), str(dtype))
         t = _time_expr(dtype, tc)
         stats = (
             g.lf.with_row_index(ROW)
@@ -462,7 +344,7 @@ def _check_time(g: _Log) -> tuple[int, bool, str | None]:
             f"{_where(g.spec, bad)}: {what} in column {tc!r}",
             ["time values must be all datetimes (ISO 8601) or all numbers"],
         )
-    return stats["n"], not stats["unsorted"], "datetime" if kind == "str" else kind
+    return stats["n"], not stats["unsorted"], kind
 
 
 def _event_frame(

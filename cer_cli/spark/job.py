@@ -2,11 +2,12 @@
 
 1. **Read.** Spark reads every LOG (a file or a directory, any path or URI it can read:
    CSV with a header, Parquet, NDJSON or a JSON array) and builds the event frame of local
-   mode (``cer_cli.events``): TYPE from the type column (``--type-column``, else ``type``
-   when present, else the stream name), STREAM from ``NAME=`` or the path's stem, TIME in
-   nanoseconds for datetimes (raw for numbers) from the given or detected time column,
-   ROW the 0-based row in the log (for a directory: across its files in path order),
-   integers widened to 64 bits and floats to doubles as polars reads them.
+   mode (``cer_cli.events``). Every fact about a log — format, stream name, type and time
+   column, column kinds, how time becomes TIME, the schema — is decided by the log
+   contract (``cer_cli.io.contract``) that the local reader uses too; Spark types enter it
+   through their Arrow types (``_kind``). ROW is the 0-based row in the log (for a
+   directory: across its files in path order); integers are widened to 64 bits and floats
+   to doubles as polars reads them.
 2. **Number.** The union is sorted by (TIME, argument order, ROW), the order of the local
    reader, and POS is the rank in that order: a distributed sort, then per-partition counts
    turned into offsets (``_index``), so no single task sees the whole log.
@@ -33,12 +34,15 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
+from cer_cli.io import contract
+from cer_cli.io.contract import LogError
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.spark.plan import PARTITION, RANGES, plan_for
@@ -48,11 +52,7 @@ if TYPE_CHECKING:
 
     from cer_cli.api import CompiledQuery
 
-EXTENSIONS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".ndjson": "ndjson",
-              ".jsonl": "ndjson", ".json": "json"}
-FORMATS = ("csv", "parquet", "ndjson", "json")
 WRITE_FORMATS = ("parquet", "csv", "json")
-TIME_NAMES = ("ts", "time", "timestamp")
 DEFAULT_MASTER = "local[*]"
 #: Session settings that make Spark read values as the local reader does.
 SESSION_DEFAULTS = {
@@ -68,7 +68,8 @@ _QPOS = "__cer_qpos"  # position in the stream the query sees (after FROM)
 _GROUP = "__cer_group"  # engine instance within a Spark partition (the range of `ranges`)
 _OWN = "__cer_own"  # the event belongs to its task's own range (not its context)
 _KEY = "__cer_key"
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Spark SQL type of TIME per ``contract.time_storage``.
+_TIME_TYPES = {"int64": "long", "float64": "double"}
 _LONG_COLUMNS = ("match", "start", "end", "position", "stream", "row", "type", "vars")
 MATCH_SCHEMA = (
     "end long, seq long, start long, "
@@ -222,6 +223,22 @@ def _spark_error(e: BaseException, master: str | None = None, what: str = "") ->
 # --------------------------------------------------------------------------- reading
 
 
+@contextmanager
+def _input():
+    """The contract's ``LogError`` as Spark's input error (exit code 2), message kept."""
+    try:
+        yield
+    except LogError as e:
+        raise SparkError(e.message, e.hints, input_error=True) from None
+
+
+def _col(name: str):
+    """Column ``name`` taken literally (a dot or space in a log's column name is no path)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 @dataclass(frozen=True)
 class _Source:
     name: str
@@ -230,30 +247,15 @@ class _Source:
 
 
 def _source(spec: str, fmt: str | None) -> _Source:
-    """``path`` or ``NAME=path`` (as the local reader); the format from the extension."""
-    name, sep, rest = spec.partition("=")
-    path = rest if sep and _NAME.fullmatch(name) and rest else spec
-    if not (sep and _NAME.fullmatch(name) and rest):
-        name = ""
-    base = path.rstrip("/").rsplit("/", 1)[-1]
-    stem, ext = os.path.splitext(base)
-    if fmt is None:
-        fmt = EXTENSIONS.get(ext.lower())
-        if fmt is None and os.path.isdir(path):
-            found = {EXTENSIONS.get(p.suffix.lower()) for p in Path(path).iterdir() if p.is_file()}
-            found.discard(None)
-            fmt = found.pop() if len(found) == 1 else None
-        if fmt is None:
-            raise SparkError(
-                f"cannot tell the format of log {path!r}",
-                ["use a .csv/.parquet/.ndjson/.json name, or give the format (" +
-                 ", ".join(FORMATS) + ")"],
-                input_error=True,
-            )
-    elif fmt not in FORMATS:
-        raise SparkError(f"unsupported log format {fmt!r}", ["supported: " + ", ".join(FORMATS)],
-                         input_error=True)
-    return _Source(name or stem, path, fmt)
+    """``path`` or ``NAME=path`` and its format, as the contract says; a directory without
+    a known extension has the format all its files share."""
+    name, path = contract.split_log_arg(spec)
+    members: list[str] = []
+    if fmt is None and os.path.isdir(path):
+        members = [p.name for p in Path(path).iterdir() if p.is_file()]
+    with _input():
+        fmt = contract.log_format(path, fmt, members)
+    return _Source(contract.stream_name(name, path), path, fmt)
 
 
 def _load(spark: SparkSession, src: _Source) -> DataFrame:
@@ -272,20 +274,13 @@ def _load(spark: SparkSession, src: _Source) -> DataFrame:
 
 
 def _kind(dtype) -> str | None:
-    """Schema attribute type of a Spark type (as ``cer_cli.io.read._attr_type``)."""
-    from pyspark.sql import types as T
+    """The contract's kind of a Spark type, read off the Arrow type Spark gives it."""
+    from pyspark.sql.pandas.types import to_arrow_type
 
-    if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
-        return "int"
-    if isinstance(dtype, T.FloatType | T.DoubleType | T.DecimalType):
-        return "float"
-    if isinstance(dtype, T.StringType):
-        return "str"
-    if isinstance(dtype, T.BooleanType):
-        return "bool"
-    if isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType):
-        return "datetime"
-    return None
+    try:
+        return contract.kind_of(to_arrow_type(dtype, timezone="UTC"))
+    except Exception:  # types Arrow cannot carry (intervals, variants) are unusable
+        return None
 
 
 @dataclass
@@ -295,6 +290,12 @@ class _Log:
     df: DataFrame
     type_column: str | None
 
+    @property
+    def log_columns(self) -> contract.LogColumns:
+        """The log as the contract sees it: column kinds and type column."""
+        kinds = {f.name: _kind(f.dataType) for f in self.df.schema.fields}
+        return contract.LogColumns(self.src.path, self.src.name, kinds, self.type_column)
+
 
 def _open(spark, specs: list[str], type_column, fmt) -> list[_Log]:
     if not specs:
@@ -303,43 +304,17 @@ def _open(spark, specs: list[str], type_column, fmt) -> list[_Log]:
     for i, spec in enumerate(specs):
         src = _source(spec, fmt)
         df = _load(spark, src)
-        clash = [c for c in df.columns if c.startswith("__cer_")]
-        if clash:
-            raise SparkError(f"{src.path}: column names starting with '__cer_' are reserved: "
-                             f"{clash}", input_error=True)
-        if type_column is not None and type_column not in df.columns:
-            raise SparkError(f"{src.path}: no type column {type_column!r}",
-                             [f"columns: {', '.join(df.columns)}"], input_error=True)
-        tcol = type_column or ("type" if "type" in df.columns else None)
+        with _input():
+            contract.check_columns(src.path, df.columns)
+            tcol = contract.type_column(src.path, df.columns, type_column)
         logs.append(_Log(src, i, df, tcol))
     return logs
 
 
 def _time_column(logs: list[_Log], given: str | None) -> str | None:
-    """As the local reader: ``given``, else the only datetime column, else ts/time/timestamp."""
-    if given is not None:
-        for g in logs:
-            if given not in g.df.columns:
-                raise SparkError(f"{g.src.path}: no time column {given!r}",
-                                 [f"columns: {', '.join(g.df.columns)}"], input_error=True)
-        return given
-    union: dict[str, Any] = {}
-    for g in logs:
-        for f in g.df.schema.fields:
-            if f.name != g.type_column:
-                union.setdefault(f.name, f.dataType)
-    dated = [c for c, d in union.items() if _kind(d) == "datetime"]
-    lowered = {c.lower(): c for c in union}
-    named = [lowered[n] for n in TIME_NAMES if n in lowered]
-    named = [c for c in named if _kind(union[c]) in ("int", "float", "str", "datetime")]
-    chosen = dated[0] if len(dated) == 1 else (named[0] if named else None)
-    if chosen is not None:
-        for g in logs:
-            if chosen not in g.df.columns:
-                raise SparkError(f"time column {chosen!r} (detected) is missing from {g.src.path}",
-                                 ["pass --time-column to choose the time column of every log"],
-                                 input_error=True)
-    return chosen
+    """The contract's time column of the logs (given or detected)."""
+    with _input():
+        return contract.time_column([g.log_columns for g in logs], given)
 
 
 def _with_rows(spark, df: DataFrame) -> DataFrame:
@@ -366,21 +341,24 @@ def _with_rows(spark, df: DataFrame) -> DataFrame:
     return joined.withColumn(ROW, F.col(_MID) + F.col("base")).drop(_FILE, _BLOCK, _MID, "base")
 
 
-def _time_expr(dtype, column: str):
+def _time_expr(kind: str, dtype, column: str):
+    """TIME for a time column of ``contract.time_kind`` ``kind``: numbers as they are,
+    datetimes (strings parsed as ISO 8601) as ns since the epoch (Spark keeps microseconds)."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    col = F.col(column)
-    kind = _kind(dtype)
-    if kind == "datetime":
-        return F.unix_micros(col.cast("timestamp")) * 1000
-    if kind == "int":
-        return col.cast("long")
-    if kind == "float":
-        return col.cast("double")
-    if kind == "str":
-        return F.unix_micros(F.try_to_timestamp(col).cast("timestamp")) * 1000
-    raise SparkError(f"time column {column!r} has unusable type {dtype.simpleString()}",
-                     input_error=True)
+    col = _col(column)
+    if kind != "datetime":
+        return col
+    if isinstance(dtype, T.StringType):
+        col = _parse_time(col)
+    return F.unix_micros(col.cast("timestamp_ltz")) * 1000
+
+
+def _parse_time(col):
+    """ISO 8601 strings as timestamps (null when unparsable), as the local reader parses
+    them: an offset or Z is honoured, a naive value is UTC (the session's zone)."""
+    return col.try_cast("timestamp_ltz").cast("timestamp_ntz")
 
 
 @dataclass
@@ -430,31 +408,34 @@ class _Run:
 
         logs = _open(self.spark, specs, type_column, fmt)
         tc = _time_column(logs, time_column)
-        kinds = {_kind(g.df.schema[tc].dataType) for g in logs} if tc else set()
-        kinds = {"datetime" if k == "str" else k for k in kinds}
-        if len(kinds) > 1:
-            raise SparkError(f"time column {tc!r} holds {' and '.join(sorted(kinds))} values",
-                             ["the time column must hold the same kind of value in every log"],
-                             input_error=True)
-        time_type = "double" if kinds == {"float"} else "long"
+        kinds: list[tuple[str, str]] = []
+        with _input():
+            for g in logs:
+                if tc is not None:
+                    dtype = g.df.schema[tc].dataType
+                    kind = contract.time_kind(g.src.path, tc, _kind(dtype), dtype.simpleString())
+                    kinds.append((g.src.path, kind))
+            time_kind = contract.common_time_kind(tc, kinds) if tc is not None else None
+        time_type = _TIME_TYPES[contract.time_storage(time_kind or "int")]
         frames, columns = [], []
         for g in logs:
             df = _with_rows(self.spark, g.df)
             widened = []
             for f in g.df.schema.fields:
-                c = F.col(f.name)
+                c = _col(f.name)
                 if isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
                     c = c.cast("long")
                 elif isinstance(f.dataType, T.FloatType):
                     c = c.cast("double")
                 elif f.name == tc and isinstance(f.dataType, T.StringType):
-                    c = F.try_to_timestamp(c)
+                    c = _parse_time(c)
                 if f.name != g.type_column:
                     widened.append(c.alias(f.name))
                     if f.name not in columns:
                         columns.append(f.name)
-            etype = F.lit(g.src.name) if g.type_column is None else F.col(g.type_column)
-            ttime = F.lit(None) if tc is None else _time_expr(g.df.schema[tc].dataType, tc)
+            etype = F.lit(g.src.name) if g.type_column is None else _col(g.type_column)
+            ttime = (F.lit(None) if tc is None
+                     else _time_expr(time_kind, g.df.schema[tc].dataType, tc))
             frames.append(df.select(
                 *widened,
                 etype.cast("string").alias(TYPE),
@@ -498,29 +479,26 @@ def spark_schema(
 
     spark = spark_session(master, conf)
     opened = _open(spark, logs, type_column, fmt)
-    tc = _time_column(opened, time_column)
-    event_types: dict[str, dict[str, str]] = {}
-    streams: dict[str, list[str]] = {}
+    seen_logs = [g.log_columns for g in opened]
+    with _input():
+        tc = contract.time_column(seen_logs, time_column)
+        kinds = contract.column_kinds(seen_logs, tc)
+    present = []
     try:
-        for g in opened:
-            kinds = {f.name: _kind(f.dataType) for f in g.df.schema.fields if f.name != g.type_column}
-            kinds = {c: ("datetime" if c == tc else k) for c, k in kinds.items() if k is not None}
-            present = [F.max(F.col(c).isNotNull().cast("int")).alias(c) for c in kinds]
-            etype = F.lit(g.src.name) if g.type_column is None else F.col(g.type_column)
-            rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*present).collect()
-            stream = streams.setdefault(g.src.name, [])
-            for r in sorted((r for r in rows if r[TYPE] is not None), key=lambda r: r[TYPE]):
-                attrs = event_types.setdefault(r[TYPE], {})
-                for c, k in kinds.items():
-                    if r[c]:
-                        attrs.setdefault(c, k)
-                if r[TYPE] not in stream:
-                    stream.append(r[TYPE])
+        for g, seen_log in zip(opened, seen_logs, strict=True):
+            usable = contract.attribute_columns(seen_log, kinds)
+            flags = [F.max(_col(c).isNotNull().cast("int")).alias(f"c{i}")
+                     for i, c in enumerate(usable)]
+            etype = F.lit(g.src.name) if g.type_column is None else _col(g.type_column)
+            rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*flags).collect()
+            present.append({r[TYPE]: {c: bool(r[f"c{i}"]) for i, c in enumerate(usable)}
+                            for r in rows})
     except SparkError:
         raise
     except Exception as e:
         raise _spark_error(e) from None
-    return Schema(event_types, {s: tuple(t) for s, t in streams.items()}, tc)
+    with _input():
+        return contract.build_schema(seen_logs, present, kinds, tc)
 
 
 # --------------------------------------------------------------------------- tasks

@@ -1,0 +1,375 @@
+"""The log contract (cer_cli/io/contract.py): its decisions, and that the local reader and
+the Spark job, which both go through it, see every log the same way.
+
+The unit tests are fast. The ``spark`` tests read every sample and a set of hostile logs
+both ways (``read_schema`` and ``spark_schema``, the local and the Spark event frame) and
+require equal schemas, equal TIME values, and the same input errors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import itertools
+import os
+import shutil
+from pathlib import Path, PurePosixPath
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
+from cer_cli.io import contract
+from cer_cli.io.contract import LogColumns, LogError
+from cer_cli.io.read import read_events, read_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.csv")) + glob.glob(str(ROOT / "samples" / "*.parquet")))
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["a.csv", ".csv", "x.", "a.tar.CSV", "..csv", "a..csv", "noext", "dir/a.b/c", ".hidden.csv",
+     "s3://bucket/logs/x.parquet", "out.parquet/", "a=b.csv"],
+)
+def test_stream_name_is_the_stem(path: str) -> None:
+    assert contract.stream_name("", path) == PurePosixPath(path).stem
+    assert contract.stream_name("S", path) == "S"
+
+
+def test_split_log_arg() -> None:
+    assert contract.split_log_arg("S1=logs/a.csv") == ("S1", "logs/a.csv")
+    assert contract.split_log_arg("a=b.csv") == ("a", "b.csv")
+    assert contract.split_log_arg("logs/a=b.csv") == ("", "logs/a=b.csv")  # not an identifier
+    assert contract.split_log_arg("1x=a.csv") == ("", "1x=a.csv")
+    assert contract.split_log_arg("S=") == ("", "S=")
+
+
+def test_log_format() -> None:
+    assert contract.log_format("a.CSV") == "csv"
+    assert contract.log_format("a.pq") == "parquet"
+    assert contract.log_format("a.jsonl") == "ndjson"
+    assert contract.log_format("a.txt", "csv") == "csv"
+    with pytest.raises(LogError, match="unsupported log format 'xml'"):
+        contract.log_format("a.csv", "xml")
+    with pytest.raises(LogError) as e:
+        contract.log_format("dir/a.txt")
+    assert e.value.message == "unsupported log format '.txt' for dir/a.txt"
+    assert any(".parquet" in h for h in e.value.hints)
+    with pytest.raises(LogError, match="'\\(no extension\\)'"):
+        contract.log_format("logs")
+    # a directory: the one format of its files (Spark's part files, _SUCCESS, .crc ignored)
+    assert contract.log_format("out", None, ["_SUCCESS", "part-0.parquet", ".part-0.parquet.crc"]) == "parquet"
+    with pytest.raises(LogError):
+        contract.log_format("out", None, ["a.csv", "b.parquet"])
+
+
+# --------------------------------------------------------------------------- kinds
+
+
+ARROW_KINDS = [
+    (pa.int8(), "int"), (pa.int64(), "int"), (pa.uint64(), "int"), (pa.float32(), "float"),
+    (pa.float64(), "float"), (pa.decimal128(10, 2), "float"), (pa.string(), "str"),
+    (pa.large_string(), "str"), (pa.dictionary(pa.int32(), pa.string()), "str"),
+    (pa.bool_(), "bool"), (pa.timestamp("us"), "datetime"), (pa.timestamp("ns", "UTC"), "datetime"),
+    (pa.date32(), "datetime"), (pa.null(), None), (pa.list_(pa.int64()), None),
+    (pa.struct([("a", pa.int64())]), None), (pa.binary(), None), (pa.time64("us"), None),
+    (pa.duration("s"), None),
+]
+
+
+@pytest.mark.parametrize(("arrow", "kind"), ARROW_KINDS, ids=[str(a) for a, _ in ARROW_KINDS])
+def test_kind_of_arrow_types(arrow, kind) -> None:
+    assert contract.kind_of(arrow) == kind
+
+
+POLARS = [pl.Int8, pl.Int32, pl.Int64, pl.UInt32, pl.UInt64, pl.Float32, pl.Float64,
+          pl.Decimal(10, 2), pl.String, pl.Categorical, pl.Enum(["a"]), pl.Boolean, pl.Date,
+          pl.Datetime("us"), pl.Datetime("ns", "UTC"), pl.Null, pl.List(pl.Int64), pl.Time,
+          pl.Binary, pl.Object]
+
+
+def test_kind_of_polars_dtypes() -> None:
+    want = {pl.Int8: "int", pl.Int32: "int", pl.Int64: "int", pl.UInt32: "int", pl.UInt64: "int",
+            pl.Float32: "float", pl.Float64: "float", pl.Decimal(10, 2): "float",
+            pl.String: "str", pl.Categorical: "str", pl.Enum(["a"]): "str", pl.Boolean: "bool",
+            pl.Date: "datetime", pl.Datetime("us"): "datetime",
+            pl.Datetime("ns", "UTC"): "datetime"}
+    for d in POLARS:
+        assert contract.kind_of(d) == want.get(d), d
+
+
+def test_unify_kinds_is_the_kind_of_polars_supertype() -> None:
+    """Across logs a column's kind is its values' common type, as the local frame gets it."""
+    dtypes = [pl.Int64, pl.Float64, pl.String, pl.Boolean, pl.Datetime("us"), pl.Null]
+    for a, b in itertools.product(dtypes, repeat=2):
+        frames = [pl.DataFrame(schema={"x": a}), pl.DataFrame(schema={"x": b})]
+        try:
+            common = pl.concat(frames, how="diagonal_relaxed").schema["x"]
+        except pl.exceptions.PolarsError:
+            with pytest.raises(ValueError):
+                contract.unify_kinds(contract.kind_of(a), contract.kind_of(b))
+            continue
+        assert contract.unify_kinds(contract.kind_of(a), contract.kind_of(b)) == contract.kind_of(common), (a, b)
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def _log(where: str, columns: dict, type_column: str | None = "type", stream: str = "s") -> LogColumns:
+    return LogColumns(where, stream, columns, type_column)
+
+
+def test_type_column() -> None:
+    assert contract.type_column("p", ["type", "a"], None) == "type"
+    assert contract.type_column("p", ["a"], None) is None
+    assert contract.type_column("p", ["kind", "a"], "kind") == "kind"
+    with pytest.raises(LogError) as e:
+        contract.type_column("p", ["a", "b"], "kind")
+    assert e.value.message == "p: no type column 'kind'" and e.value.hints == ["columns: a, b"]
+
+
+def test_reserved_columns() -> None:
+    contract.check_columns("p", ["a", "_cer_x"])
+    with pytest.raises(LogError, match="reserved"):
+        contract.check_columns("p", ["a", "__cer_x"])
+
+
+def test_time_column_detection() -> None:
+    dated = _log("p", {"type": "str", "ts": "int", "at": "datetime"})
+    assert contract.time_column([dated], None) == "at"  # the only datetime column wins
+    two = _log("p", {"type": "str", "a": "datetime", "b": "datetime", "Time": "int"})
+    assert contract.time_column([two], None) == "Time"  # else by name, case-insensitive
+    order = _log("p", {"type": "str", "timestamp": "str", "ts": "float"})
+    assert contract.time_column([order], None) == "ts"  # ts before time before timestamp
+    flag = _log("p", {"type": "str", "ts": "bool"})
+    assert contract.time_column([flag], None) is None  # a bool is no time
+    typed = _log("p", {"ts": "datetime", "v": "int"}, type_column="ts")
+    assert contract.time_column([typed], None) is None  # the type column is no time
+    assert contract.time_column([flag], "ts") == "ts"  # given: taken as it is
+
+
+def test_time_column_must_be_in_every_log() -> None:
+    a = _log("a.csv", {"type": "str", "ts": "int"})
+    b = _log("b.csv", {"type": "str", "v": "int"})
+    with pytest.raises(LogError, match="'ts' \\(detected\\) is missing from b.csv"):
+        contract.time_column([a, b], None)
+    with pytest.raises(LogError) as e:
+        contract.time_column([a, b], "ts")
+    assert e.value.message == "b.csv: no time column 'ts'"
+
+
+def test_time_kinds() -> None:
+    assert contract.time_kind("p", "t", "int") == "int"  # integers stay as they are
+    assert contract.time_kind("p", "t", "float") == "float"
+    assert contract.time_kind("p", "t", "str") == "datetime"  # ISO strings are parsed
+    assert contract.time_kind("p", "t", "datetime") == "datetime"
+    with pytest.raises(LogError, match="p: time column 't' has unusable type Boolean"):
+        contract.time_kind("p", "t", "bool", "Boolean")
+    assert contract.time_storage("int") == contract.time_storage("datetime") == "int64"
+    assert contract.time_storage("float") == "float64"
+    assert contract.common_time_kind("t", [("a", "int"), ("b", "int")]) == "int"
+    with pytest.raises(LogError, match="'t' holds int values in a but datetime in b"):
+        contract.common_time_kind("t", [("a", "int"), ("c", "int"), ("b", "datetime")])
+
+
+def test_column_kinds_and_schema() -> None:
+    a = _log("a", {"type": "str", "ts": "str", "x": "int", "l": None}, stream="A")
+    b = _log("b", {"v": "bool", "ts": "datetime", "x": "float"}, type_column=None, stream="B")
+    kinds = contract.column_kinds([a, b], "ts")
+    assert kinds == {"ts": "datetime", "x": "float", "l": None, "v": "bool"}
+    assert contract.attribute_columns(a, kinds) == ["ts", "x"]
+    present = [
+        {"T": {"ts": True, "x": False}, "H": {"ts": True, "x": True}, None: {"ts": True, "x": True}},
+        {"B": {"v": True, "ts": True, "x": False}},
+    ]
+    schema = contract.build_schema([a, b], present, kinds, "ts")
+    assert schema.event_types == {"H": {"ts": "datetime", "x": "float"}, "T": {"ts": "datetime"},
+                                  "B": {"v": "bool", "ts": "datetime"}}
+    assert schema.streams == {"A": ("H", "T"), "B": ("B",)}
+    assert schema.time_column == "ts"
+    with pytest.raises(LogError, match="incompatible columns: 'v' is bool in b but datetime in c"):
+        contract.column_kinds([b, _log("c", {"v": "datetime"}, None)], None)
+
+
+def test_io_does_not_import_spark_or_upper_layers() -> None:
+    """io sits beside query: it imports only events (and io itself), never pyspark."""
+    import ast as pyast
+
+    for path in (ROOT / "cer_cli" / "io").glob("*.py"):
+        tree = pyast.parse(path.read_text())
+        for node in pyast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, pyast.Import)
+                     else [node.module or ""] if isinstance(node, pyast.ImportFrom) else [])
+            for name in names:
+                assert not name.startswith("pyspark"), path
+                if name.startswith("cer_cli"):
+                    assert name.startswith(("cer_cli.events", "cer_cli.io")), (path, name)
+
+
+# --------------------------------------------------------------------------- hostile logs
+
+
+def _write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
+    """Logs that are easy to read differently: name -> (LOG arguments, reader options)."""
+    w = lambda name, text: _write(d / name, text)  # noqa: E731
+    logs: dict[str, tuple[list[str], dict]] = {}
+    logs["int ts"] = ([w("S.csv", "type,id,ts\nA,1,1\nB,2,3\nB,1,4\nC,1,7\nC,2,20\n")], {})
+    logs["int time"] = ([w("t1.csv", "type,v,time\nA,1,10\nB,2,11\n")], {})
+    logs["int Timestamp"] = ([w("t2.csv", "type,v,Timestamp\nA,1,10\nB,2,11\n")], {})
+    logs["float time"] = ([w("f.csv", "type,v,time\nA,1,0.5\nB,2,1.25\n")], {})
+    logs["iso Z"] = ([w("z.csv", "type,v,timestamp\nA,1,2024-01-01T00:00:00Z\nB,2,2024-01-01T00:00:01.5Z\n")], {})
+    logs["iso offset"] = ([w("o.csv", "type,v,ts\nA,1,2024-01-01T01:00:00+01:00\nB,2,2024-01-01T00:30:00+00:00\n")], {})
+    logs["iso ndjson offset"] = ([w("o.ndjson", '{"type":"A","ts":"2024-01-01T01:00:00+01:00","v":1}\n'
+                                   '{"type":"B","ts":"2024-01-01T00:30:00+00:00","v":null}\n')], {})
+    df = pl.DataFrame({"type": ["A", "B"], "t": [dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2)], "v": [1, 2]})
+    df.write_parquet(d / "dt.parquet")
+    logs["datetime parquet"] = ([str(d / "dt.parquet")], {})
+    utc = df.with_columns(pl.col("t").dt.replace_time_zone("UTC"), pl.col("v").cast(pl.UInt32),
+                          pl.col("v").cast(pl.Decimal(10, 2)).alias("dec"),
+                          pl.Series("cat", ["x", "y"], dtype=pl.Categorical),
+                          pl.col("v").cast(pl.Int8).alias("i8"), pl.Series("l", [[1], [2]]))
+    utc.write_parquet(d / "utc.parquet")
+    logs["typed parquet"] = ([str(d / "utc.parquet")], {})
+    logs["no type column"] = ([w("sensor.csv", "id,val,ts\n1,2.5,1\n2,3,2\n")], {})
+    logs["no type column, named"] = ([f"S9={d / 'sensor.csv'}"], {})
+    logs["wide with nulls"] = ([w("wide.csv", "type,id,tmp,hum,note\nH,2,,25,\nT,0,45,,hot\nH,0,,20,\n")], {})
+    logs["mixed int float"] = ([w("mix.csv", "type,x,y\nA,1,\nB,2.5,3\nA,,4\n")], {})
+    logs["booleans"] = ([w("b.csv", "type,flag,Flag2,n\nA,true,True,1\nB,false,FALSE,\n")], {})
+    logs["unusual names"] = ([w("names.csv", "type,a b,a.b,x-y,température,TS\nA,1,2,3,4,5\nB,1,,3,4,6\n")], {})
+    logs["int type values"] = ([w("it.csv", "type,v,ts\n1,1,1\n2,2,2\n")], {})
+    logs["json array"] = ([w("arr.json", '[{"type":"A","v":1,"ts":1},{"type":"B","v":2.5,"ts":2}]')], {})
+    logs["explicit columns"] = ([w("k.csv", "kind,at,v\nA,5,1\nB,6,2\n")], {"type_column": "kind", "time_column": "at"})
+    a = w("la.csv", "type,id,ts,x\nA,1,1,1\nB,2,2,2\n")
+    b = w("lb.csv", "type,ts,y,x\nC,1,a,1.5\nA,3,b,\n")
+    c = w("lc.csv", "ts,z\n2,true\n")
+    logs["several logs"] = ([f"L1={a}", f"L2={b}", f"L3={c}"], {})
+    return logs
+
+
+def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
+    """Logs that are input errors, the same on both sides."""
+    w = lambda name, text: _write(d / name, text)  # noqa: E731
+    ok = w("ok.csv", "type,v,ts\nA,1,1\n")
+    return {
+        "missing type column": ([ok], {"type_column": "kind"}),
+        "missing time column": ([ok], {"time_column": "at"}),
+        "detected time missing": ([ok, w("nots.csv", "type,v\nA,1\n")], {}),
+        "reserved name": ([w("res.csv", "type,__cer_x\nA,1\n")], {}),
+        "unknown extension": ([w("log.txt", "type\nA\n")], {}),
+        "unknown format": ([ok], {"fmt": "xml"}),
+        "bool and datetime": ([w("bo.csv", "type,v,ts\nA,true,1\n"),
+                               w("bd.csv", "type,v,ts\nA,2024-01-01T00:00:00,2\n")], {}),
+    }
+
+
+def event_errors(d: Path) -> dict[str, tuple[list[str], dict]]:
+    """Logs whose schema reads but whose events are input errors."""
+    w = lambda name, text: _write(d / name, text)  # noqa: E731
+    return {
+        "mixed time kinds": ([w("ti.csv", "type,ts\nA,1\n"), w("td.csv", "type,ts\nA,2024-01-01T00:00:00\n")], {}),
+        "bool time": ([w("bt.csv", "type,v\nA,true\n")], {"time_column": "v"}),
+    }
+
+
+# --------------------------------------------------------------------------- both ways
+
+
+CONF = {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java")
+    from cer_cli.spark.job import spark_session
+
+    return spark_session("local[2]", CONF)
+
+
+def _spark_events(spark, logs: list[str], options: dict) -> pl.DataFrame:
+    """The Spark event frame's reserved columns, in POS order."""
+    from cer_cli.spark.job import _Run
+
+    run = _Run(spark)
+    try:
+        ev = run.events(logs, options.get("type_column"), options.get("time_column"),
+                        options.get("fmt"))
+        return pl.from_arrow(ev.frame.select(POS, TYPE, STREAM, ROW, TIME).toArrow()).sort(POS)
+    finally:
+        run.close()
+
+
+@pytest.mark.spark
+def test_local_and_spark_read_every_log_alike(spark, tmp_path: Path) -> None:
+    from cer_cli.spark.job import SparkError, spark_schema
+
+    cases = {Path(s).name: ([s], {}) for s in SAMPLES} | hostile_logs(tmp_path)
+    for name, (logs, options) in cases.items():
+        local = read_schema(logs, **options)
+        remote = spark_schema(logs, master="local[2]", conf=CONF, **options)
+        assert remote.event_types == local.event_types, name
+        assert remote.streams == local.streams, name
+        assert remote.time_column == local.time_column, name
+        # the event frame: same order, types, streams, rows and TIME values
+        want = read_events(logs, **options).frame().select(POS, TYPE, STREAM, ROW, TIME)
+        got = _spark_events(spark, logs, options).cast(want.schema)
+        assert got.equals(want), f"{name}\n{got}\n{want}"
+
+    for name, (logs, options) in error_logs(tmp_path).items():
+        with pytest.raises(LogError) as local_error:
+            read_schema(logs, **options)
+        with pytest.raises(SparkError) as spark_error:
+            spark_schema(logs, master="local[2]", conf=CONF, **options)
+        assert spark_error.value.input_error, name
+        if name == "bool and datetime":  # polars words the detail; the fact is the same
+            prefix = "the logs have incompatible columns"
+            assert local_error.value.message.startswith(prefix), name
+            assert spark_error.value.message.startswith(prefix), name
+        else:
+            assert spark_error.value.message == local_error.value.message, name
+            assert spark_error.value.hints == local_error.value.hints, name
+
+    for name, (logs, options) in event_errors(tmp_path).items():
+        assert read_schema(logs, **options) == spark_schema(logs, master="local[2]", conf=CONF, **options)
+        with pytest.raises(LogError) as local_error:
+            read_events(logs, **options)
+        with pytest.raises(SparkError) as spark_error:
+            _spark_events(spark, logs, options)
+        assert spark_error.value.input_error, name
+        # the dtype is each reader's own word for a bool ("Boolean", "boolean")
+        cut = " has unusable type "
+        assert spark_error.value.message.split(cut)[0] == local_error.value.message.split(cut)[0], name
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli
+
+    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1"})
+
+
+@pytest.mark.spark
+def test_cli_spark_within_an_integer_time_column(spark, tmp_path: Path) -> None:
+    """WITHIN n [ts] on an integer ts: Spark typed ts as datetime and refused the query."""
+    log = _write(tmp_path / "S.csv", "type,id,ts\nA,1,1\nB,1,3\nB,1,4\nC,1,7\nA,2,8\nB,2,9\n"
+                                     "C,2,13\nC,2,20\n")
+    spark_args = ("--spark", "--master", "local[2]", "--spark-conf", "spark.sql.shuffle.partitions=4")
+    query = ("-e", "A ; B+ ; C WITHIN 6 [ts]")
+    local = _cli("match", *query, log, "--format", "jsonl")
+    on_spark = _cli("match", *query, log, "--format", "jsonl", *spark_args)
+    assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+    assert on_spark.stdout == local.stdout and local.stdout
+    unbounded = _cli("match", "-e", "A ; B+ ; C", log, "--count")
+    assert len(local.stdout.splitlines()) < int(unbounded.stdout)  # the window cut some
