@@ -81,6 +81,9 @@ class MatchBatch:
     Match ``m`` spans ``[start[m], end[m]]``; its events are ``pos[off[m]:off[m+1]]`` with
     variable sets ``labelsets[lab[j]]``; its partition is ``partitions[part[m]]`` (``None``
     for no partition). The arrays are numpy int64 arrays.
+
+    ``start_local``/``end_local`` (the CEA executor's, else ``None``) are the indices of
+    start and end in their partition's stream: STRICT compares them with the match's size.
     """
 
     start: object
@@ -91,9 +94,25 @@ class MatchBatch:
     lab: object
     labelsets: tuple[tuple[str, ...], ...]
     partitions: dict = field(default_factory=dict)
+    start_local: object = None
+    end_local: object = None
 
     def __len__(self) -> int:
         return len(self.start)
+
+    def take(self, idx) -> MatchBatch:
+        """The matches ``idx`` (an int array), in that order."""
+        import numpy as np
+
+        idx = np.asarray(idx, dtype=np.int64)
+        lo = self.off[idx]
+        sizes = self.off[idx + 1] - lo
+        off = np.zeros(len(idx) + 1, np.int64)
+        np.cumsum(sizes, out=off[1:])
+        ev = np.repeat(lo - off[:-1], sizes) + np.arange(off[-1], dtype=np.int64)
+        local = (None, None) if self.start_local is None else (self.start_local[idx], self.end_local[idx])
+        return MatchBatch(self.start[idx], self.end[idx], self.part[idx], off, self.pos[ev],
+                          self.lab[ev], self.labelsets, self.partitions, *local)
 
     def matches(self):
         """The same complex events as ``Match`` objects."""

@@ -10,8 +10,8 @@ import pytest
 from cer_cli.compiler.cea import CEA, GAnd, GAtom, GTrue, Transition
 from cer_cli.compiler.predicates import Alphabet, AttrTest, TypeTest
 from cer_cli.engine.run import Engine
-from cer_cli.plan import plan
 from cer_cli.events import POS, STREAM, TIME, TYPE
+from cer_cli.plan import plan
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
@@ -214,12 +214,11 @@ def test_attribute_window_treats_nan_times_as_missing():
 
 
 def test_datetime_window_attribute_is_in_nanoseconds_and_others_are_rejected():
-    from datetime import datetime, timedelta
-
-    t0 = datetime(2024, 1, 1)
-    events = [{"type": t, "stream": "S", "at": t0 + timedelta(seconds=s)} for t, s in (("A", 0), ("A", 1), ("B", 2))]
+    events = [{"type": t, "stream": "S", "at": s} for t, s in (("A", 1700000000), ("A", 1700000001), ("B", 1700000002))]
+    frame = events_frame(events).with_columns(pl.from_epoch("at", time_unit="s"))
+    assert frame["at"].dtype == pl.Datetime
     window = ast.AttributeWindow(1_000_000_000, "at")  # one second, in ns
-    got = list(Engine(AB, Alphabet(AB_ALPHABET), window=window).run(events_frame(events)))
+    got = list(Engine(AB, Alphabet(AB_ALPHABET), window=window).run(frame))
     assert [(m.start, m.end) for m in got] == [(1, 2)]
     words = events_frame([{"type": "A", "stream": "S", "at": "noon"}])
     with pytest.raises(QueryError, match="at"):
@@ -227,23 +226,23 @@ def test_datetime_window_attribute_is_in_nanoseconds_and_others_are_rejected():
 
 
 def test_consume_waits_for_what_the_strategy_reports():
-    """CONSUME BY forgets partial matches only when the event reports a match after the
-    strategy: under STRICT, the B at 2 has a candidate (0, 2) with a gap, which is not
-    reported, so the runs survive and the B at 3 still ends (1, 3)?? — no: STRICT needs every
-    position, so only adjacent A B pairs count, and a gap-free pair must not be lost to an
-    earlier unreported candidate."""
-    events = letters("AACB")  # candidates at 3: (0,3) and (1,3), both with gaps
-    events = letters("ACBAB")
-    # at 2: candidate (0, 2) has a gap (C at 1): not reported, nothing consumed;
-    # at 4: (3, 4) is gap-free and reported; (0, 4) is not.
-    got = list(Engine(AB, Alphabet(AB_ALPHABET), strategy="STRICT", consume="ANY").run(events_frame(events)))
-    assert [(m.start, m.end) for m in got] == [(3, 4)]
-    # reported at 4 consumes: nothing started before 4 survives
-    events = letters("ABBAB")
-    got = list(Engine(AB, Alphabet(AB_ALPHABET), strategy="STRICT", consume="ANY").run(events_frame(events)))
-    assert [(m.start, m.end) for m in got] == [(0, 1), (3, 4)]
-    got = list(Engine(AB, Alphabet(AB_ALPHABET), limit=0, consume="ANY").run(events_frame(events)))
-    assert got == []
+    """CONSUME BY forgets partial matches only when the event *reports* a match after the
+    strategy. (A ; B) OR (B : D) over A C B D: at 2 the only candidate (0, 2) has a gap, so
+    STRICT reports nothing and the run B started at 2 survives to report (2, 3)."""
+    cea = CEA(4, 0, frozenset({3}), (
+        T(0, GAtom(0), {"A"}, 1), T(1, GTrue(), (), 1), T(1, GAtom(1), {"B"}, 3),
+        T(0, GAtom(1), {"B"}, 2), T(2, GAtom(2), {"D"}, 3),
+    ))  # fmt: skip
+    alphabet = Alphabet((TypeTest("A"), TypeTest("B"), TypeTest("D")))
+    frame = events_frame(letters("ACBD"))
+    for consume in ("ANY", "PARTITION"):
+        engine = Engine(cea, alphabet, strategy="STRICT", consume=consume)
+        assert [(m.start, m.end) for m in engine.run(frame)] == [(2, 3)]
+        assert engine.stats.matches == 1
+        assert Engine(cea, alphabet, strategy="STRICT", consume=consume).count(frame) == 1
+    # without a strategy the candidate at 2 is reported and consumes the run from 2
+    assert [(m.start, m.end) for m in Engine(cea, alphabet, consume="ANY").run(frame)] == [(0, 2)]
+    assert list(Engine(cea, alphabet, limit=0, consume="ANY").run(frame)) == []
 
 
 def test_strict_counts_positions_in_the_partition():

@@ -1,13 +1,9 @@
-"""The compiled kernel (cer_cli/engine/kernel.py) against the Python engine loop.
+"""The kernel (cer_cli/engine/kernel.py), the one evaluator of a CEA, beyond what
+test_engine_props.py checks against brute force: odd window times, counting without
+building matches, growth of every array, flushes that never split one event's complex
+events, and skipped events.
 
-The Python loop is checked against brute force in test_engine_props.py; here the kernel
-must give *exactly* the same output — the same matches in the same order — and the same
-engine statistics (node for node: allocations, compactions, live nodes), on random CEAs and
-random queries, with the batch cut anywhere and compaction after every event or rarely.
-Those property tests run the kernel by default too (``Engine(kernel=None)``), so they check
-it against brute force directly.
-
-``test_uncompiled_kernel_is_the_same_code`` runs this module again with
+``test_uncompiled_kernel_is_the_same_code`` runs this module and test_tecs.py again with
 ``NUMBA_DISABLE_JIT=1``: the very same kernel functions as plain Python.
 """
 
@@ -24,93 +20,41 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cer_cli.compiler.cea import CEA, GAtom, GTrue, Transition
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.engine import kernel as K
 from cer_cli.engine.run import Engine
 from cer_cli.plan import plan
 from cer_cli.query import ast
-from tests.builders import events_frame
-from tests.gen_formulas import formulas, queries, streams
+from cer_cli.query.parser import parse
+from tests import reference
+from tests.builders import events_frame, letters
+from tests.gen_formulas import streams
 from tests.test_determinize import ceas
-from tests.test_engine_props import ALPHABET_ATOMS, cea_queries, project
+from tests.test_engine_props import ALPHABET_ATOMS, cea_queries, expected, project, run_engine
 
-EXAMPLES = int(os.environ.get("CER_KERNEL_EXAMPLES", "400"))
+EXAMPLES = int(os.environ.get("CER_KERNEL_EXAMPLES", "300"))
 PROPS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _run(engine: Engine, frame: pl.DataFrame, cuts: list[int], count: bool = False):
-    out: list = []
-    n = 0
-    bounds = sorted({0, frame.height, *(c for c in cuts if c <= frame.height)})
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
-        part = frame.slice(lo, hi - lo)
-        if count:
-            n += engine.count(part)
-        else:
-            out.extend(engine.run(part))
-    return n if count else out
-
-
-def _stats(engine: Engine) -> tuple:
-    s = engine.stats
-    return (s.events, s.matches, s.partitions, s.live_nodes, s.allocated_nodes, s.compactions,
-            s.peak_live_nodes)
-
-
-def _same(make, frame: pl.DataFrame, cuts: list[int]) -> None:
-    """Python loop, kernel and kernel count agree exactly, stats included."""
-    py, kern, cnt = make(False), make(True), make(True)
-    assert not py.kernel
-    if not kern.kernel:  # a query the kernel does not cover
-        return
-    expected = _run(py, frame, cuts)
-    got = _run(kern, frame, cuts)
-    assert got == expected
-    assert _run(cnt, frame, cuts, count=True) == len(expected)
-    assert _stats(kern) == _stats(py)
-    assert _stats(cnt)[:2] == _stats(py)[:2]
-
-
-def _covered(q: ast.Query, **changes) -> ast.Query:
-    """``q`` made into a query the kernel covers (ALL/ANY, no LIMIT)."""
-    strategy = q.strategy if q.strategy in ("ALL", "ANY") else "ALL"
-    return ast.Query(**{**vars(q), "strategy": strategy, "limit": None, **changes})
-
-
-@given(
-    ceas(),
-    cea_queries(),
-    streams(max_size=12),
-    st.lists(st.integers(0, 12), max_size=3),
-    st.sampled_from((1, 4096)),
-)
-@PROPS
-def test_kernel_equals_python_loop_on_random_ceas(cea, query, events, cuts, compact_min):
-    query = _covered(query)
+def _engine(cea: CEA, query: ast.Query, **options) -> Engine:
     if query.select is not None:
         cea = project(cea, frozenset(i.var for i in query.select))
-
-    def make(kernel: bool) -> Engine:
-        return Engine(
-            cea, Alphabet(ALPHABET_ATOMS), window=query.within, partition_by=query.partition_by,
-            strategy=query.strategy, consume=query.consume, streams=query.streams,
-            compact_min=compact_min, kernel=kernel,
-        )
-
-    _same(make, events_frame(events), cuts)
+    return Engine(cea, Alphabet(ALPHABET_ATOMS), window=query.within, partition_by=query.partition_by,
+                  strategy=query.strategy, consume=query.consume, limit=query.limit,
+                  streams=query.streams, **options)
 
 
-@given(queries(formulas(max_depth=3)), streams(max_size=10), st.lists(st.integers(0, 10), max_size=2))
-@PROPS
-def test_kernel_equals_python_loop_on_random_queries(query, events, cuts):
-    query = _covered(query)
+def _cut(frame: pl.DataFrame, cuts: list[int]) -> list[pl.DataFrame]:
+    bounds = sorted({0, frame.height, *(c for c in cuts if c <= frame.height)})
+    return [frame.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:], strict=False)]
 
-    def make(kernel: bool) -> Engine:
-        engine = plan(query).executor()
-        engine.kernel = engine.kernel and kernel
-        return engine
 
-    _same(make, events_frame(events), cuts)
+def _check(cea: CEA, query: ast.Query, events: list[dict], got: list) -> None:
+    if query.limit is None:
+        reference.assert_same_matches(got, expected(cea, query, events))
+    else:
+        expected(cea, query, events, limited=got)
 
 
 @st.composite
@@ -131,75 +75,92 @@ def odd_times(draw):
     return out, amount
 
 
-@given(ceas(), odd_times(), st.sampled_from(ast.CONSUME_POLICIES), st.lists(st.integers(0, 12), max_size=3),
+@given(ceas(), cea_queries(), odd_times(), st.lists(st.integers(0, 12), max_size=3), st.sampled_from((1, 4096)))
+@PROPS
+def test_odd_window_times_equal_brute_force(cea, query, data, cuts, compact_min):
+    events, amount = data
+    query = ast.Query(**{**vars(query), "within": ast.AttributeWindow(amount, "ts"), "partition_by": (("id",),)})
+    _check(cea, query, events, run_engine(cea, query, events, cuts, compact_min))
+
+
+@given(ceas(), cea_queries(), streams(max_size=12), st.lists(st.integers(0, 12), max_size=3),
        st.sampled_from((1, 4096)))
 @PROPS
-def test_kernel_equals_python_loop_on_odd_window_times(cea, data, consume, cuts, compact_min):
-    events, amount = data
-    window = ast.AttributeWindow(amount, "ts")
-
-    def make(kernel: bool) -> Engine:
-        return Engine(cea, Alphabet(ALPHABET_ATOMS), window=window, consume=consume,
-                      partition_by=(("id",),), compact_min=compact_min, kernel=kernel)
-
-    _same(make, events_frame(events), cuts)
-
-
-def test_integer_then_float_times_switch_the_kernel_to_float():
-    from tests.gen_formulas import letters
-
-    events = letters("ABABAB")
-    cea = _abc_cea()
-    frames = [
-        events_frame([{**e, "ts": i} for i, e in enumerate(events[:3])]),
-        events_frame([{**e, "ts": i + 3.5} for i, e in enumerate(events[3:])]),
-    ]
-    outs = []
-    for kernel in (False, True):
-        engine = Engine(cea, Alphabet(ALPHABET_ATOMS), window=ast.AttributeWindow(2, "ts"), kernel=kernel)
-        outs.append([m for f in frames for m in engine.run(f)])
-    assert outs[0] == outs[1] and outs[0]
+def test_count_equals_the_matches_run_reports(cea, query, events, cuts, compact_min):
+    """``count`` counts in the kernel without building matches (or, with post-processing,
+    counts what is reported); ``stats.matches`` counts reported matches either way."""
+    frames = _cut(events_frame(events), cuts)
+    runner, counter = _engine(cea, query, compact_min=compact_min), _engine(cea, query, compact_min=compact_min)
+    got = [m for f in frames for m in runner.run(f)]
+    assert sum(counter.count(f) for f in frames) == len(got)
+    assert runner.stats.matches == counter.stats.matches == len(got)
+    assert runner.stats.events == counter.stats.events
 
 
 def _abc_cea():
-    from cer_cli.compiler.cea import CEA, GAtom, GTrue, Transition
-
     # A AS x ; B AS y (with anything in between)
     return CEA(3, 0, frozenset({2}), (
         Transition(0, GAtom(0), frozenset({"x"}), 1),
         Transition(1, GTrue(), frozenset(), 1),
         Transition(1, GAtom(1), frozenset({"y"}), 2),
-    ))
+    ))  # fmt: skip
+
+
+def test_integer_then_float_times_switch_the_kernel_to_float():
+    events = [{**e, "ts": t} for e, t in zip(letters("ABABAB"), (0, 1, 2, 3.5, 4.5, 5.5), strict=True)]
+    query = parse("SELECT x, y WHERE A AS x ; B AS y WITHIN 2 [ts]")
+    engine = Engine(_abc_cea(), Alphabet(ALPHABET_ATOMS), window=query.within)
+    frames = [events_frame(events[:3]), events_frame(events[3:]).with_columns(pl.col("ts").cast(pl.Float64))]
+    frames[1] = frames[1].with_columns(pl.col("__cer_pos") + 3)
+    got = [m for f in frames for m in engine.run(f)]
+    assert engine._k.float_times and got
+    reference.assert_same_matches(got, reference.reference_matches(query, events))
+
+
+def _random_frame(n: int, keys: int, seed: int = 7) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    return events_frame([
+        {"type": "ABCD"[t], "stream": "S", "time": i, "id": int(k), "v": int(v), "ts": i}
+        for i, (t, k, v) in enumerate(zip(rng.integers(0, 4, n), rng.integers(0, keys, n),
+                                          rng.integers(0, 4, n), strict=True))
+    ])
 
 
 def test_kernel_grows_its_tables_and_resets_the_move_table(monkeypatch):
-    """Many partitions, long union-lists and a move table cleared between batches."""
+    """Many partitions, long union-lists, compaction every few nodes and a move table
+    cleared between batches give the same matches and counts as roomy defaults."""
+    frame = _random_frame(3000, 40)
+    query = parse("SELECT * WHERE (A AS x)+ ; B ; C FILTER x[v < 3] PARTITION BY [id] WITHIN 30 EVENTS")
+    roomy = plan(query).executor()
+    want = [m for f in _cut(frame, [1000, 2000]) for m in roomy.run(f)]
     monkeypatch.setattr(K, "TABLE_CELLS", 1)
-    rng = np.random.default_rng(7)
-    n = 3000
-    frame = events_frame([
-        {"type": "ABCD"[t], "stream": "S", "time": i, "id": int(k), "v": int(v), "ts": i}
-        for i, (t, k, v) in enumerate(zip(rng.integers(0, 4, n), rng.integers(0, 40, n),
-                                          rng.integers(0, 4, n), strict=True))
-    ])
-    from cer_cli.query.parser import parse
-
-    query = parse("SELECT * WHERE (A AS x)+ ; B ; C FILTER x[v < 3] PARTITION BY [id] WITHIN 30 EVENTS", "<t>")
-
-    def make(kernel: bool) -> Engine:
-        engine = plan(query).executor()
-        engine.kernel = engine.kernel and kernel
-        engine._compact_min = engine._next_compact = 64
-        return engine
-
-    assert make(True).kernel, "this query is one the kernel covers"
-    _same(make, frame, [1000, 2000])
+    tight = plan(query).executor(compact_min=64)
+    got = [m for f in _cut(frame, [1000, 2000]) for m in tight.run(f)]
+    assert got == want and len(want) > 100
+    assert tight.stats.compactions > roomy.stats.compactions
+    assert tight.stats.peak_live_nodes <= roomy.stats.peak_live_nodes
 
 
-def test_engines_outside_the_kernel_keep_the_python_loop():
-    for kw in ({"strategy": "NEXT"}, {"limit": 1}):
-        engine = Engine(_abc_cea(), Alphabet(ALPHABET_ATOMS), kernel=True, **kw)
-        assert not engine.kernel
+@pytest.mark.parametrize("strategy", ["ALL", "LAST", "MAX"])
+def test_flushes_never_split_an_events_complex_events(strategy):
+    """With output arrays for 3 matches, the kernel flushes often; each batch still holds
+    whole groups of equal ``end`` (what strategies and LIMIT rely on), and the matches are
+    those of roomy arrays."""
+    query = parse(f"SELECT {strategy} * WHERE (A AS x)+ ; B AS y WITHIN 6 EVENTS")
+    frame = events_frame(letters("AAABAABBAAAB"))
+    want = list(plan(query).executor().run(frame))
+    engine = plan(query).executor()
+    engine.run_batches(frame.slice(0, 0))
+    list(engine.run(frame.slice(0, 1)))
+    k = engine._k
+    for name in ("o_start", "o_end", "o_part", "o_sloc", "o_eloc"):
+        setattr(k, name, np.zeros(3, np.int64))
+    k.o_off, k.o_pos, k.o_lab = np.zeros(4, np.int64), np.zeros(4, np.int64), np.zeros(4, np.int64)
+    batches = list(engine.run_batches(frame.slice(1)))
+    assert len(batches) > 2
+    ends = [set(b.end.tolist()) for b in batches]
+    assert all(not (a & b) for i, a in enumerate(ends) for b in ends[i + 1:])
+    assert [m for b in batches for m in b.matches()] == want
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1" or not K.HAVE_NUMBA,
@@ -209,8 +170,8 @@ def test_uncompiled_kernel_is_the_same_code():
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "CER_KERNEL_EXAMPLES": "25"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)),
-         "-k", "not uncompiled"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+         str(Path(__file__).with_name("test_tecs.py")), "-k", "not uncompiled"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -219,13 +180,9 @@ def test_uncompiled_kernel_is_the_same_code():
 def test_events_that_move_no_state_are_skipped():
     """In A ; B ; C every D (and, with no run open, every B or C) moves each live state to
     itself: the kernel skips it after one table check, and the matches stay exact."""
-    from cer_cli.query.parser import parse
-    from tests import reference
-
     events = [{"type": t, "stream": "S"} for t in "DDABDDCDBCD"]
     query = parse("SELECT * WHERE A ; B ; C WITHIN 6 EVENTS")
     engine = plan(query).executor()
-    assert engine.kernel
     got = list(engine.run(events_frame(events)))
     reference.assert_same_matches(got, reference.reference_matches(query, events))
     assert int(engine._k.st[K.SKIPPED]) >= 2  # at least the two leading Ds

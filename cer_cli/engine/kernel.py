@@ -1,13 +1,28 @@
-"""The compiled hot loop: Algorithm 1, compaction and windowed enumeration over numpy arrays.
+"""The one evaluator of a CEA: Algorithm 1 of CORE (§4.3), tECS compaction and windowed
+enumeration (Algorithm 2), over numpy arrays.
 
-This is the same algorithm as ``evaluate.py`` / ``tecs.py`` / ``enumerate.py`` and the
-per-event part of ``Engine._loop`` (window pruning, CONSUME BY, compaction), written over
-typed arrays so numba can compile it (``cache=True``: compiled once per machine). Without
-numba the very same functions run as plain Python (``njit`` is the identity), which is slow
-but lets the tests exercise this code with and without compilation
+Written over typed arrays so numba can compile it (``cache=True``: compiled once per
+machine). Without numba the very same functions run as plain Python (``njit`` is the
+identity), which is slow but lets the tests exercise this code with and without compilation
 (``NUMBA_DISABLE_JIT=1`` does the same with numba installed).
 
-Layout (all owned by ``engine.run.KernelState``):
+The tECS (timed enumerable compact set, CORE §4.1–4.2 and App. B) is a DAG of three node
+kinds: a *bottom* is where a run started (its position, its window time, and in field ``B``
+its index in its partition's stream, which STRICT needs); an *output* marks one event with a
+label set on top of its child ``A``; a *union* stands for ``A ∪ B``. Every node stores its
+max-start as a position (``MX``, the order union-lists rely on) and as a window time
+(``mt``, what windows compare). Unions are only built by the gadgets (a)–(d) of CORE Fig. 5
+and by union-lists, which keep the structure time-ordered (``max(A) >= max(B)``) and
+3-bounded, so windowed enumeration has output-linear delay. Children always have smaller ids
+than their parents, so compaction is one mark pass from the live union-lists plus one
+ascending sweep.
+
+Per event (``run_events``): window pruning, Algorithm 1 (the initial det-state with a fresh
+bottom first, then the table's det-states in insertion order — the paper's ordered-keys,
+which makes every union-list insert legal), windowed enumeration from the final det-states,
+CONSUME BY, and compaction when the node arrays doubled since the last one.
+
+Layout (all owned by ``KernelState``):
 
 * tECS nodes: ``nodes[n] = (kind, pos, mx, a, b, lab)`` (int64) and ``mt[n]`` (int64 or
   float64, the window-time dtype); ``st[NN]`` nodes are in use. The arrays double when full.
@@ -22,9 +37,16 @@ Layout (all owned by ``engine.run.KernelState``):
   event index, det-state and column in ``st``; the caller computes the move
   (``LazyDFA.step``), fills the table and calls again from that event.
 
-Output: for every reported complex event its start and end position, its partition id and
-its marked events (CSR: ``o_off[m] : o_off[m + 1]`` into ``o_pos`` / ``o_lab``), in the
-order the Python engine yields them; or only a count (``emit = False``).
+Output: for every complex event its start and end position, its partition id, the
+partition-local indices of its start and end (``o_sloc``/``o_eloc``, for STRICT) and its
+marked events (CSR: ``o_off[m] : o_off[m + 1]`` into ``o_pos`` / ``o_lab``), in order of the
+triggering event; or only a count (``emit = False``). One event's complex events always
+leave in the same flush (see ``_enumerate``).
+
+With ``decide`` (the caller post-processes the candidates: strategy, LIMIT, post-filter),
+CONSUME BY must wait for what the caller reports: after enumerating an event with
+candidates the loop returns ``NEED_DECIDE`` without consuming, and the caller consumes
+(``KernelState.consume``) only if the event reports a match.
 """
 
 from __future__ import annotations
@@ -70,7 +92,7 @@ CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 
 @njit_plain
 def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
-    """Append a node; the caller made room (``_room``). Returns its index — and never an
+    """Append a node; the caller made room (``NEED_ROOM``). Returns its index — and never an
     array: numba reference-counts every array a call returns, which cost ~30 ns per call."""
     n = st[NN]
     nodes[n, KIND] = kind
@@ -85,20 +107,6 @@ def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
     return n
 
 
-@njit
-def _room(nodes, mt, need):
-    """``nodes``/``mt`` with room for ``need`` nodes in all (doubling)."""
-    cap = nodes.shape[0]
-    if need <= cap:
-        return nodes, mt
-    cap = max(2 * cap, need, 16)
-    n2 = np.empty((cap, 6), np.int64)
-    n2[: nodes.shape[0]] = nodes
-    m2 = np.empty(cap, mt.dtype)
-    m2[: mt.shape[0]] = mt
-    return n2, m2
-
-
 @njit_plain
 def _node(nodes, mt, st, left, right):
     return _add(nodes, mt, st, UNION, -1, nodes[left, MX], mt[left], left, right, -1)
@@ -106,7 +114,8 @@ def _node(nodes, mt, st, left, right):
 
 @njit_plain
 def _union(nodes, mt, st, n1, n2):
-    """Gadgets (a)–(d) of CORE Fig. 5 (``TECS.union``): at most three new nodes."""
+    """``⟦n1⟧ ∪ ⟦n2⟧`` for safe nodes of equal max-start, by the gadgets (a)–(d) of CORE
+    Fig. 5: at most three new nodes, and the result is safe (time-ordered, 3-bounded)."""
     if nodes[n1, KIND] != UNION:
         return _node(nodes, mt, st, n1, n2)
     if nodes[n2, KIND] != UNION:
@@ -123,7 +132,8 @@ def _union(nodes, mt, st, n1, n2):
 
 @njit_plain
 def _merge(nodes, mt, st, lst, length):
-    """The right comb over ``lst[:length]`` (``TECS.merge``): ``length - 1`` new nodes."""
+    """One safe node for the union-list ``lst[:length]``: the right comb
+    ``∨(n0, ∨(n1, … nk))``, ``length - 1`` new nodes."""
     n = lst[length - 1]
     for i in range(length - 2, -1, -1):
         n = _node(nodes, mt, st, lst[i], n)
@@ -145,8 +155,9 @@ def _widen(arr, width):
 
 @njit_plain
 def _insert(nodes, mt, st, nul, nulen, s, n):
-    """``TECS.insert`` into the scratch list ``nul[s, :nulen[s]]`` (wide enough: the
-    caller sized ``nul`` for the event)."""
+    """Add safe node ``n`` (``max(n) <= max(head)``) to the union-list ``nul[s, :nulen[s]]``,
+    keeping max-starts strictly decreasing from index 1: an equal max-start is merged with
+    ``_union``. ``nul`` is wide enough: the caller sized it for the event."""
     m = nodes[n, MX]
     length = nulen[s]
     for i in range(1, length):
@@ -168,7 +179,8 @@ def _insert(nodes, mt, st, nul, nulen, s, n):
 @njit_plain
 def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
           unm, off, cnt, mq, ml, src, length, pos):
-    """EXECTRANS (``evaluate._exec``) of one det-move on the list ``src[:length]``; the new
+    """EXECTRANS of one det-move on the union-list ``src[:length]``: extend along every
+    marking move, reuse the list along the unmarked one. The new
     table is the scratch ``nstate/nul/nulen[:ns]`` with ``slot_of[q]`` its index of ``q``.
     Allocates at most ``length + 4·cnt + 3`` nodes; returns the new ``ns``."""
     n = -1
@@ -207,9 +219,11 @@ def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
 
 @njit
 def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
-    """``TECS.compact`` from every partition's table, then drop emptied entries
-    (``Engine._compact``). ``taus[p]`` is partition ``p``'s window lower bound (used when
-    ``windowed[p]``)."""
+    """Keep only the nodes every partition's table can still enumerate, then drop emptied
+    table entries. ``taus[p]`` is partition ``p``'s window lower bound (used when
+    ``windowed[p]``): a list entry whose max-start left the window goes, and a union whose
+    right child left it is replaced by its left child (this only shortens spines, so the
+    invariants hold). Window times never decrease, so what is out now stays out."""
     total = st[NN]
     flag = np.zeros(total, np.uint8)  # 0 dead, 1 keep, 2 union replaced by its left child
     stack = np.empty(64, np.int64)
@@ -309,12 +323,13 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
 PHASE, P_PART, P_POS, P_PRUNE, P_NS, N_OUT, N_EV = 11, 12, 13, 14, 15, 16, 17
 NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, SKIPPED, NSLOTS = 18, 19, 20, 21, 22, 23
 UPDATE, COMMIT, ENUMERATE = 0, 1, 2
-NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT = 2, 3, 4, 5
+NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT, NEED_DECIDE = 2, 3, 4, 5, 6
 
 
 @njit
 def _compact_all(nodes, mt, st, tstate, tlen, ulen, ul, pcount, now, by_events, has_bound, bound):
-    """Compact with every partition's window lower bound (``Engine._compact``)."""
+    """Compact with every partition's window lower bound (per partition for EVENTS
+    windows, the latest time for time windows)."""
     if st[NN] > st[PEAK]:
         st[PEAK] = st[NN]
     taus = np.empty(tlen.shape[0], mt.dtype)
@@ -332,13 +347,19 @@ def _compact_all(nodes, mt, st, tstate, tlen, ulen, ul, pcount, now, by_events, 
 
 
 @njit_plain
-def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, prune, etau, emit,
+def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune, etau, emit,
                es_node, es_depth, path_pos, path_lab,
-               o_start, o_end, o_part, o_off, o_pos, o_lab):
-    """Windowed enumeration (Algorithm 2) of the complex events ending at ``pos`` from the
-    final det-states of partition ``p``'s table. Appends to the outputs from
-    ``st[N_OUT]``/``st[N_EV]``; returns the number found, or -1 when an array is full
-    (outputs of this event are then dropped: the caller grows the array and redoes it)."""
+               o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab):
+    """Windowed enumeration (Algorithm 2) of the complex events ending at ``pos`` (index
+    ``local`` in partition ``p``) from the final det-states of ``p``'s table: a depth-first
+    walk that follows left children and pushes a right child only when its max-start is in
+    the window, so every walk ends at a bottom that yields a complex event.
+
+    Appends to the outputs from ``st[N_OUT]``/``st[N_EV]`` and commits those counters only
+    at the end; returns the number found, or -1 when an array is full. Then this event's
+    outputs are dropped and the caller flushes the earlier ones (or grows the arrays) and
+    redoes the enumeration — so one triggering event's complex events are never split
+    across two flushes, and grouping a flushed batch by ``end`` is exact."""
     nm = st[N_OUT]
     ne = st[N_EV]
     reported = 0
@@ -367,6 +388,8 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, prune, etau, 
                             o_start[nm] = nodes[x, POS]
                             o_end[nm] = pos
                             o_part[nm] = p
+                            o_sloc[nm] = nodes[x, B]
+                            o_eloc[nm] = local
                             for j in range(d - 1, -1, -1):
                                 o_pos[ne] = path_pos[j]
                                 o_lab[ne] = path_lab[j]
@@ -400,17 +423,19 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, prune, etau, 
 @njit_plain
 def run_events(
     i, stop, cols, positions, keys, times, hastime, by_events, has_bound, bound, consume, emit,
-    initial, final, tunm, toff, tcnt, mq, ml,
+    decide, initial, final, tunm, toff, tcnt, mq, ml,
     nodes, mt, st, now, ctx,
     tstate, tlen, ulen, ul, pcount,
     nstate, nul, nulen, slot_of, one,
     es_node, es_depth, path_pos, path_lab,
-    o_start, o_end, o_part, o_off, o_pos, o_lab,
+    o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab,
 ):
     """Events ``i … stop-1`` (``cols``: symbol columns of the transition table, ``keys``:
     partition ids, ``times``/``hastime``: window times). Returns ``(status, next event)``:
-    ``DONE``, ``NEED_MOVE`` (see module doc), or a ``NEED_*`` for an array that is too small
-    (sizes in ``st``). ``ctx`` holds the event time and window bound across a return."""
+    ``DONE``, ``NEED_MOVE`` (see module doc), ``NEED_DECIDE`` (with ``decide``: event
+    ``next - 1`` of partition ``st[P_PART]`` has candidates, not consumed yet), or a
+    ``NEED_*`` for an array that is too small (sizes in ``st``). ``ctx`` holds the event
+    time and window bound across a return."""
     while True:
         phase = st[PHASE]
         if phase == UPDATE:
@@ -529,14 +554,16 @@ def run_events(
             reported = 0
             if by_events or hastime[i]:
                 reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, tlen[p],
-                                      st[P_POS], prune, ctx[0], emit,
+                                      st[P_POS], pcount[p] - 1, prune, ctx[0], emit,
                                       es_node, es_depth, path_pos, path_lab,
-                                      o_start, o_end, o_part, o_off, o_pos, o_lab)
+                                      o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
                 if reported < 0:
                     return NEED_OUT, i
             st[PHASE] = UPDATE
             if reported:
                 st[MATCHES] += reported
+                if decide:  # the caller consumes if the event reports a match after all
+                    return NEED_DECIDE, i + 1
                 if consume == CONSUME_ANY:
                     for pp in range(tlen.shape[0]):
                         tlen[pp] = 0
@@ -558,17 +585,19 @@ TABLE_CELLS = 1 << 22
 class KernelState:
     """Everything ``run_events`` reads and writes, kept across batches, plus the lazy fill of
     the dense move table from a ``LazyDFA``. ``float_times``: window times are float64
-    (otherwise int64: positions, nanoseconds, integer attributes)."""
+    (otherwise int64: positions, nanoseconds, integer attributes). ``decide``: CONSUME BY
+    waits for the caller (``NEED_DECIDE``; see the module doc)."""
 
     def __init__(self, dfa, by_events: bool, bound, consume: str, compact_min: int,
-                 float_times: bool) -> None:
+                 float_times: bool, decide: bool = False) -> None:
         self.dfa = dfa
+        self.decide = decide
         self.by_events = by_events
         self.has_bound = bound is not None
         self.float_times = float_times
         self.tdtype = np.float64 if float_times else np.int64
         self.bound = self.tdtype(0 if bound is None else bound)
-        self.consume = {"ANY": CONSUME_ANY, "PARTITION": CONSUME_PARTITION}.get(consume, CONSUME_NONE)
+        self.consume_policy = {"ANY": CONSUME_ANY, "PARTITION": CONSUME_PARTITION}.get(consume, CONSUME_NONE)
         self.nodes = np.zeros((1024, 6), np.int64)
         self.mt = np.zeros(1024, self.tdtype)
         self.st = np.zeros(NSLOTS, np.int64)
@@ -604,6 +633,8 @@ class KernelState:
         self.o_start = np.zeros(1 << 14, np.int64)
         self.o_end = np.zeros(1 << 14, np.int64)
         self.o_part = np.zeros(1 << 14, np.int64)
+        self.o_sloc = np.zeros(1 << 14, np.int64)
+        self.o_eloc = np.zeros(1 << 14, np.int64)
         self.o_off = np.zeros((1 << 14) + 1, np.int64)
         self.o_pos = np.zeros(1 << 16, np.int64)
         self.o_lab = np.zeros(1 << 16, np.int64)
@@ -701,9 +732,12 @@ class KernelState:
     # ------------------------------------------------------------------ running
 
     def run(self, syms, positions, keys, times, hastime, emit: bool, chunk: int = 1 << 16):
-        """Feed one batch; yields ``(start, end, part, off, pos, lab)`` output arrays (fresh
-        copies) whenever the output arrays fill up or ``chunk`` events are done, when
-        ``emit`` (nothing otherwise; see ``st[MATCHES]``)."""
+        """Feed one batch; yields ``(outputs, pending)`` whenever the output arrays fill up or
+        ``chunk`` events are done, when ``emit`` (nothing otherwise; see ``st[MATCHES]``).
+        ``outputs`` is ``(start, end, part, sloc, eloc, off, pos, lab)`` (fresh copies).
+        ``pending`` is -1, or (with ``decide``) the partition whose event — the last one in
+        ``outputs``, alone there — awaits the decision: call ``consume(pending)`` before
+        resuming if that event reports a match."""
         self._states()
         cols = self.columns(syms)
         n = len(cols)
@@ -718,19 +752,23 @@ class KernelState:
             st[NEED_ES] = st[NEED_PATH] = 0
             status, i = run_events(
                 i, stop, cols, positions, keys, times, hastime, self.by_events,
-                self.has_bound, self.bound, self.consume, emit,
+                self.has_bound, self.bound, self.consume_policy, emit, self.decide,
                 self.dfa.initial, self.final, self.tunm, self.toff, self.tcnt, self.mq, self.ml,
                 self.nodes, self.mt, st, self.now, self.ctx,
                 self.tstate, self.tlen, self.ulen, self.ul, self.pcount,
                 self.nstate, self.nul, self.nulen, self.slot_of, self.one,
                 self.es_node, self.es_depth, self.path_pos, self.path_lab,
-                self.o_start, self.o_end, self.o_part, self.o_off, self.o_pos, self.o_lab,
+                self.o_start, self.o_end, self.o_part, self.o_sloc, self.o_eloc, self.o_off,
+                self.o_pos, self.o_lab,
             )
-            if status == NEED_MOVE:
+            if status == NEED_DECIDE:
+                yield self._flush(), int(st[P_PART])
+                if st[NN] > st[NEXT_COMPACT]:  # the check the loop skipped by returning
+                    self.compact()
+            elif status == NEED_MOVE:
                 self.fill(int(st[MISS_STATE]), int(st[MISS_COL]))
             elif status == NEED_COMPACT:
-                _compact_all(self.nodes, self.mt, st, self.tstate, self.tlen, self.ulen, self.ul,
-                             self.pcount, self.now, self.by_events, self.has_bound, self.bound)
+                self.compact()
             elif status == NEED_ROOM:
                 need = int(st[NEED_NODES])
                 if need > len(self.mt):
@@ -750,25 +788,50 @@ class KernelState:
                     self.path_pos = _pad(self.path_pos, 0, 2 * len(self.path_pos), 0)
                     self.path_lab = _pad(self.path_lab, 0, 2 * len(self.path_lab), 0)
                 elif st[N_OUT]:
-                    yield self._flush()
+                    yield self._flush(), -1
                 else:  # one event's complex events do not fit in empty arrays
                     m = 2 * len(self.o_start)
                     self.o_start = _pad(self.o_start, 0, m, 0)
                     self.o_end = _pad(self.o_end, 0, m, 0)
                     self.o_part = _pad(self.o_part, 0, m, 0)
+                    self.o_sloc = _pad(self.o_sloc, 0, m, 0)
+                    self.o_eloc = _pad(self.o_eloc, 0, m, 0)
                     self.o_off = _pad(self.o_off, 0, m + 1, 0)
                     e = max(int(st[NEED_SCRATCH]), 2 * len(self.o_pos))
                     self.o_pos = _pad(self.o_pos, 0, e, 0)
                     self.o_lab = _pad(self.o_lab, 0, e, 0)
             elif emit and st[N_OUT]:
-                yield self._flush()
+                yield self._flush(), -1
         if emit and st[N_OUT]:
-            yield self._flush()
+            yield self._flush(), -1
+
+    def consume(self, p: int) -> None:
+        """CONSUME BY after partition ``p``'s event reported a match: forget the partial
+        matches of every partition (ANY) or of ``p`` (PARTITION)."""
+        if self.consume_policy == CONSUME_ANY:
+            self.tlen[:] = 0
+        elif self.consume_policy == CONSUME_PARTITION:
+            self.tlen[p] = 0
+
+    def compact(self) -> None:
+        """Compact the tECS now (also what ``NEED_COMPACT`` does)."""
+        _compact_all(self.nodes, self.mt, self.st, self.tstate, self.tlen, self.ulen, self.ul,
+                     self.pcount, self.now, self.by_events, self.has_bound, self.bound)
+
+    def lowest_start(self) -> int | None:
+        """The earliest start position of any stored partial match (``None``: none). After
+        ``compact`` every stored bottom is live and in its window, so no future complex
+        event holds a position below this one."""
+        nn = int(self.st[NN])
+        nodes = self.nodes[:nn]
+        starts = nodes[nodes[:, KIND] == BOTTOM, POS]
+        return int(starts.min()) if len(starts) else None
 
     def _flush(self):
         """The outputs gathered so far (copies), and empty output arrays."""
         nm, ne = int(self.st[N_OUT]), int(self.st[N_EV])
         out = (self.o_start[:nm].copy(), self.o_end[:nm].copy(), self.o_part[:nm].copy(),
+               self.o_sloc[:nm].copy(), self.o_eloc[:nm].copy(),
                self.o_off[: nm + 1].copy(), self.o_pos[:ne].copy(), self.o_lab[:ne].copy())
         self.st[N_OUT] = self.st[N_EV] = 0
         return out

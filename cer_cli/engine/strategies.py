@@ -1,30 +1,34 @@
-"""Selection strategies, consumption and LIMIT (Foundations of CEP §5; CORE §2 and §3.4).
+"""Selection strategies, LIMIT, projection and de-duplication over ``MatchBatch``es
+(Foundations of CEP §5; CORE §2 and §3.4; docs/language.md).
 
 A strategy picks among the complex events that end at the same event, after projection and
-the window (docs/language.md). We apply it by *enumerate-then-filter*: the engine
-enumerates every windowed complex event ending at the current event and the strategy
-filters that batch. This is exact for every strategy under windows, projection and
-partitions — the papers' linear-time NEXT/LAST automata keep one run per state and are
-wrong once a window can discard the preferred run — but a strategy's cost per event is
-the size of the batch, not the size of what it keeps:
+the window. We apply it by *enumerate-then-filter*: the kernel enumerates every windowed
+complex event ending at the current event and the strategy filters that group. This is
+exact for every strategy under windows, projection and partitions — the papers' linear-time
+NEXT/LAST automata keep one run per state and are wrong once a window can discard the
+preferred run — but a strategy's cost per event is the size of the group, not the size of
+what it keeps:
 
 * ``NEXT`` / ``LAST``: one pass, O(m·s) for m complex events of size ≤ s;
 * ``MAX``: pairwise subset tests between distinct position sets, O(m²·s);
-* ``STRICT``: O(m) (a count per complex event).
+* ``STRICT``: O(m) (a size per complex event against its partition-local interval).
 
 Position sets are compared as sets of positions (variables and intervals do not matter);
 every complex event whose set is selected is kept, so equal sets with different bindings
 or intervals all survive.
+
+A batch holds whole groups: the kernel never splits one triggering event's complex events
+across two flushes (``kernel._enumerate``), and matches come in order of their triggering
+event, so a group is a run of equal ``end``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from cer_cli.engine.enumerate import Cons
+import numpy as np
 
-#: A candidate complex event: (start position, start index in its partition, marked events).
-Candidate = tuple[int, int, Cons]
+from cer_cli.events import MatchBatch
 
 STRATEGY_COST = {
     "ALL": "every complex event; no extra cost",
@@ -36,13 +40,10 @@ STRATEGY_COST = {
 }
 
 
-def positions(p: Cons) -> tuple[int, ...]:
-    """Marked positions of a cons list, increasing."""
-    out = []
-    while p is not None:
-        out.append(p[0])
-        p = p[2]
-    return tuple(out)
+def groups(batch: MatchBatch) -> np.ndarray:
+    """Where each group (run of equal ``end``) starts, plus ``len(batch)`` at the end."""
+    cut = np.flatnonzero(np.diff(batch.end)) + 1
+    return np.concatenate(([0], cut, [len(batch)])).astype(np.int64)
 
 
 def _next_key(ps: tuple[int, ...]) -> tuple[int, ...]:
@@ -56,30 +57,77 @@ def _last_key(ps: tuple[int, ...]) -> tuple[int, ...]:
     return ps[::-1]
 
 
-def _keep_greatest(batch: Sequence[Candidate], key: Callable) -> list[Candidate]:
-    keyed = [(key(positions(c[2])), c) for c in batch]
-    best = max(k for k, _ in keyed)
-    return [c for k, c in keyed if k == best]
+def _keep_greatest(sets: list[tuple[int, ...]], key: Callable) -> list[int]:
+    keys = [key(ps) for ps in sets]
+    best = max(keys)
+    return [i for i, k in enumerate(keys) if k == best]
 
 
-def _keep_maximal(batch: Sequence[Candidate]) -> list[Candidate]:
-    sets = {positions(c[2]) for c in batch}
-    frozen = [(ps, frozenset(ps)) for ps in sets]
+def _keep_maximal(sets: list[tuple[int, ...]]) -> list[int]:
+    frozen = [(ps, frozenset(ps)) for ps in set(sets)]
     maximal = {ps for ps, s in frozen if not any(len(o) > len(s) and s < o for _, o in frozen)}
-    return [c for c in batch if positions(c[2]) in maximal]
+    return [i for i, ps in enumerate(sets) if ps in maximal]
 
 
-def select(strategy: str, batch: Sequence[Candidate], end_local: int) -> Sequence[Candidate]:
-    """The complex events of ``batch`` (all ending at the event with partition index
-    ``end_local``) that ``strategy`` keeps."""
-    if strategy in ("ALL", "ANY") or not batch:
+def select(strategy: str, batch: MatchBatch) -> MatchBatch:
+    """The complex events of ``batch`` that ``strategy`` keeps in their group, in order."""
+    if strategy in ("ALL", "ANY") or not len(batch):
         return batch
-    if strategy == "NEXT":
-        return _keep_greatest(batch, _next_key)
-    if strategy == "LAST":
-        return _keep_greatest(batch, _last_key)
-    if strategy == "MAX":
-        return _keep_maximal(batch)
     if strategy == "STRICT":
-        return [c for c in batch if len(positions(c[2])) == end_local - c[1] + 1]
-    raise ValueError(f"unknown selection strategy {strategy!r}")
+        # gap-free: one reported event per position of the interval in the partition
+        sizes = np.diff(batch.off)
+        return batch.take(np.flatnonzero(sizes == batch.end_local - batch.start_local + 1))
+    pick = {"NEXT": lambda s: _keep_greatest(s, _next_key), "LAST": lambda s: _keep_greatest(s, _last_key),
+            "MAX": _keep_maximal}.get(strategy)
+    if pick is None:
+        raise ValueError(f"unknown selection strategy {strategy!r}")
+    pos, off = batch.pos.tolist(), batch.off.tolist()
+    bounds = groups(batch).tolist()
+    kept: list[int] = []
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        sets = [tuple(pos[off[m]:off[m + 1]]) for m in range(lo, hi)]
+        kept.extend(lo + i for i in pick(sets))
+    return batch.take(np.asarray(kept, dtype=np.int64))
+
+
+def limit_latest(batch: MatchBatch, n: int) -> MatchBatch:
+    """LIMIT ``n`` per triggering event: the ``n`` latest starts of each group, latest
+    first (ties in enumeration order)."""
+    if not len(batch):
+        return batch
+    bounds = groups(batch)
+    group = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    order = np.lexsort((-batch.start, group))  # stable: by group, then latest start
+    rank = np.arange(len(batch)) - bounds[group[order]]
+    return batch.take(order[rank < n])
+
+
+def project(batch: MatchBatch, keep: frozenset[str]) -> MatchBatch:
+    """SELECT ``keep``: drop the other variables, and events left with none."""
+    proj = [tuple(x for x in ls if x in keep) for ls in batch.labelsets]
+    ids: dict[tuple[str, ...], int] = {}
+    remap = np.array([ids.setdefault(p, len(ids)) if p else -1 for p in proj] or [-1], np.int64)
+    lab = remap[batch.lab]
+    alive = lab >= 0
+    match = np.repeat(np.arange(len(batch)), np.diff(batch.off))
+    off = np.zeros(len(batch) + 1, np.int64)
+    np.cumsum(np.bincount(match[alive], minlength=len(batch)), out=off[1:])
+    return MatchBatch(batch.start, batch.end, batch.part, off, batch.pos[alive], lab[alive],
+                      tuple(ids), batch.partitions, batch.start_local, batch.end_local)
+
+
+def dedupe(batch: MatchBatch) -> MatchBatch:
+    """One match per distinct (end, start, events): the first occurrence wins."""
+    canon: dict[tuple[str, ...], int] = {}
+    cid = [canon.setdefault(ls, len(canon)) for ls in batch.labelsets]
+    start, end, off = batch.start.tolist(), batch.end.tolist(), batch.off.tolist()
+    pos, lab = batch.pos.tolist(), [cid[x] for x in batch.lab.tolist()]
+    seen: set = set()
+    kept = []
+    for m in range(len(start)):
+        a, b = off[m], off[m + 1]
+        k = (end[m], start[m], tuple(pos[a:b]), tuple(lab[a:b]))
+        if k not in seen:
+            seen.add(k)
+            kept.append(m)
+    return batch if len(kept) == len(start) else batch.take(np.asarray(kept, dtype=np.int64))

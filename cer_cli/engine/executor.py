@@ -1,0 +1,139 @@
+"""What every executor shares: the ``Executor`` protocol, its statistics, and the
+column-wise preparation of an event frame (FROM, PARTITION BY keys, the window time).
+
+``Engine`` (Algorithm 1 over a CEA, ``engine/run.py``) and ``HashJoinEngine`` (the PCEA hash
+join, ``engine/pcea.py``) both implement ``Executor`` and both import this module, never
+each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from cer_cli.events import STREAM, TIME, Match, MatchBatch
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    events: int
+    matches: int
+    partitions: int
+    live_nodes: int
+    allocated_nodes: int
+    compactions: int
+    peak_live_nodes: int
+    det_states: int
+    det_transitions: int
+    det_cache_hits: int
+    det_cache_resets: int
+
+
+class Executor(Protocol):
+    """A query's evaluator over consecutive event frames: its state persists between calls,
+    so feeding frames one by one gives the same matches as feeding their concatenation."""
+
+    def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
+        """The matches of ``frame``'s events, in columns, in order of their triggering event."""
+        ...
+
+    def run(self, frame: pl.DataFrame) -> Iterator[Match]:
+        """The same matches as ``run_batches``, one ``Match`` each."""
+        ...
+
+    def count(self, frame: pl.DataFrame) -> int:
+        """How many matches ``run(frame)`` would yield."""
+        ...
+
+    @property
+    def stats(self) -> EngineStats: ...
+
+    def describe(self) -> str:
+        """How this executor evaluates, and what it costs (printed by ``cer explain``)."""
+        ...
+
+
+def prepare_frame(
+    frame: pl.DataFrame, streams, partition_by, window: ast.Window | None, last_time,
+    key: str, wtime: str,
+) -> tuple[pl.DataFrame, float]:
+    """The column-wise work every executor does first: FROM, one column ``key{i}`` per
+    PARTITION BY group (events without a key are dropped), and the window time ``wtime``
+    checked to be ordered (also against ``last_time``, the previous frame's last time).
+
+    A datetime window attribute becomes int64 nanoseconds (the bound is then in ns); any
+    other non-numeric one is a ``QueryError`` naming it. A NaN time is no time: such an
+    event can neither start nor end a windowed match. Returns the frame and the new
+    ``last_time``."""
+    if streams is not None:
+        frame = frame.filter(pl.col(STREAM).is_in(list(streams)))
+    if partition_by:
+        exprs = []
+        for i, group in enumerate(partition_by):
+            present = [pl.col(a) for a in group if a in frame.columns]
+            exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{key}{i}"))
+        frame = frame.with_columns(exprs).drop_nulls([f"{key}{i}" for i in range(len(exprs))])
+    w = window
+    if isinstance(w, ast.DurationWindow):
+        if frame.height and frame[TIME].null_count():
+            raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
+        frame = frame.with_columns(pl.col(TIME).alias(wtime))
+    elif isinstance(w, ast.AttributeWindow):
+        if w.attr not in frame.columns:
+            raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
+        frame = frame.with_columns(_window_time(frame[w.attr].dtype, w).alias(wtime))
+    if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
+        if frame[wtime].dtype.is_float():
+            frame = frame.with_columns(pl.col(wtime).fill_nan(None))
+        times = frame[wtime].drop_nulls()
+        if times.len():
+            if (times.diff().drop_nulls() < 0).any() or times[0] < last_time:
+                raise QueryError("WITHIN needs events ordered by their window time; the log is not", w.span)
+            last_time = times[-1]
+    return frame, last_time
+
+
+def _window_time(dtype: pl.DataType, w: ast.AttributeWindow) -> pl.Expr:
+    """The window attribute as a number: itself, datetimes as int64 ns, a column with no
+    value at all (null dtype) as int64 nulls."""
+    col = pl.col(w.attr)
+    if dtype.is_numeric():
+        return col
+    if dtype == pl.Null:
+        return col.cast(pl.Int64)
+    if dtype == pl.Date:
+        return col.cast(pl.Datetime("ns")).dt.epoch("ns")
+    if isinstance(dtype, pl.Datetime):
+        return col.dt.epoch("ns")
+    raise QueryError(
+        f"WITHIN {w.amount} [{w.attr}]: '{w.attr}' is {dtype} in the log,"
+        " but the window attribute must be numeric (or a datetime)",
+        w.span,
+    )
+
+
+def window_bound(w: ast.Window | None) -> float | None:
+    """The window's bound in its own unit (events, nanoseconds, attribute units)."""
+    if isinstance(w, ast.EventsWindow):
+        return w.count
+    if isinstance(w, ast.DurationWindow):
+        return w.nanoseconds
+    if isinstance(w, ast.AttributeWindow):
+        return w.amount
+    return None
+
+
+def window_text(w: ast.Window | None, kept: str) -> str:
+    """The window as ``describe`` prints it; ``kept`` names what lives until it closes."""
+    if w is None:
+        return f"no window: {kept} are kept for the whole log"
+    if isinstance(w, ast.EventsWindow):
+        return f"window {w.count} events (positions in the partition's stream)"
+    if isinstance(w, ast.DurationWindow):
+        return f"window {w.nanoseconds} ns of event time"
+    return f"window {w.amount} of attribute {w.attr}"
