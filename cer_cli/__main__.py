@@ -16,8 +16,10 @@ def main() -> None:
         from cer_cli.cli import main as cli_main
     except signals.Interrupted as e:
         signals.exit_for(e)
+        return
     except KeyboardInterrupt:
         signals.exit_for(signals.Interrupted(signal.SIGINT))
+        return
     cli_main()
 
 

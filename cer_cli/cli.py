@@ -630,15 +630,18 @@ def main() -> None:
     `cer` script installs it before importing this module, this call covers other callers)."""
     from cer_cli import signals
 
-    signals.install()
+    previous = signals.install()
     try:
-        rv = cli.main(standalone_mode=False)
-    except signals.Interrupted as e:
-        signals.exit_for(e)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        try:
+            rv = cli.main(standalone_mode=False)
+        except signals.Interrupted as e:
+            signals.exit_for(e)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        sys.exit(rv if isinstance(rv, int) else 0)
+    finally:
+        signals.restore(previous)  # for in-process callers; `cer` keeps its own handlers

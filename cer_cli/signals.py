@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
-from typing import NoReturn
 
 #: signal -> (exit code, the one line printed on stderr). 128 + the signal's number, as shells do.
 EXITS: dict[int, tuple[int, str]] = {signal.SIGINT: (130, "interrupted")}
@@ -50,18 +48,32 @@ def _handler(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
-def install() -> None:
+def install() -> dict[int, object]:
     """Route the signals to ``Interrupted``; idempotent. Signals the parent ignored (SIGINT
-    of a background job, SIGHUP under nohup) stay ignored; only the main thread can install."""
-    if threading.current_thread() is not threading.main_thread():
-        return
+    of a background job, SIGHUP under nohup) stay ignored; only the main thread can install.
+    Returns the previous handlers, for ``restore`` (an in-process caller, e.g. a test)."""
+    previous: dict[int, object] = {}
+    _state["raised"] = False
     for signum in EXITS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, _handler)
+        handler = signal.getsignal(signum)
+        if handler is not signal.SIG_IGN:
+            try:
+                signal.signal(signum, _handler)
+            except ValueError:  # not the main thread: leave Python's handling alone
+                return previous
+            previous[signum] = handler
+    return previous
 
 
-def exit_for(error: Interrupted) -> NoReturn:
-    """Print the signal's one line and exit with its code."""
+def restore(previous: dict[int, object]) -> None:
+    """Put back the handlers ``install`` replaced."""
+    for signum, handler in previous.items():
+        if handler is not None:
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+def exit_for(error: Interrupted) -> None:
+    """Print the signal's one line and exit with its code (never returns)."""
     try:
         sys.stderr.write(error.message + "\n")
         sys.stderr.flush()

@@ -110,7 +110,7 @@ def _failing(exc: BaseException) -> Iterator[Match]:
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
-@pytest.mark.parametrize("exc", [RuntimeError("engine failed"), KeyboardInterrupt()])
+@pytest.mark.parametrize("exc", [RuntimeError("engine failed"), KeyboardInterrupt(), MemoryError()])
 def test_interrupted_write_leaves_nothing(tmp_path: Path, lookup, fmt, exc) -> None:
     target = tmp_path / f"out.{fmt}"
     with pytest.raises(type(exc)):
