@@ -112,20 +112,15 @@ class Engine:
             if self.post is not None
             else "constant per event for the query"
         )
-        limit = "none"
-        if self.limit is not None:
-            limit = (f"{self.limit} per triggering event, latest start first (every windowed"
-                     " candidate ending at the event is enumerated first)")
         return "\n".join(
             [
                 "engine: CORE Algorithm 1 over a lazily I/O-determinised CEA, tECS with "
-                "union-lists, windowed enumeration (Algorithm 2), in the compiled kernel",
+                "union-lists, windowed enumeration (Algorithm 2)",
                 f"  update: {update}; {window}",
                 f"  partitions: {parts}",
                 f"  strategy {self.strategy}: {STRATEGY_COST[self.strategy]}",
-                f"  consume by {self.consume}"
-                + (" (when the event reports a match)" if self._post_process and self.consume != "NONE" else "")
-                + f"; limit {limit}",
+                f"  consume by {self.consume}; limit {self.limit if self.limit is not None else 'none'}"
+                + (" per triggering event, latest start first" if self.limit is not None else ""),
                 f"  det-automaton cache: {self.dfa.cache_limit} transitions, cleared when full",
             ]
         )
