@@ -131,8 +131,8 @@ def eval_expr(e: ast.Expr, assignment: dict[str, Event]):
         return e.value
     if isinstance(e, ast.AttrRef):
         value = assignment[e.var].get(e.attr)
-        if value is None:
-            raise _Missing(e)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            raise _Missing(e)  # absent, null or NaN: no value
         return value
     if isinstance(e, ast.Neg):
         return -eval_expr(e.operand, assignment)
@@ -198,10 +198,13 @@ def eval_predicate(p: ast.Predicate, assignment: dict[str, Event]) -> bool:
         value = eval_expr(p.operand, assignment)
         low, high = eval_expr(p.low, assignment), eval_expr(p.high, assignment)
         return _compare("<=", low, value) and _compare("<=", value, high)
+    # Inside one atom, both sides are evaluated: a missing value anywhere fails the atom.
     if isinstance(p, ast.And):
-        return eval_predicate(p.left, assignment) and eval_predicate(p.right, assignment)
+        left, right = eval_predicate(p.left, assignment), eval_predicate(p.right, assignment)
+        return left and right
     if isinstance(p, ast.Or):
-        return eval_predicate(p.left, assignment) or eval_predicate(p.right, assignment)
+        left, right = eval_predicate(p.left, assignment), eval_predicate(p.right, assignment)
+        return left or right
     if isinstance(p, ast.Not):
         return not eval_predicate(p.operand, assignment)
     raise TypeError(p)

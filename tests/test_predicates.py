@@ -14,7 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cer_cli.compiler.cea import holds
-from cer_cli.compiler.predicates import Alphabet, AttrTest, StreamTest, TypeTest, atom_expression
+from cer_cli.compiler.predicates import (
+    Alphabet,
+    AttrTest,
+    StreamTest,
+    TypeTest,
+    atom_expression,
+    predicate_expression,
+)
 from cer_cli.events import STREAM, TYPE
 from cer_cli.query import ast as A
 from cer_cli.query.errors import QueryError
@@ -171,6 +178,35 @@ def test_absent_attribute_and_type_mismatch_are_false():
     ):
         assert df.select(atom_expression(AttrTest(pred), df.schema)).to_series().to_list() == [False, False]
 
+
+
+def test_nan_is_no_value_even_under_not_or_or():
+    """A NaN attribute (or a NaN computed from finite-looking parts) cannot be compared:
+    polars alone would order NaN above every number and make it equal to itself."""
+    nan = float("nan")
+    df = pl.DataFrame({"f": [nan, 1.0], "a": [1, 1]})
+    f, a = A.AttrRef("", "f"), A.AttrRef("", "a")
+    for pred in (
+        A.Compare(">", f, A.Literal(0)),
+        A.Compare("=", f, f),
+        A.Not(A.Compare("<", f, A.Literal(0))),
+        A.Or(A.Compare(">", a, A.Literal(0)), A.Compare(">", f, A.Literal(0))),
+        A.InInterval(f, A.Literal(0), None, True),
+    ):
+        assert df.select(atom_expression(AttrTest(pred), df.schema)).to_series().to_list()[0] is False
+    inf = pl.DataFrame({"f": [float("inf")]})
+    undefined = A.Compare(">=", A.BinOp("-", f, f), A.Literal(0))  # inf - inf
+    assert inf.select(atom_expression(AttrTest(undefined), inf.schema)).item() is False
+
+
+def test_predicate_expression_reads_columns_named_by_the_caller():
+    """Between events: one row per combination, columns ``var.attr``; same semantics."""
+    df = pl.DataFrame({"x.v": [1, 4, None], "y.v": [2, 2, 2]})
+    x, y = A.AttrRef("x", "v"), A.AttrRef("y", "v")
+    pred = A.Not(A.Compare("<", x, y))
+    got = df.select(predicate_expression(pred, df.schema, column=lambda r: f"{r.var}.{r.attr}"))
+    assert got.to_series().to_list() == [False, True, False]
+    assert df.select(predicate_expression(pred, df.schema)).to_series().to_list() == [False] * 3
 
 def _filtered(var, pred):
     return A.Filter(A.As(A.EventType("E"), var), pred)

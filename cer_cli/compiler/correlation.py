@@ -1,4 +1,4 @@
-"""Predicates between events (correlation): where they sit, and how they are evaluated.
+"""Predicates between events (correlation): where they sit, and how the query is rewritten.
 
 A filter atom that reads two or more variables (``x.id = z.id``, ``x.v < y.v + 1``) is not a
 property of one event, so the CEA, whose transitions read one event, cannot test it. Two
@@ -16,10 +16,11 @@ methods, tried in this order by the planner (``cer_cli.plan``) through
 
 2. **Post-filtered relaxation.** Otherwise the conjuncts holding such atoms are removed
    from their filters (the *relaxation*), the automaton binds their variables, and the
-   engine keeps a candidate valuation iff every removed conjunct holds for every
-   combination of the events of its variables (docs/language.md), before SELECT, the
-   strategy, LIMIT and CONSUME BY. Exact when the valuation alone tells which events the
-   conjunct constrains (``site_problem``); other shapes are rejected with a QueryError.
+   engine (``cer_cli.engine.post_filter``) keeps a candidate valuation iff every removed
+   conjunct holds for every combination of the events of its variables (docs/language.md),
+   before SELECT, the strategy, LIMIT and CONSUME BY. Exact when the valuation alone
+   tells which events the conjunct constrains (``site_problem``); other shapes are
+   rejected with a QueryError.
    The cost is the number of candidates, which may be exponentially larger than the
    number of results. When the removed conjuncts are equalities ``x.a = y.b`` in the
    fragment of ``cer_cli.compiler.pcea`` (chosen by the planner after the passes), the
@@ -31,9 +32,6 @@ Both analyses work on the formula *before* ``split_filters`` (which would copy a
 
 from __future__ import annotations
 
-import itertools
-import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -44,7 +42,6 @@ from cer_cli.query.printer import to_text
 from cer_cli.query.scope import (
     Path,
     at,
-    attr_refs,
     bound,
     children,
     conj,
@@ -365,157 +362,3 @@ def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
         return query, ()
     relaxed = _drop(f, lambda _p, c: not is_correlation(c))
     return replace(query, formula=relaxed), tuple(found)
-
-
-
-# --------------------------------------------------------------------------- evaluation
-
-
-class _Missing(Exception):
-    pass
-
-
-def _trunc_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _value(e: ast.Expr, row: dict[str, dict]):
-    if isinstance(e, ast.Literal):
-        return e.value
-    if isinstance(e, ast.AttrRef):
-        v = row[e.var].get(e.attr)
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            raise _Missing
-        return v
-    if isinstance(e, ast.Neg):
-        v = _value(e.operand, row)
-        if not _num(v):
-            raise _Missing
-        return -v
-    a, b = _value(e.left, row), _value(e.right, row)
-    if not (_num(a) and _num(b)):
-        raise _Missing
-    if e.op in ("/", "%") and b == 0:
-        raise _Missing
-    ints = isinstance(a, int) and isinstance(b, int)
-    if e.op == "+":
-        return a + b
-    if e.op == "-":
-        return a - b
-    if e.op == "*":
-        return a * b
-    if e.op == "/":
-        return _trunc_div(a, b) if ints else a / b
-    return a - b * _trunc_div(a, b) if ints else math.fmod(a, b)
-
-
-def _compare(op: str, a, b) -> bool:
-    if isinstance(a, str) != isinstance(b, str):
-        raise _Missing
-    try:
-        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "=": a == b, "!=": a != b}[op]
-    except TypeError:
-        raise _Missing from None
-
-
-def _classic(p: ast.Predicate, row: dict[str, dict]) -> bool:
-    if isinstance(p, ast.BoolConst):
-        return p.value
-    if isinstance(p, ast.Compare):
-        return _compare(p.op, _value(p.left, row), _value(p.right, row))
-    if isinstance(p, ast.Like):
-        v = _value(p.operand, row)
-        if not isinstance(v, str):
-            raise _Missing
-        return re.search(p.pattern, v) is not None
-    if isinstance(p, ast.InSet):
-        v = _value(p.operand, row)
-        hit = any(not (isinstance(v, str) != isinstance(lit.value, str)) and v == lit.value
-                  for lit in p.values)
-        return hit != p.negated
-    if isinstance(p, ast.InInterval):
-        v = _value(p.operand, row)
-        inside = (p.low is None or _compare(">=", v, p.low.value)) and (
-            p.high is None or _compare("<=", v, p.high.value)
-        )
-        return inside != p.negated
-    if isinstance(p, ast.InRange):
-        v = _value(p.operand, row)
-        return _compare("<=", _value(p.low, row), v) and _compare("<=", v, _value(p.high, row))
-    if isinstance(p, ast.And):
-        return _classic(p.left, row) and _classic(p.right, row)
-    if isinstance(p, ast.Or):
-        return _classic(p.left, row) or _classic(p.right, row)
-    if isinstance(p, ast.Not):
-        return not _classic(p.operand, row)
-    raise TypeError(p)
-
-
-def _push_not(p: ast.Predicate) -> ast.Predicate:
-    if isinstance(p, ast.And):
-        return ast.Or(ast.Not(p.left), ast.Not(p.right))
-    if isinstance(p, ast.Or):
-        return ast.And(ast.Not(p.left), ast.Not(p.right))
-    if isinstance(p, ast.Not):
-        return p.operand
-    return ast.Not(p)
-
-
-def truth(p: ast.Predicate, env: dict[str, list[int]], rows) -> bool:
-    """docs/language.md: an atom holds for every combination of its variables' events (an
-    empty set passes; a missing attribute fails); connectives combine atoms' truth values."""
-    if is_atom(p):
-        names = sorted(pred_vars(p))
-        for combo in itertools.product(*(env.get(v, ()) for v in names)):
-            try:
-                if not _classic(p, {v: rows[i] for v, i in zip(names, combo, strict=True)}):
-                    return False
-            except _Missing:
-                return False
-        return True
-    if isinstance(p, ast.And):
-        return truth(p.left, env, rows) and truth(p.right, env, rows)
-    if isinstance(p, ast.Or):
-        return truth(p.left, env, rows) or truth(p.right, env, rows)
-    assert isinstance(p, ast.Not)
-    return truth(_push_not(p.operand), env, rows)
-
-
-@dataclass(frozen=True)
-class PostFilter:
-    """The removed conjuncts, tested on each candidate valuation by the engine."""
-
-    sites: tuple[Site, ...]
-    select: frozenset[str] | None  # the real SELECT (None: every variable)
-
-    @property
-    def variables(self) -> frozenset[str]:
-        out = frozenset()
-        for s in self.sites:
-            out |= pred_vars(s.predicate) | set(s.guards)
-        return out
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return tuple(sorted({r.attr for s in self.sites for r in attr_refs(s.predicate)}))
-
-    def holds(self, events: tuple[tuple[int, tuple[str, ...]], ...], rows) -> bool:
-        env: dict[str, list[int]] = {}
-        for pos, xs in events:
-            for x in xs:
-                env.setdefault(x, []).append(pos)
-        for s in self.sites:
-            if any(g not in env for g in s.guards):
-                continue
-            if not truth(s.predicate, env, rows):
-                return False
-        return True
-
-    def describe(self) -> list[str]:
-        return [shown(s.predicate) + (f" (when {', '.join(s.guards)} is bound)" if s.guards else "")
-                for s in self.sites]

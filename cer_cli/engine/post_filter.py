@@ -1,0 +1,163 @@
+"""The correlation post-filter: keep a candidate match iff its predicates between events hold.
+
+``cer_cli.compiler.correlation.relax_correlation`` removes the filter conjuncts that read
+several variables (the *sites*) from the automaton; the engine enumerates the candidates
+of the relaxed automaton and keeps those for which every site holds (docs/language.md,
+"Correlation"):
+
+* a site is skipped for a match when one of its ``guards`` is unbound in it (the match did
+  not go through the OR branch holding the filter);
+* ``NOT`` is pushed down to the atoms (De Morgan), so it never turns "for all" into
+  "there exists";
+* an atom (or negated atom) holds iff it holds for every combination of the events bound
+  to its variables — an unbound variable has no events and passes — and a combination
+  lacking a value the atom reads (absent, null or NaN attribute, division by zero) fails;
+* ``AND`` / ``OR`` combine the atoms' per-match truth values.
+
+Each atom is one ``cer_cli.compiler.predicates.predicate_expression`` — the same code, hence
+the same semantics, as the automaton's unary atoms — evaluated by polars over one row per
+(match, combination of events). Cost: linear in the number of such rows per atom (the
+product over the atom's variables of their events in each match), plus a join of the
+batch's (match, variable, event) rows with the attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from cer_cli.compiler.correlation import Site, shown
+from cer_cli.compiler.predicates import predicate_expression
+from cer_cli.events import POS, MatchBatch
+from cer_cli.query import ast
+from cer_cli.query.scope import attr_refs, is_atom, pred_vars
+
+_MATCH = "__cer_match"
+_VAR = "__cer_var"
+
+
+def _column(ref: ast.AttrRef) -> str:
+    return f"{ref.var}.{ref.attr}"
+
+
+def _push_not(p: ast.Predicate) -> ast.Predicate:
+    """``NOT p`` with the negation moved one level down (De Morgan)."""
+    if isinstance(p, ast.And):
+        return ast.Or(ast.Not(p.left), ast.Not(p.right))
+    if isinstance(p, ast.Or):
+        return ast.And(ast.Not(p.left), ast.Not(p.right))
+    if isinstance(p, ast.Not):
+        return p.operand
+    return ast.Not(p)
+
+
+@dataclass(frozen=True)
+class PostFilter:
+    """The removed conjuncts, tested on each candidate valuation by the engine."""
+
+    sites: tuple[Site, ...]
+    select: frozenset[str] | None  # the real SELECT (None: every variable)
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """Variables whose events the sites read or whose presence guards a site."""
+        out: frozenset[str] = frozenset()
+        for s in self.sites:
+            out |= pred_vars(s.predicate) | set(s.guards)
+        return out
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Attribute names the predicates read (the engine keeps them for ``keep``)."""
+        return tuple(sorted({r.attr for s in self.sites for r in attr_refs(s.predicate)}))
+
+    def describe(self) -> list[str]:
+        return [shown(s.predicate) + (f" (when {', '.join(s.guards)} is bound)" if s.guards else "")
+                for s in self.sites]
+
+    def keep(self, batch: MatchBatch, rows: pl.DataFrame) -> np.ndarray:
+        """One bool per match of ``batch``: every site holds on its valuation.
+
+        ``rows`` has column ``POS`` and the attributes of ``columns`` that the log has, for
+        at least every position in the batch (a position it lacks has no attributes).
+        """
+        n = len(batch)
+        out = np.ones(n, dtype=bool)
+        if n == 0 or not self.sites:
+            return out
+        bound = self._bound(batch, rows)
+        cache: dict[ast.Predicate, np.ndarray] = {}
+        for site in self.sites:
+            active = np.ones(n, dtype=bool)
+            for g in site.guards:
+                active &= self._present(bound, g, n)
+            if not active.any():
+                continue
+            holds = self._truth(site.predicate, bound, n, cache)
+            out &= ~active | holds
+        return out
+
+    # -- internals
+
+    def _bound(self, batch: MatchBatch, rows: pl.DataFrame) -> pl.DataFrame:
+        """(match, variable, attributes) rows: one per event bound to a variable we read."""
+        off = np.asarray(batch.off, dtype=np.int64)
+        first, last = int(off[0]), int(off[-1])
+        match = np.repeat(np.arange(len(batch), dtype=np.int64), np.diff(off))
+        events = pl.DataFrame({
+            _MATCH: match,
+            POS: np.asarray(batch.pos, dtype=np.int64)[first:last],
+            "__cer_lab": np.asarray(batch.lab, dtype=np.int64)[first:last],
+        })
+        wanted = self.variables
+        pairs = [(i, v) for i, vs in enumerate(batch.labelsets) for v in vs if v in wanted]
+        labels = pl.DataFrame({"__cer_lab": [i for i, _ in pairs], _VAR: [v for _, v in pairs]},
+                              schema={"__cer_lab": pl.Int64, _VAR: pl.String})
+        attrs = [c for c in self.columns if c in rows.columns]
+        table = rows.select(pl.col(POS).cast(pl.Int64), *attrs)
+        return (events.join(labels, on="__cer_lab")
+                .join(table, on=POS, how="left")
+                .drop("__cer_lab", POS))
+
+    @staticmethod
+    def _present(bound: pl.DataFrame, var: str, n: int) -> np.ndarray:
+        has = np.zeros(n, dtype=bool)
+        has[bound.filter(pl.col(_VAR) == var)[_MATCH].to_numpy()] = True
+        return has
+
+    def _truth(self, p: ast.Predicate, bound: pl.DataFrame, n: int,
+               cache: dict[ast.Predicate, np.ndarray]) -> np.ndarray:
+        if is_atom(p):
+            if p not in cache:
+                cache[p] = self._atom(p, bound, n)
+            return cache[p]
+        if isinstance(p, ast.And):
+            return self._truth(p.left, bound, n, cache) & self._truth(p.right, bound, n, cache)
+        if isinstance(p, ast.Or):
+            return self._truth(p.left, bound, n, cache) | self._truth(p.right, bound, n, cache)
+        assert isinstance(p, ast.Not)
+        return self._truth(_push_not(p.operand), bound, n, cache)
+
+    @staticmethod
+    def _atom(p: ast.Predicate, bound: pl.DataFrame, n: int) -> np.ndarray:
+        """For all combinations of the events of ``p``'s variables, per match (an empty
+        product passes): a per-match cross join, then ``all`` over each match's rows."""
+        names = sorted(pred_vars(p))
+        if not names:  # a constant: one (empty) combination
+            single = pl.DataFrame({_MATCH: [0]})
+            return np.full(n, single.select(predicate_expression(p, {}, _column)).item())
+        refs = {(r.var, r.attr) for r in attr_refs(p)}
+        combos: pl.DataFrame | None = None
+        for v in names:
+            cols = [pl.col(a).alias(f"{v}.{a}") for a in sorted({a for w, a in refs if w == v})
+                    if a in bound.columns]
+            events = bound.filter(pl.col(_VAR) == v).select(_MATCH, *cols)
+            combos = events if combos is None else combos.join(events, on=_MATCH)
+        assert combos is not None
+        verdict = combos.group_by(_MATCH).agg(
+            predicate_expression(p, combos.schema, _column).all().alias("ok"))
+        holds = np.ones(n, dtype=bool)
+        holds[verdict[_MATCH].to_numpy()] = verdict["ok"].to_numpy()
+        return holds
