@@ -271,6 +271,16 @@ def test_from_filters_streams():
     assert sorted(m.end for m in got) == [1, 2]
 
 
+def test_both_executors_implement_the_protocol():
+    from cer_cli.engine.executor import Executor
+
+    for text in ("SELECT * WHERE A ; B", "SELECT * WHERE A AS x ; B AS y FILTER x.id = y.id WITHIN 3 EVENTS"):
+        ex = plan(parse(text)).executor()
+        assert isinstance(ex, Executor)
+        batches = list(ex.run_batches(events_frame(letters("ABAB")), size=1))
+        assert sum(len(b) for b in batches) == ex.stats.matches
+
+
 def test_describe_mentions_strategy_cost():
     text = Engine(AB, Alphabet(AB_ALPHABET), strategy="MAX", window=ast.EventsWindow(3)).describe()
     assert "MAX" in text and "O(m²·s)" in text and "3 events" in text

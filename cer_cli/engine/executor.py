@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import polars as pl
 
@@ -34,6 +34,7 @@ class EngineStats:
     det_cache_resets: int
 
 
+@runtime_checkable
 class Executor(Protocol):
     """A query's evaluator over consecutive event frames: its state persists between calls,
     so feeding frames one by one gives the same matches as feeding their concatenation."""

@@ -337,7 +337,9 @@ class HashJoinEngine:
             pl.when(self._step_mask(s, schema)).then(pl.lit(1 << s, pl.Int64)).otherwise(pl.lit(0, pl.Int64))
             for s in range(len(pcea.states))
         ]
-        act = frame.select(pl.sum_horizontal(masks).alias(_ACT))[_ACT].to_list()
+        # with_columns, not select: when no attribute a step reads is in the frame every
+        # mask is a literal, and only with_columns broadcasts it to one value per row
+        act = frame.with_columns(pl.sum_horizontal(masks).alias(_ACT))[_ACT].to_list()
         values: dict[tuple[int, int], list] = {}
         for s, state in enumerate(pcea.states):
             for cls, attrs in state.classes:
