@@ -196,6 +196,18 @@ def test_column_kinds_and_schema() -> None:
         contract.column_kinds([b, _log("c", {"v": "datetime"}, None)], None)
 
 
+def test_local_reader_honours_iso_offsets(tmp_path: Path) -> None:
+    """String times with Z or an offset are instants (the lazy parse used to fail on them)."""
+    log = _write(tmp_path / "o.ndjson", '{"type":"A","ts":"2024-01-01T01:00:00+01:00"}\n'
+                                        '{"type":"B","ts":"2024-01-01T00:30:00Z"}\n'
+                                        '{"type":"C","ts":"2024-01-01T00:45:00-00:00"}\n')
+    frame = read_events([log]).frame()
+    epoch = dt.datetime(2024, 1, 1, tzinfo=dt.UTC).timestamp()
+    minutes = [(t / 1e9 - epoch) / 60 for t in frame[TIME]]
+    assert frame[TYPE].to_list() == ["A", "B", "C"] and minutes == [0, 30, 45]
+    assert read_schema([log]).event_types["A"] == {"ts": "datetime"}
+
+
 def test_io_does_not_import_spark_or_upper_layers() -> None:
     """io sits beside query: it imports only events (and io itself), never pyspark."""
     import ast as pyast
