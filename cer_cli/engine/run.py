@@ -263,7 +263,7 @@ class Engine:
         match per distinct complex event), strategy, LIMIT — per triggering event."""
         post = self.post
         if post is not None and len(batch):
-            batch = batch.take(np.flatnonzero(self._keep(batch)))
+            batch = batch.take(np.flatnonzero(np.asarray(post.keep(batch, self._rows), dtype=np.bool_)))
             if post.select is not None:
                 batch = project(batch, post.select)
             batch = dedupe(batch)
@@ -271,18 +271,6 @@ class Engine:
         if self.limit is not None:
             batch = limit_latest(batch, self.limit)
         return batch
-
-    def _keep(self, batch: MatchBatch) -> np.ndarray:
-        """The post-filter's verdict per candidate."""
-        post = self.post
-        if hasattr(post, "keep"):
-            return np.asarray(post.keep(batch, self._rows), dtype=np.bool_)
-        # TODO(redesign #12): compiler.correlation.PostFilter tests one valuation at a time;
-        # drop this once engine.post_filter.PostFilter (``keep``) replaces it.
-        rows = self._rows.filter(pl.col(POS).is_in(np.unique(batch.pos)))
-        cols = [c for c in rows.columns if c != POS]
-        by_pos = {r[POS]: {c: r[c] for c in cols} for r in rows.to_dicts()}
-        return np.array([post.holds(m.events, by_pos) for m in batch.matches()], dtype=np.bool_)
 
     def _remember(self, frame: pl.DataFrame) -> None:
         """Keep the post-filter's attributes of ``frame``'s events (before the kernel reads it)."""
