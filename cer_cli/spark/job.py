@@ -11,7 +11,7 @@
 2. **Number.** The union is sorted by (TIME, argument order, ROW), the order of the local
    reader, and POS is the rank in that order: a distributed sort, then per-partition counts
    turned into offsets (``_index``), so no single task sees the whole log.
-3. **Fan out** as ``plan.plan_for`` says (see ``cer_cli.spark.plan`` for why each plan is
+3. **Fan out** as the plan's ``fanout`` says (see ``cer_cli.plan.fanout`` for why each one is
    exact): the events of each task are sorted by POS and streamed, Arrow batch by Arrow
    batch, into a fresh ``Engine`` (``mapInArrow``); a task of the ``ranges`` plan keeps only
    the matches ending in its own range.
@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
+from cer_cli.plan import Plan
+from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
-from cer_cli.spark.plan import PARTITION, RANGES, plan_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from cer_cli.api import CompiledQuery
 
 WRITE_FORMATS = ("parquet", "csv", "json")
 DEFAULT_MASTER = "local[*]"
@@ -504,11 +504,11 @@ def spark_schema(
 # --------------------------------------------------------------------------- tasks
 
 
-def _task(compiled: CompiledQuery):
+def _task(compiled: Plan):
     """The ``mapInArrow`` function: batches sorted by (GROUP, POS) -> match rows.
 
-    It ships the whole compiled query and builds engines with ``compiled.engine()``, so an
-    executor evaluates exactly as local mode does.
+    It ships the whole plan and builds executors with ``compiled.executor()``, so a task
+    evaluates exactly as local mode does.
     A fresh engine starts at every new GROUP; a match is kept when it ends at or after the
     group's first OWN event (events before it are the context of a ``ranges`` task).
     """
@@ -525,7 +525,7 @@ def _task(compiled: CompiledQuery):
             for part in frame.partition_by(_GROUP, maintain_order=True):
                 g = part[_GROUP][0]
                 if engine is None or g != group:
-                    group, engine, lo = g, compiled.engine(), None
+                    group, engine, lo = g, compiled.executor(), None
                 own = part.filter(pl.col(_OWN))[POS]
                 if lo is None and own.len():
                     lo = own[0]
@@ -565,11 +565,11 @@ def _wtime(query: ast.Query, ev: _Events):
     return F.col(w.attr), w.amount
 
 
-def _tasks(run: _Run, compiled: CompiledQuery, ev: _Events, ranges: int | None) -> DataFrame:
+def _tasks(run: _Run, compiled: Plan, ev: _Events, ranges: int | None) -> DataFrame:
     """The events of every task, partitioned and sorted by (GROUP, POS), with OWN."""
     from pyspark.sql import functions as F
 
-    q, plan = compiled.query, plan_for(compiled)
+    q, plan = compiled.query, compiled.fanout
     frame = ev.frame
     if q.streams is not None:
         frame = frame.filter(F.col(STREAM).isin(list(q.streams)))
@@ -621,7 +621,7 @@ def _tasks(run: _Run, compiled: CompiledQuery, ev: _Events, ranges: int | None) 
             .sortWithinPartitions(_GROUP, POS))
 
 
-def _matches(run: _Run, compiled: CompiledQuery, ev: _Events, ranges: int | None) -> DataFrame:
+def _matches(run: _Run, compiled: Plan, ev: _Events, ranges: int | None) -> DataFrame:
     tasks = _tasks(run, compiled, ev, ranges)
     # Persisted: sorting by end samples its input first, which would run the engines twice.
     return run.persist(tasks.mapInArrow(_task(compiled), MATCH_SCHEMA))
@@ -631,7 +631,7 @@ def _matches(run: _Run, compiled: CompiledQuery, ev: _Events, ranges: int | None
 
 
 def spark_match(
-    compiled: CompiledQuery,
+    compiled: Plan,
     logs: list[str],
     *,
     master: str | None = None,
@@ -667,7 +667,7 @@ def spark_match(
 
 
 def spark_write(
-    compiled: CompiledQuery,
+    compiled: Plan,
     logs: list[str],
     output: str,
     fmt: str = "parquet",
