@@ -187,3 +187,62 @@ def test_events_that_move_no_state_are_skipped():
     reference.assert_same_matches(got, reference.reference_matches(query, events))
     assert int(engine._k.st[K.SKIPPED]) >= 2  # at least the two leading Ds
     assert int(engine._k.st[K.EVENTS]) == len(events)
+
+
+def _limit_by_sorting(cea: CEA, query: ast.Query, events: list[dict], cuts: list[int]) -> list:
+    """The matches of ``query`` as post-processing reports them: every candidate ending at
+    an event enumerated, then ``strategies.limit_latest`` (a stable sort by start)."""
+    if query.select is not None:
+        cea = project(cea, frozenset(i.var for i in query.select))
+    engine = _engine(cea, query)
+    engine._kernel_limit, engine._post_process = False, True  # before the kernel exists
+    return [m for f in _cut(events_frame(events), cuts) for m in engine.run(f)]
+
+
+@given(ceas(), cea_queries(), streams(max_size=10), st.lists(st.integers(0, 10), max_size=3),
+       st.sampled_from((1, 4096)), st.sampled_from(("ALL", "ANY")), st.integers(0, 3))
+@PROPS
+def test_limit_in_the_kernel_equals_sorting_every_candidate(cea, query, events, cuts, compact_min,
+                                                             strategy, limit):
+    """ALL/ANY with LIMIT k: the kernel's best-first enumeration reports exactly what
+    enumerating every candidate and keeping the k latest starts (ties in enumeration order)
+    reports, in the same order; and that is a valid choice against brute force."""
+    query = ast.Query(**{**vars(query), "strategy": strategy, "limit": limit})
+    got = run_engine(cea, query, events, cuts, compact_min)
+    assert got == _limit_by_sorting(cea, query, events, cuts)
+    _check(cea, query, events, got)
+    counter = _engine(cea, query, compact_min=compact_min)
+    assert sum(counter.count(f) for f in _cut(events_frame(events), cuts)) == len(got)
+
+
+_MANY_AS = """
+import sys
+from cer_cli.plan import plan
+from cer_cli.query.parser import parse
+from tests.builders import events_frame
+n, k = int(sys.argv[1]), int(sys.argv[2])
+query = parse(f"SELECT * WHERE A+ ; B LIMIT {k}")
+frame = events_frame([{"type": "A", "stream": "S"}] * n + [{"type": "B", "stream": "S"}])
+for m in plan(query).run(frame):
+    print(m.start, m.end, *(p for p, _ in m.events))
+print("count", plan(query).executor().count(frame))
+"""
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_limit_does_not_enumerate_every_candidate(limit):
+    """``A+ ; B LIMIT k`` over 60 As then a B: 2^60 candidates end at the B, and the k
+    latest starts come out at once (enumerating every candidate first would never end)."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", _MANY_AS, "60", str(limit)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    # the same query over 6 As, enumerated whole and sorted, shifted to positions 54 …
+    small = plan(parse(f"SELECT * WHERE A+ ; B LIMIT {limit}")).executor()
+    small._kernel_limit, small._post_process = False, True
+    want = [[m.start + 54, m.end + 54, *(p + 54 for p, _ in m.events)]
+            for m in small.run(events_frame(letters("AAAAAAB")))]
+    assert [[int(x) for x in line.split()] for line in lines[:-1]] == want
+    assert [w[0] for w in want] == [59, 58, 58][:limit]
+    assert lines[-1] == f"count {limit}"

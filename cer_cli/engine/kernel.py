@@ -20,7 +20,9 @@ ascending sweep.
 Per event (``run_events``): window pruning, Algorithm 1 (the initial det-state with a fresh
 bottom first, then the table's det-states in insertion order — the paper's ordered-keys,
 which makes every union-list insert legal), windowed enumeration from the final det-states,
-CONSUME BY, and compaction when the node arrays doubled since the last one.
+CONSUME BY, and compaction when the node arrays doubled since the last one. With a LIMIT
+(``st[LIMIT_K]``) the loop stops instead of enumerating (``NEED_LIMIT``) and the caller
+enumerates only the event's k latest starts, best-first (``latest_first``).
 
 Layout (all owned by ``KernelState``):
 
@@ -321,9 +323,12 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
 
 # st[...] slots of the resumable loop: the phase of the current event and what it needs
 PHASE, P_PART, P_POS, P_PRUNE, P_NS, N_OUT, N_EV = 11, 12, 13, 14, 15, 16, 17
-NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, SKIPPED, NSLOTS = 18, 19, 20, 21, 22, 23
+NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, SKIPPED = 18, 19, 20, 21, 22
+# LIMIT in the kernel: ``st[LIMIT_K]`` is ``k + 1`` (0: no limit); ``st[LIMIT_DONE]`` is
+# ``reported + 1`` once the caller enumerated the event's k latest starts (0: not yet).
+LIMIT_K, LIMIT_DONE, NSLOTS = 23, 24, 25
 UPDATE, COMMIT, ENUMERATE = 0, 1, 2
-NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT, NEED_DECIDE = 2, 3, 4, 5, 6
+NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT, NEED_DECIDE, NEED_LIMIT = 2, 3, 4, 5, 6, 7
 
 
 @njit
@@ -433,7 +438,9 @@ def run_events(
     """Events ``i … stop-1`` (``cols``: symbol columns of the transition table, ``keys``:
     partition ids, ``times``/``hastime``: window times). Returns ``(status, next event)``:
     ``DONE``, ``NEED_MOVE`` (see module doc), ``NEED_DECIDE`` (with ``decide``: event
-    ``next - 1`` of partition ``st[P_PART]`` has candidates, not consumed yet), or a
+    ``next - 1`` of partition ``st[P_PART]`` has candidates, not consumed yet), ``NEED_LIMIT``
+    (with ``st[LIMIT_K]``: event ``next``'s table is committed and has final det-states; the
+    caller enumerates its k latest starts, sets ``st[LIMIT_DONE]`` and calls again), or a
     ``NEED_*`` for an array that is too small (sizes in ``st``). ``ctx`` holds the event
     time and window bound across a return."""
     while True:
@@ -552,7 +559,16 @@ def run_events(
             p = st[P_PART]
             prune = st[P_PRUNE] == 1
             reported = 0
-            if by_events or hastime[i]:
+            if (by_events or hastime[i]) and st[LIMIT_K] > 0:
+                # LIMIT k: the caller enumerates the k latest starts (``latest_first``)
+                if st[LIMIT_DONE] > 0:
+                    reported = st[LIMIT_DONE] - 1
+                    st[LIMIT_DONE] = 0
+                elif st[LIMIT_K] > 1:
+                    for k in range(tlen[p]):
+                        if final[tstate[p, k]]:
+                            return NEED_LIMIT, i
+            elif by_events or hastime[i]:
                 reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, tlen[p],
                                       st[P_POS], pcount[p] - 1, prune, ctx[0], emit,
                                       es_node, es_depth, path_pos, path_lab,
@@ -575,6 +591,57 @@ def run_events(
                 return NEED_COMPACT, i
 
 
+# ---------------------------------------------------------------------------- LIMIT k
+
+
+def latest_first(nodes, mt, tstate, ulen, ul, final, p, ns, prune, etau, k):
+    """The first ``k`` complex events of ``_enumerate``'s order stably sorted by start,
+    latest first — what ``strategies.limit_latest`` keeps — found best-first, without
+    enumerating the others: O(k · d · (d + log h)) for paths of depth d and a heap of h.
+
+    A heap entry is a node still to walk with the partial path above it, keyed by
+    ``(-max-start, root, turns)``: ``root`` is the rank of its union-list entry in
+    ``_enumerate``'s order and ``turns`` encodes the left/right choices from the root as
+    the negated runs of left turns before each right turn, which compares like the choice
+    strings (left < right) — the depth-first order. Popping an entry walks its left spine to
+    a bottom (the same max-start, and the least choice string among the entries tied on it),
+    pushing each in-window right child. Every node's max-start is its left spine's start and
+    in the window when the node is, so each pop yields one complex event. Returns
+    ``(start, start_local, path)`` triples, ``path`` a linked list ``(pos, lab, rest)`` of
+    the marked events from the earliest."""
+    import heapq
+
+    heap = []
+    rank = 0
+    for kk in range(ns):
+        if not final[tstate[p, kk]]:
+            continue
+        for e in range(ulen[p, kk]):
+            root = int(ul[p, kk, e])
+            if not prune or mt[root] >= etau:
+                heap.append((-int(nodes[root, MX]), rank, (), root, None))
+            rank += 1
+    heapq.heapify(heap)
+    out = []
+    while heap and len(out) < k:
+        _, r, turns, x, path = heapq.heappop(heap)
+        left = 0
+        while True:
+            kind = nodes[x, KIND]
+            if kind == BOTTOM:
+                out.append((int(nodes[x, POS]), int(nodes[x, B]), path))
+                break
+            if kind == OUTPUT:
+                path = (int(nodes[x, POS]), int(nodes[x, LAB]), path)
+            else:
+                b = int(nodes[x, B])
+                if not prune or mt[b] >= etau:
+                    heapq.heappush(heap, (-int(nodes[b, MX]), r, turns + (-left,), b, path))
+                left += 1
+            x = int(nodes[x, A])
+    return out
+
+
 # ---------------------------------------------------------------------------- the caller's side
 
 #: Past this many (det-state × symbol column) cells the move table is cleared between
@@ -586,10 +653,12 @@ class KernelState:
     """Everything ``run_events`` reads and writes, kept across batches, plus the lazy fill of
     the dense move table from a ``LazyDFA``. ``float_times``: window times are float64
     (otherwise int64: positions, nanoseconds, integer attributes). ``decide``: CONSUME BY
-    waits for the caller (``NEED_DECIDE``; see the module doc)."""
+    waits for the caller (``NEED_DECIDE``; see the module doc). ``limit``: report (and count)
+    only each event's ``limit`` latest starts (``latest_first``), in the order
+    ``strategies.limit_latest`` keeps them; CONSUME BY applies if one is reported."""
 
     def __init__(self, dfa, by_events: bool, bound, consume: str, compact_min: int,
-                 float_times: bool, decide: bool = False) -> None:
+                 float_times: bool, decide: bool = False, limit: int | None = None) -> None:
         self.dfa = dfa
         self.decide = decide
         self.by_events = by_events
@@ -602,6 +671,7 @@ class KernelState:
         self.mt = np.zeros(1024, self.tdtype)
         self.st = np.zeros(NSLOTS, np.int64)
         self.st[NEXT_COMPACT] = self.st[COMPACT_MIN] = compact_min
+        self.st[LIMIT_K] = 0 if limit is None else limit + 1
         self.now = np.zeros(1, self.tdtype)
         self.n_states = 0
         self.final = np.zeros(0, np.bool_)
@@ -761,7 +831,17 @@ class KernelState:
                 self.o_start, self.o_end, self.o_part, self.o_sloc, self.o_eloc, self.o_off,
                 self.o_pos, self.o_lab,
             )
-            if status == NEED_DECIDE:
+            if status == NEED_LIMIT:
+                found = self._latest()
+                if emit:
+                    need_m, need_e = len(found), sum(_depth(m[2]) for m in found)
+                    if st[N_OUT] and (st[N_OUT] + need_m >= len(self.o_start)
+                                      or st[N_EV] + need_e > len(self.o_pos)):
+                        yield self._flush(), -1
+                    self._grow_out(need_m + 1, need_e)
+                    self._write(found, int(st[P_POS]), int(st[P_PART]))
+                st[LIMIT_DONE] = len(found) + 1
+            elif status == NEED_DECIDE:
                 yield self._flush(), int(st[P_PART])
                 if st[NN] > st[NEXT_COMPACT]:  # the check the loop skipped by returning
                     self.compact()
@@ -790,20 +870,54 @@ class KernelState:
                 elif st[N_OUT]:
                     yield self._flush(), -1
                 else:  # one event's complex events do not fit in empty arrays
-                    m = 2 * len(self.o_start)
-                    self.o_start = _pad(self.o_start, 0, m, 0)
-                    self.o_end = _pad(self.o_end, 0, m, 0)
-                    self.o_part = _pad(self.o_part, 0, m, 0)
-                    self.o_sloc = _pad(self.o_sloc, 0, m, 0)
-                    self.o_eloc = _pad(self.o_eloc, 0, m, 0)
-                    self.o_off = _pad(self.o_off, 0, m + 1, 0)
-                    e = max(int(st[NEED_SCRATCH]), 2 * len(self.o_pos))
-                    self.o_pos = _pad(self.o_pos, 0, e, 0)
-                    self.o_lab = _pad(self.o_lab, 0, e, 0)
+                    self._grow_out(2 * len(self.o_start), max(int(st[NEED_SCRATCH]), 2 * len(self.o_pos)))
             elif emit and st[N_OUT]:
                 yield self._flush(), -1
         if emit and st[N_OUT]:
             yield self._flush(), -1
+
+    def _grow_out(self, m: int, e: int) -> None:
+        """Output arrays for at least ``m`` complex events (``o_off`` one more) and ``e``
+        marked events."""
+        if m > len(self.o_start):
+            m = max(m, 2 * len(self.o_start))
+            self.o_start = _pad(self.o_start, 0, m, 0)
+            self.o_end = _pad(self.o_end, 0, m, 0)
+            self.o_part = _pad(self.o_part, 0, m, 0)
+            self.o_sloc = _pad(self.o_sloc, 0, m, 0)
+            self.o_eloc = _pad(self.o_eloc, 0, m, 0)
+            self.o_off = _pad(self.o_off, 0, m + 1, 0)
+        if e > len(self.o_pos):
+            e = max(e, 2 * len(self.o_pos))
+            self.o_pos = _pad(self.o_pos, 0, e, 0)
+            self.o_lab = _pad(self.o_lab, 0, e, 0)
+
+    def _latest(self):
+        """``latest_first`` for the event the kernel stopped at (``NEED_LIMIT``)."""
+        st = self.st
+        p = int(st[P_PART])
+        return latest_first(self.nodes, self.mt, self.tstate, self.ulen, self.ul, self.final, p,
+                            int(self.tlen[p]), st[P_PRUNE] == 1, self.ctx[0], int(st[LIMIT_K]) - 1)
+
+    def _write(self, found, pos: int, p: int) -> None:
+        """Append ``latest_first``'s complex events ending at ``pos`` to the outputs, as
+        ``_enumerate`` would (the arrays are big enough)."""
+        st = self.st
+        nm, ne = int(st[N_OUT]), int(st[N_EV])
+        local = int(self.pcount[p]) - 1
+        for start, sloc, path in found:
+            self.o_start[nm] = start
+            self.o_end[nm] = pos
+            self.o_part[nm] = p
+            self.o_sloc[nm] = sloc
+            self.o_eloc[nm] = local
+            while path is not None:
+                self.o_pos[ne], self.o_lab[ne], path = path
+                ne += 1
+            nm += 1
+            self.o_off[nm] = ne
+        st[N_OUT] = nm
+        st[N_EV] = ne
 
     def consume(self, p: int) -> None:
         """CONSUME BY after partition ``p``'s event reported a match: forget the partial
@@ -835,6 +949,14 @@ class KernelState:
                self.o_off[: nm + 1].copy(), self.o_pos[:ne].copy(), self.o_lab[:ne].copy())
         self.st[N_OUT] = self.st[N_EV] = 0
         return out
+
+
+def _depth(path) -> int:
+    n = 0
+    while path is not None:
+        path = path[2]
+        n += 1
+    return n
 
 
 def _pad(arr: np.ndarray, axis: int, size: int, value) -> np.ndarray:

@@ -17,7 +17,10 @@ LIMIT (``strategies.py``). With post-processing, CONSUME BY happens only when th
 reports a match after it: the kernel runs in decide mode and asks.
 
 Per-event cost is constant for a fixed query plus the size of the reported matches (with
-post-processing, of all windowed candidates ending at the event). Feeding several frames one
+post-processing, of all windowed candidates ending at the event). ``LIMIT k`` under ALL/ANY
+without a post-filter is no post-processing: the kernel stops at each event with final
+states and ``kernel.latest_first`` enumerates only its k latest starts, best-first by
+max-start, in the order ``limit_latest`` would keep them. Feeding several frames one
 after another gives the same matches as feeding their concatenation.
 """
 
@@ -87,8 +90,12 @@ class Engine:
         self._key_ids: dict[tuple, int] = {}
         self._last_time: float = float("-inf")
         self._compact_min = compact_min
+        #: Whether the kernel reports only each event's ``limit`` latest starts itself
+        #: (best-first, ``kernel.latest_first``): ALL/ANY without a post-filter.
+        self._kernel_limit = limit is not None and strategy in ("ALL", "ANY") and post_filter is None
         #: Whether the kernel's candidates are filtered before they are reported.
-        self._post_process = strategy not in ("ALL", "ANY") or limit is not None or post_filter is not None
+        self._post_process = (strategy not in ("ALL", "ANY") or post_filter is not None
+                              or (limit is not None and not self._kernel_limit))
         self._reported = 0
         #: The post-filter's attributes of the events a future candidate may still hold
         #: (POS plus ``post.columns``), pruned when it doubled (``_prune_rows``).
@@ -199,6 +206,7 @@ class Engine:
         self._k = K.KernelState(
             self.dfa, isinstance(self.window, ast.EventsWindow), bound, self.consume,
             self._compact_min, float_times, decide=self._post_process and self.consume != "NONE",
+            limit=self.limit if self._kernel_limit else None,
         )
 
     # ------------------------------------------------------------------ running

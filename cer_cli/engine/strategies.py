@@ -92,7 +92,9 @@ def select(strategy: str, batch: MatchBatch) -> MatchBatch:
 
 def limit_latest(batch: MatchBatch, n: int) -> MatchBatch:
     """LIMIT ``n`` per triggering event: the ``n`` latest starts of each group, latest
-    first (ties in enumeration order)."""
+    first (ties in enumeration order: a stable sort by start). Used after post-processing;
+    under ALL/ANY alone the kernel finds the same matches in the same order best-first
+    (``kernel.latest_first``) without enumerating the rest."""
     if not len(batch):
         return batch
     bounds = groups(batch)
