@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from cer_cli.events import Match
+from cer_cli.events import POS, Match
 from cer_cli.io.read import LogError, read_events
 from cer_cli.io.write import EventLookup, atomic_path, render_table, write_matches
 
@@ -257,3 +257,76 @@ def test_columnar_output_names_positions_outside_the_lookup(tmp_path: Path) -> N
     with pytest.raises(LogError, match="no event at position 120"):
         write_matches(iter([unread]), lk, "parquet", tmp_path / "o.parquet")
     assert not (tmp_path / "o.parquet").exists()
+
+
+# --------------------------------------------------------------------------- JSONL column-wise
+
+
+def _tricky_lookup(tmp_path: Path) -> EventLookup:
+    import datetime as dt
+
+    frame = pl.DataFrame(
+        {
+            "type": ["A", "B", "A", "B"],
+            "ts": [dt.datetime(2024, 1, 1, 10, 0, 0), dt.datetime(2024, 1, 1, 10, 0, 0, 5),
+                   dt.datetime(2024, 1, 2), dt.datetime(2024, 1, 3, 1, 2, 3)],
+            "f": [1e16, 1e-7, float("nan"), None],
+            "g": [float("inf"), -0.0, 127.0, 0.1],
+            "s": ['q"uo\\te\n\t\x01', "héllo ✓ 𝄞", None, "/</script>\u2028"],
+            "b": [True, False, None, True],
+            "i": [None, -5, 2**62, 0],
+            "l": [[1, 2], None, [], [3]],
+            "d": [dt.date(2024, 1, 1), None, dt.date(1999, 12, 31), dt.date(2024, 2, 29)],
+        }
+    )
+    frame.write_parquet(tmp_path / "tricky.parquet")
+    log = read_events([str(tmp_path / "tricky.parquet")], time_column="ts")
+    lk = EventLookup.for_log(log)
+    list(lk.tap(log.batches()))
+    return lk
+
+
+def test_jsonl_batches_write_exactly_what_matches_do(tmp_path: Path) -> None:
+    """The column-wise JSONL of a MatchBatch is byte for byte the per-match JSON."""
+    from cer_cli.events import batch_of
+
+    lk = _tricky_lookup(tmp_path)
+    matches = [
+        Match(0, 3, ((0, ("A", "x")), (1, ("B",)), (3, ("B", "y"))), partition=("k", 1)),
+        Match(1, 2, ((1, ("B",)), (2, ("A", "é")))),
+        Match(2, 2, ((2, ("A",)),), partition=(None,)),
+    ]
+    per_match, column_wise = io.StringIO(), io.StringIO()
+    write_matches(matches, lk, "jsonl", stdout=per_match, partition_names=["p", "q"])
+    n = write_matches([batch_of(matches[:1]), batch_of(matches[1:])], lk, "jsonl",
+                      stdout=column_wise, partition_names=["p", "q"])
+    assert n == 3
+    assert column_wise.getvalue() == per_match.getvalue()
+
+
+def test_jsonl_of_a_batch_does_not_build_a_dict_per_event(tmp_path: Path, monkeypatch) -> None:
+    """MatchBatches never go through the per-match record (the slow path: 14x Parquet)."""
+    from cer_cli.events import batch_of
+    from cer_cli.io import write
+
+    lk = _tricky_lookup(tmp_path)
+    monkeypatch.setattr(write, "match_record", lambda *a, **k: pytest.fail("per-match path"))
+    batch = batch_of([Match(i, i, ((i, ("A",)),)) for i in range(4)])
+    assert write_matches([batch], lk, "jsonl", stdout=io.StringIO()) == 4
+
+
+def test_lookup_add_reads_the_schema_once_per_frame(monkeypatch) -> None:
+    """EventLookup.add was O(columns^2): ``frame.schema`` per column (10,000 columns: 300 s)."""
+    calls = 0
+    real = pl.DataFrame.schema
+
+    def counting(self):
+        nonlocal calls
+        calls += 1
+        return real.fget(self)
+
+    frame = pl.DataFrame({POS: [0, 1], **{f"c{i}": [1, 2] for i in range(300)}})
+    lk = EventLookup(tuple(f"c{i}" for i in range(300)))
+    monkeypatch.setattr(pl.DataFrame, "schema", property(counting))
+    lk.add(frame)
+    assert calls <= 3 and len(lk.dtypes) == 300
