@@ -133,3 +133,25 @@ def test_rendered_caret_spans_the_offending_text():
         "         ^^^^^^",
         "  hint: h",
     ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("a(?=b)", "look-around"),
+        (r"(a)\1", "backreferences"),
+        ("(a{1000}){1000}", "size limit"),
+    ],
+)
+def test_like_patterns_polars_rejects_are_caught_by_check_and_match(tmp_path, pattern, problem):
+    """Python's re accepts these; polars (which runs LIKE) does not: exit 2 with the span."""
+    query = f"T AS x\nFILTER x.site LIKE '{pattern}'"
+    checked = run("check", "-e", query)
+    assert checked.exit_code == 2, checked.output
+    assert "invalid regular expression in LIKE" in checked.output and problem in checked.output
+    assert "<expr>:2:8" in checked.output and "Traceback" not in checked.output
+    log = tmp_path / "l.csv"
+    log.write_text("type,site\nT,ab\n")
+    matched = run("match", "-e", query, str(log), "--format", "jsonl")
+    assert matched.exit_code == 2, matched.output
+    assert problem in matched.output and "internal error" not in matched.output

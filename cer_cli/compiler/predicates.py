@@ -29,7 +29,6 @@ expressions with it. Cost: one vectorised polars expression per atom per batch, 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -39,6 +38,7 @@ import polars as pl
 from cer_cli.compiler.cea import GAnd, GAtom, GNot, GOr, GTrue, Guard
 from cer_cli.events import STREAM, TYPE
 from cer_cli.query import ast
+from cer_cli.query.checks import LIKE_SYNTAX_HINT, like_pattern_error
 from cer_cli.query.errors import QueryError
 from cer_cli.query.scope import pred_vars, strip_var
 
@@ -282,13 +282,14 @@ def atom_expression(atom: Atom, schema: Mapping[str, pl.DataType]) -> pl.Expr:
 
 
 def check_atom(atom: Atom) -> None:
-    """Reject what polars would only reject mid-stream (an invalid LIKE regex)."""
+    """Reject what polars would only reject mid-stream (a LIKE regex its Rust engine refuses:
+    look-around, backreferences, too large), judged by polars itself, as ``cer check`` does."""
     if isinstance(atom, AttrTest) and isinstance(atom.predicate, ast.Like):
-        try:
-            re.compile(atom.predicate.pattern)
-        except re.error as exc:
-            raise QueryError(f"invalid regular expression in LIKE: {exc}",
-                             atom.predicate.span) from None
+        pattern = atom.predicate.pattern
+        problem = like_pattern_error(pattern)
+        if problem is not None:
+            raise QueryError(f"invalid regular expression in LIKE {pattern!r}: {problem}",
+                             atom.predicate.span, hints=[LIKE_SYNTAX_HINT])
 
 
 # --------------------------------------------------------------------------- alphabet

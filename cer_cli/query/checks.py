@@ -12,7 +12,7 @@ check is O(|query|² + |query|·|schema|) — queries are small, schemas are rea
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -526,6 +526,30 @@ def _clash(a: frozenset[str] | None, b: frozenset[str] | None) -> bool:
     return bool(a & {"number", "string"}) and bool(b & {"number", "string"})
 
 
+LIKE_SYNTAX_HINT = ("LIKE patterns use Rust regex syntax (polars evaluates them): no look-around,"
+                    " no backreferences, compiled size at most 10 MB")
+
+
+@functools.lru_cache(maxsize=256)
+def like_pattern_error(pattern: str) -> str | None:
+    """Why the engine that runs LIKE (polars, Rust regex syntax) rejects ``pattern``, or None.
+
+    Python's ``re`` is the wrong judge: it accepts look-around and backreferences, which
+    polars only rejects mid-stream, as an internal error."""
+    import polars as pl
+
+    try:
+        pl.Series([""], dtype=pl.String).str.contains(pattern)
+    except pl.exceptions.PolarsError as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        detail = next((ln[len("error:"):].strip() for ln in lines if ln.startswith("error:")),
+                      None)
+        if detail is None:
+            detail = lines[0].removeprefix("regex error:").strip() if lines else type(e).__name__
+        return detail.rstrip(".")
+    return None
+
+
 def check_predicate_types(
     formula: Formula, schema: Schema | None, types: dict[str, frozenset[str]]
 ) -> None:
@@ -564,10 +588,12 @@ def _check_atom_types(
                     atom.span,
                     hints=["compare numbers with <, =, IN {lo..hi} or IN RANGE (lo, hi)"],
                 )
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise QueryError(f"invalid regular expression in LIKE: {e}", atom.span) from None
+            problem = like_pattern_error(pattern)
+            if problem is not None:
+                raise QueryError(
+                    f"invalid regular expression in LIKE {pattern!r}: {problem}", atom.span,
+                    hints=[LIKE_SYNTAX_HINT],
+                )
         case InSet(operand, values):
             value_kinds = {k for v in values for k in (kinds(v) or ())}
             if len(value_kinds) > 1:
