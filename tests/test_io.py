@@ -307,3 +307,15 @@ def test_merging_many_logs_touches_only_the_logs_it_reads(tmp_path: Path, monkey
     frames = list(log.batches())
     assert pl.concat(frames)[TIME].to_list() == sorted(i * 10 + k for i in range(n) for k in range(3))
     assert calls < 4 * n
+
+
+def test_a_late_value_of_another_type_names_its_row_and_column(tmp_path: Path) -> None:
+    """polars infers the type from the first 10,000 rows, then fails mid-stream: the error
+    names the line, the column and the value (it was a bare polars message)."""
+    path = tmp_path / "l.csv"
+    path.write_text("type,v\n" + "A,1\n" * 10_000 + "A,abc\nA,2\n")
+    for read in (lambda: read_schema([str(path)]), lambda: read_events([str(path)]).frame()):
+        with pytest.raises(LogError) as e:
+            read()
+        assert "line 10002" in e.value.message and "column 'v'" in e.value.message
+        assert "'abc' is not an integer" in e.value.message and e.value.hints

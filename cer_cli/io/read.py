@@ -13,6 +13,7 @@ and stably sorted (memory O(n)). Every input mistake raises ``LogError``.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
@@ -85,6 +86,50 @@ def _scan(spec: LogSpec) -> pl.LazyFrame:
 
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+_BAD_VALUE = re.compile(r"could not parse `(.*)` as dtype `([^`]+)` at column '(.*)' \(column number")
+_KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "a boolean"}
+
+
+def _read_error(spec: LogSpec, e: BaseException) -> LogError:
+    """The ``LogError`` for a polars failure while reading ``spec``.
+
+    polars infers a CSV column's type from its first 10,000 rows and fails mid-stream on a
+    later value that does not fit (``could not parse `abc` as dtype `i64```): that value's
+    row is found (one more pass, reading the column as text) and named."""
+    m = _BAD_VALUE.search(str(e))
+    if m is None or spec.format != "csv":
+        return LogError(f"cannot read {spec.path}: {_first_line(e)}")
+    value, column = m.group(1), m.group(3)
+    where = f"{spec.path}"
+    try:
+        lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000)
+        dtype = lf.collect_schema()[column]
+        raw = pl.scan_csv(
+            spec.path, try_parse_dates=True, infer_schema_length=10_000,
+            schema_overrides={column: pl.String},
+        )
+        bad = (
+            raw.with_row_index("__row")
+            .filter(pl.col(column).is_not_null()
+                    & pl.col(column).str.strip_chars().cast(dtype, strict=False).is_null())
+            .select("__row", column)
+            .first()
+            .collect()
+        )
+        if bad.height:
+            where = _where(spec, bad["__row"][0])
+            value = bad[column][0]
+        word = _KIND_WORDS.get(contract.kind_of(dtype), f"a {dtype}")
+    except (pl.exceptions.PolarsError, KeyError, OSError):
+        word = f"a {m.group(2)}"
+    return LogError(
+        f"{where}, column {column!r}: {value!r} is not {word} (the column's type, inferred"
+        " from its first 10,000 rows)",
+        ["fix the value; or, if the column is text, put a text value among its first 10,000"
+         " rows (or convert the log to Parquet with explicit types)"],
+    )
 
 
 @dataclass(frozen=True)
@@ -199,7 +244,7 @@ def _schema(logs: list[_Log]) -> Schema:
                 )
                 seen = {r.pop(TYPE): r for r in grouped.iter_rows(named=True)}
         except pl.exceptions.PolarsError as e:
-            raise LogError(f"cannot read {g.spec.path}: {_first_line(e)}") from None
+            raise _read_error(g.spec, e) from None
         present_per_log.append(seen)
     return contract.build_schema(seen_logs, present_per_log, kinds, tc)
 
@@ -244,10 +289,12 @@ class EventLog:
         return frames[0] if len(frames) == 1 else pl.concat(frames)
 
     def _all(self) -> pl.DataFrame:
-        try:
-            frames = [_event_frame(g.lf.collect(), g, 0, self._dtypes) for g in self._logs]
-        except pl.exceptions.PolarsError as e:
-            raise LogError(f"cannot read the logs: {_first_line(e)}") from None
+        frames = []
+        for g in self._logs:
+            try:
+                frames.append(_event_frame(g.lf.collect(), g, 0, self._dtypes))
+            except pl.exceptions.PolarsError as e:
+                raise _read_error(g.spec, e) from None
         frame = pl.concat(frames)
         if self.schema.time_column is not None and (len(frames) > 1 or not self.sorted_input):
             frame = frame.sort([TIME, _ARG, ROW], maintain_order=True)
@@ -336,7 +383,7 @@ def _check_time(g: _Log) -> tuple[int, bool, str | None]:
             .row(0, named=True)
         )
     except pl.exceptions.PolarsError as e:
-        raise LogError(f"cannot read {g.spec.path}: {_first_line(e)}") from None
+        raise _read_error(g.spec, e) from None
     if stats["bad"] is not None:
         bad = stats["bad"]
         raw = g.lf.slice(bad, 1).select(pl.col(tc).cast(pl.String)).collect().item()
@@ -388,7 +435,7 @@ def _iter_log(g: _Log, batch_size: int, dtypes: dict[str, pl.DataType]) -> Itera
                 yield _event_frame(chunk, g, row0, dtypes)
                 row0 += chunk.height
     except pl.exceptions.PolarsError as e:
-        raise LogError(f"cannot read {g.spec.path}: {_first_line(e)}") from None
+        raise _read_error(g.spec, e) from None
 
 
 def _merge(streams: list[Iterator[pl.DataFrame]]) -> Iterator[pl.DataFrame]:

@@ -1,8 +1,9 @@
 """Write streams of matches as JSONL, CSV or Parquet (long format), or as a terminal table.
 
 Writers consume an iterator of ``Match`` or of ``MatchBatch`` (the engine's column-wise
-batches) and never hold it whole: JSONL and the table write one match at a time, CSV and
-Parquet write batch by batch, at most ``buffer_rows`` rows at once. Cost: O(reported events)
+batches) and never hold it whole: the table writes one match at a time, JSONL each
+``MatchBatch`` column-wise as it arrives (and each ``Match`` on its own), CSV and Parquet
+batch by batch, at most ``buffer_rows`` rows at once. Cost: O(reported events)
 time, O(buffer_rows) memory on top of the ``EventLookup``. Files are written atomically
 (``atomic_path``): a temporary file next to the target is renamed over it at the end, and
 removed if anything (even Ctrl-C or SIGTERM) interrupts the run; devices and FIFOs are
@@ -11,6 +12,7 @@ written directly.
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import json
 import math
@@ -217,24 +219,7 @@ def _long_frame(batch: MatchBatch, lookup: EventLookup, first: int) -> pl.DataFr
 
     pos = np.asarray(batch.pos, dtype=np.int64)
     counts = np.diff(np.asarray(batch.off, dtype=np.int64))
-    frames = list(lookup._frames)
-    cols = [POS, STREAM, ROW, TYPE, *lookup.columns]
-    if len(pos) and (not frames or pos.min() < frames[0][0]):
-        lookup.get(int(pos.min()))  # raises the LogError that explains why
-    bases = np.array([b for b, _ in frames], dtype=np.int64)
-    which = np.searchsorted(bases, pos, side="right") - 1
-    parts, order = [], []
-    for f in np.unique(which).tolist():
-        base, frame = frames[f]
-        sel = np.flatnonzero(which == f)
-        rows = pos[sel] - base
-        if rows.max() >= frame.height:
-            lookup.get(int(pos[sel][rows.argmax()]))  # a position never read: raises
-        parts.append(frame.select([c for c in cols if c in frame.columns])[rows])
-        order.append(sel)
-    events = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
-    if len(order) > 1:
-        events = events[np.argsort(np.concatenate(order), kind="stable")]
+    events = _gather(lookup, pos, [POS, STREAM, ROW, TYPE, *lookup.columns])
     schema = _long_schema(lookup)
     vars_ = pl.Series("vars", [list(v) for v in batch.labelsets], dtype=pl.List(pl.String))
     lab = np.asarray(batch.lab, dtype=np.int64)
@@ -252,8 +237,9 @@ def _long_frame(batch: MatchBatch, lookup: EventLookup, first: int) -> pl.DataFr
         (events[TYPE] if len(pos) else pl.Series([], dtype=pl.String)).alias("type"),
         (vars_[lab] if len(lab) else pl.Series([], dtype=pl.List(pl.String))).alias("vars"),
     ]
+    have = set(events.columns)  # once: ``events.columns`` is O(columns)
     for name, c in zip(_long_names(lookup.columns), lookup.columns, strict=True):
-        if len(pos) and c in events.columns:
+        if len(pos) and c in have:
             extra.append(events[c].alias(name))
         else:
             extra.append(pl.Series(name, [None] * len(pos), dtype=schema[name]))
@@ -370,10 +356,11 @@ def _jsonl_lines(
     lab = np.asarray(batch.lab, dtype=np.int64)
     ev_parts.append(vars_text[lab] if len(lab) else pl.Series([], dtype=pl.String))
     ev_parts.append(lit(', "attrs": {'))
+    have = set(events.columns)  # once: ``events.columns`` is O(columns)
     for i, c in enumerate(lookup.columns):
         key = json.dumps(c, ensure_ascii=False)
         ev_parts.append(lit(("" if i == 0 else ", ") + key + ": "))
-        if c in events.columns:
+        if c in have:
             ev_parts.append(_json_texts(events[c]))
         else:
             ev_parts.append(lit("null"))
@@ -427,12 +414,27 @@ def write_csv(
     for batch in as_batches(matches, buffer_rows):
         frame = _long_frame(batch, lookup, n).with_columns(pl.col("vars").list.join("|"))
         n += len(batch)
+        if total == 0:
+            _refuse_nested_for_csv(frame.schema)
         if frame.height:
             out.write(frame.write_csv(include_header=total == 0))
             total += frame.height
     if total == 0:
         out.write(",".join([*LONG_COLUMNS, *_long_names(lookup.columns)]) + "\n")
     return total
+
+
+def _refuse_nested_for_csv(schema: pl.Schema) -> None:
+    """CSV has no lists, structs or bytes (polars fails mid-write): name the column instead."""
+    for name, dtype in schema.items():
+        what = ("lists" if isinstance(dtype, pl.List | pl.Array) else
+                "structs" if isinstance(dtype, pl.Struct) else
+                "binary values" if dtype == pl.Binary else None)
+        if what is not None:
+            raise LogError(
+                f"column {name!r} holds {what}, which the CSV output cannot hold",
+                ["use --format jsonl or --format parquet (both keep nested values)"],
+            )
 
 
 def write_parquet(
@@ -702,6 +704,41 @@ def refuse_input_as_output(output: str | Path | None, inputs: Iterable[str | Pat
             )
 
 
+def _json_escape(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: a character the stream cannot encode as its JSON ``\\uXXXX``
+    escape (a surrogate pair beyond the BMP), the same string to any JSON reader."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = []
+    for ch in exc.object[exc.start:exc.end]:
+        cp = ord(ch)
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            out.append(f"\\u{0xD800 | (cp >> 10):04x}\\u{0xDC00 | (cp & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{cp:04x}")
+    return "".join(out), exc.end
+
+
+codecs.register_error("cer-json-escape", _json_escape)
+
+
+def _encodable(out: TextIO, fmt: str) -> TextIO:
+    """``out``, set not to fail on characters its encoding lacks (``PYTHONIOENCODING=ascii``,
+    a C locale): JSONL escapes them as ``\\uXXXX`` (still the same JSON), CSV and the table
+    as ``\\xe9``-style backslash escapes (readable, and better than an internal error)."""
+    encoding = getattr(out, "encoding", None)
+    if not encoding or not hasattr(out, "reconfigure"):
+        return out
+    try:
+        if codecs.lookup(encoding).name in ("utf-8", "utf-16", "utf-32", "gb18030"):
+            return out
+        out.reconfigure(errors="cer-json-escape" if fmt == "jsonl" else "backslashreplace")
+    except (LookupError, ValueError, OSError, AttributeError):
+        pass
+    return out
+
+
 def write_matches(
     matches: Iterable[Match] | Iterable[MatchBatch],
     lookup: EventLookup,
@@ -727,11 +764,13 @@ def write_matches(
         if not to_stdout:
             raise LogError("the table format is for the terminal and cannot be written to a file",
                            ["use --format jsonl, csv or parquet with -o"])
-        return render_table(matches, lookup, console or Console(), partition_names, started)
+        console = console or Console()
+        _encodable(console.file, fmt)
+        return render_table(matches, lookup, console, partition_names, started)
     if fmt == "parquet" and to_stdout:
         raise LogError("parquet output needs a file", ["give an output path (-o FILE)"])
     if to_stdout:
-        out = stdout or sys.stdout
+        out = _encodable(stdout or sys.stdout, fmt)
         if fmt == "jsonl":
             return write_jsonl(matches, lookup, out, partition_names)
         return write_csv(matches, lookup, out)
