@@ -294,15 +294,58 @@ def _json_texts(s: pl.Series) -> pl.Series:
             pl.struct("v").struct.json_encode().str.slice(5).str.head(-1)
         ).to_series()
         return enc
+    if _iso_in_polars(s):
+        text = s.dt.strftime("%Y-%m-%d")
+        if dtype != pl.Date:  # isoformat: seconds, then microseconds only when not zero
+            us = s.dt.microsecond()
+            text = pl.select(
+                pl.concat_str(
+                    _lit(text), pl.lit("T"), _lit(s.dt.strftime("%H:%M:%S")),
+                    pl.when(_lit(us) != 0)
+                    .then(pl.lit(".") + _lit(us).cast(pl.String).str.zfill(6))
+                    .otherwise(pl.lit("")),
+                )
+            ).to_series()
+        return pl.select(
+            (pl.lit('"') + _lit(text) + pl.lit('"')).fill_null(pl.lit("null"))
+        ).to_series()
     if dtype.is_float():
-        return pl.Series(
-            [repr(v) if v is not None and math.isfinite(v) else "null" for v in s.to_list()],
-            dtype=pl.String,
-        )
+        # polars writes a float64 as Python's repr does, except in exponent notation
+        # (|x| < 1e-4 or >= 1e16): those few values take repr. float32 is widened first,
+        # as Python sees it.
+        x = s.cast(pl.Float64)
+        text = x.cast(pl.String)
+        finite = x.is_finite()
+        plain = (x == 0) | ((x.abs() >= 1e-4) & (x.abs() < 1e16))
+        odd = (finite & ~plain).fill_null(False)
+        if odd.any():
+            idx = odd.arg_true()
+            text = text.scatter(idx, [repr(v) for v in x.gather(idx).to_list()])
+        return pl.select(
+            pl.when(_lit(finite)).then(_lit(text)).otherwise(pl.lit("null"))
+        ).to_series()
     return pl.Series(
         [json.dumps(_json_value(v), ensure_ascii=False, default=str) for v in s.to_list()],
         dtype=pl.String,
     )
+
+
+def _lit(s: pl.Series) -> pl.Expr:
+    """A series as an expression (``pl.lit`` keeps its values and length)."""
+    return pl.lit(s)
+
+
+def _iso_in_polars(s: pl.Series) -> bool:
+    """Whether polars' ``strftime`` gives the same text as Python's ``isoformat`` for every
+    value: naive datetimes and dates with four-digit years (a time zone adds an offset,
+    other years other padding: those take the per-value path)."""
+    dtype = s.dtype
+    if dtype == pl.Date:
+        pass
+    elif not isinstance(dtype, pl.Datetime) or dtype.time_zone is not None:
+        return False
+    years = s.dt.year().drop_nulls()
+    return not years.len() or (years.min() >= 1000 and years.max() <= 9999)  # type: ignore[operator]
 
 
 def _gather(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:
@@ -369,12 +412,15 @@ def _jsonl_lines(
     ev_text = pl.DataFrame({"m": match_ids}).with_columns(
         pl.concat_str(ev_parts).alias("ev")
     )
-    per_match = (
-        ev_text.group_by("m", maintain_order=True).agg(pl.col("ev").str.join(", "))
-        .join(pl.DataFrame({"m": np.arange(len(counts), dtype=np.int64)}), on="m", how="right")
-        .select(pl.col("ev").fill_null(""))
-        .to_series()
-    )
+    if (counts == 1).all():  # the common case needs no grouping
+        per_match = ev_text["ev"]
+    else:
+        per_match = ev_text.group_by("m", maintain_order=True).agg(pl.col("ev").str.join(", "))
+        if (counts == 0).any():
+            per_match = per_match.join(
+                pl.DataFrame({"m": np.arange(len(counts), dtype=np.int64)}), on="m", how="right"
+            )
+        per_match = per_match.select(pl.col("ev").fill_null("")).to_series()
     start = np.asarray(batch.start, dtype=np.int64)
     end = np.asarray(batch.end, dtype=np.int64)
     tc = lookup.time_column
@@ -402,7 +448,7 @@ def _jsonl_lines(
             lit(', "events": ['), per_match, lit("]}\n"),
         )
     ).to_series()
-    return "".join(lines.to_list())
+    return lines.str.join("").item()
 
 
 def write_csv(
