@@ -277,7 +277,17 @@ def _tricky_lookup(tmp_path: Path) -> EventLookup:
             "i": [None, -5, 2**62, 0],
             "l": [[1, 2], None, [], [3]],
             "d": [dt.date(2024, 1, 1), None, dt.date(1999, 12, 31), dt.date(2024, 2, 29)],
+            "old": [dt.datetime(999, 1, 1), None, dt.datetime(2020, 5, 5, 0, 0, 0, 1), None],
+            "u8": pl.Series([0, 255, None, 7], dtype=pl.UInt8),
+            "f32": pl.Series([0.1, 3.3, None, 1e-6], dtype=pl.Float32),
+            "dur": [dt.timedelta(seconds=1.5), None, dt.timedelta(days=-1), dt.timedelta(0)],
+            "cat": pl.Series(["a", "b", None, "a"], dtype=pl.Categorical),
+            "st": [{"a": 1, "b": "x"}, None, {"a": None, "b": "y"}, {"a": 2, "b": None}],
         }
+    ).with_columns(
+        tz=pl.col("ts").dt.replace_time_zone("UTC"),
+        ns=pl.col("ts").cast(pl.Datetime("ns")) + pl.duration(nanoseconds=7),
+        dec=pl.Series([1.25, None, -3.5, 0.0]).cast(pl.Decimal(10, 2)),
     )
     frame.write_parquet(tmp_path / "tricky.parquet")
     log = read_events([str(tmp_path / "tricky.parquet")], time_column="ts")
