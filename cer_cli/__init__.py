@@ -1,3 +1,23 @@
 """cer — complex event recognition over event logs (CEQL queries on CSV / Parquet / NDJSON)."""
 
+import sys as _sys
+
 __version__ = "0.1.0"
+
+
+def _quiet_interrupt(kind, value, tb, _default=_sys.excepthook):
+    """Ctrl-C that arrives before the entry point has installed its handlers (while Python
+    imports this package's first modules) still ends with one line and exit 130."""
+    if issubclass(kind, KeyboardInterrupt):
+        import os
+
+        _sys.stderr.write("interrupted\n")
+        _sys.stderr.flush()
+        os._exit(130)
+    _default(kind, value, tb)
+
+
+# Only when this package is the program (`python -m cer_cli` while it is being located, or
+# the `cer` script), never when a library user imports it.
+if _sys.argv[:1] == ["-m"] or _sys.argv[0].rsplit("/", 1)[-1] == "cer":
+    _sys.excepthook = _quiet_interrupt

@@ -398,3 +398,12 @@ def test_in_process_main_exits_143_and_restores_the_handlers(tmp_path, logdir, m
     assert capsys.readouterr().err == "terminated\n"
     assert {s: signal.getsignal(s) for s in signals.EXITS} == before
     assert _names(tmp_path) == ["logs"]
+
+
+def test_importing_the_package_leaves_the_excepthook_alone() -> None:
+    """The early-Ctrl-C hook is for the program only: a library user's Ctrl-C keeps its
+    traceback."""
+    code = "import sys; h = sys.excepthook; import cer_cli; print(sys.excepthook is h)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=ROOT)
+    assert r.stdout.strip() == "True", r.stderr
