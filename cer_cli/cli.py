@@ -513,6 +513,11 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
     memory = memory_warning(compiled, log.n_events, count)
     if memory is not None:
         render_diagnostic(console, "warning", memory, None, None, None)
+    growth = growth_warning(compiled, count, limit)
+    if growth is not None:
+        render_diagnostic(console, "warning", growth, None, None, None,
+                          ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
+                           " (n per event), --limit N, or --count to only count them"])
     started = time.perf_counter()
     # By default the bar shows only when matches do not stream to the same terminal.
     to_terminal = not count and output is None and sys.stdout.isatty()
@@ -606,6 +611,20 @@ def memory_warning(compiled, n_events: int, count: bool) -> str | None:
     reason = v.engine_reason if v.engine else v.reason
     return (f"memory {v.effective} on this {n_events:,}-event log: {reason}"
             + ("" if compiled.query.within is not None else "; add a WITHIN window to bound it"))
+
+
+def growth_warning(compiled, count: bool, limit: int | None) -> str | None:
+    """Warn at any log size when the plan can report exponentially many matches
+    (``Plan.output_growth``) and they are asked for: not with --count (which counts without
+    enumerating) or --limit, nor under a window of at most 16 events."""
+    from cer_cli.query.ast import EventsWindow
+
+    growth = compiled.output_growth
+    w = compiled.query.within
+    if growth is None or count or limit is not None or (
+            isinstance(w, EventsWindow) and w.count <= 16):
+        return None
+    return growth
 
 
 def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:

@@ -56,6 +56,8 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
             "memory": memory_verdict(compiled),
         },
     }
+    if compiled.output_growth is not None:  # only then: the usual plan stays as it was
+        out["plan"]["output_growth"] = compiled.output_growth
     if log is not None:
         executor = compiled.executor()
         matches = sum(executor.count(frame) for frame in log.batches())
@@ -230,6 +232,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
         lines.append(f"correlation: {corr['method']} of " + "; ".join(corr["predicates"]))
         lines.append(f"  {corr['detail']}")
         lines.append(f"  cost: {corr['cost']}")
+    if plan.get("output_growth"):
+        lines.append(f"output: exponential — {plan['output_growth']}")
     mem = plan.get("memory")
     if mem is not None:
         lines += _memory_lines(mem)

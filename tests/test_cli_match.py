@@ -261,3 +261,38 @@ def test_progress_bar_reports_events_and_matches_on_stderr():
     assert "matching" in result.stderr and "9/9 events" in result.stderr
     quiet = run("match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"), "--count")
     assert quiet.stderr == "", "no bar when stderr is not a terminal"
+
+
+@pytest.fixture
+def five_events(tmp_path) -> str:
+    path = tmp_path / "five.csv"
+    path.write_text("type,v\nA,1\nA,2\nA,3\nA,4\nB,5\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(("query", "extra", "warns"), [
+    ("A+ ; B", (), True),  # 2^4 - 1 matches here, 2.4x10^9 on 100 events
+    ("(A ; A):+ ; B", (), True),  # a contiguous iteration that chooses inside
+    ("A ; B", (), False),
+    ("A:+ ; B", (), False),  # contiguous: one valuation per interval
+    ("A+ ; B", ("--count",), False),  # counted, not enumerated
+    ("A+ ; B", ("--limit", "3"), False),
+    ("SELECT * WHERE (A)+ ; B LIMIT 1", (), False),
+    ("SELECT B WHERE A+ ; B", (), False),  # the iterations are not reported
+    ("SELECT NEXT * WHERE A+ ; B", (), False),
+    ("A+ ; B WITHIN 5 EVENTS", (), False),
+])
+def test_exponential_output_is_warned_before_the_run_at_any_log_size(five_events, query, extra,
+                                                                      warns):
+    result = run("match", "-e", query, five_events, "--format", "jsonl", *extra)
+    assert result.exit_code == 0, result.output
+    assert ("exponentially many matches" in result.stderr) is warns, result.stderr
+    if warns:
+        assert "hint: add WITHIN" in result.stderr and "LIMIT" in result.stderr
+
+
+def test_explain_shows_exponential_output():
+    data = json.loads(run("explain", "-e", "A+ ; B", "--format", "json").stdout)
+    assert "'A+'" in data["plan"]["output_growth"]
+    assert "output: exponential" in run("explain", "-e", "A+ ; B").stdout
+    assert "output_growth" not in json.loads(run("explain", "-e", "A ; B", "--format", "json").stdout)["plan"]

@@ -114,6 +114,13 @@ class Plan:
         """The variables the automaton marks: SELECT's, plus those the post-filter reads."""
         return cea_projection(self.query, self.post_filter)
 
+    @cached_property
+    def output_growth(self) -> str | None:
+        """Why this query can report exponentially many matches ending at one event (the
+        ``+`` responsible, in the rewritten formula), or None when they are polynomially
+        many: ``cer match`` warns before such a run, ``cer explain`` shows it."""
+        return output_growth(self.query, self.rewritten.formula)
+
     def memory(self, mode: str = "match"):
         """The memory verdict (``plan.memory.MemoryVerdict``) for an output mode: ``match``,
         ``count`` or ``distinct``."""
@@ -153,6 +160,68 @@ def cea_projection(query: ast.Query, post: PostFilter | None) -> frozenset[str] 
         return None
     projection = frozenset(item.var for item in query.select)
     return projection if post is None else projection | post.variables
+
+
+#: Strategies that report every match ending at an event (docs/language.md); the others
+#: keep the greatest one(s) under an order (NEXT, LAST), the maximal ones (MAX) or those
+#: without skipped events (STRICT), a number bounded by the choices, not by 2^events.
+_EVERY_MATCH = ("ALL", "ANY")
+
+
+def output_growth(query: ast.Query, formula: ast.Formula | None) -> str | None:
+    """Name the ``+`` of ``formula`` through which matches multiply exponentially, if any.
+
+    Matches are distinct (interval, valuation) pairs after SELECT. A ``φ+`` whose iterations
+    may skip events and whose body marks a reported variable (``A+ ; B``) lets every subset
+    of the candidate events between two ends be a different match: 2^n of them. A
+    contiguous ``φ:+`` fixes its events once the interval is fixed (polynomially many
+    matches), unless its body itself chooses: a ``;``, a skipping ``+`` or an ``OR`` whose
+    branches mark different reported variables. Unreported iterations, strategies other than
+    ALL/ANY and a LIMIT in the query bound the output."""
+    if formula is None or query.strategy not in _EVERY_MATCH or query.limit is not None:
+        return None
+    from cer_cli.query import scope
+    from cer_cli.query.printer import to_text
+
+    reported = None if query.select is None else frozenset(i.var for i in query.select)
+
+    def marks(f: ast.Formula) -> frozenset[str]:
+        found = scope.defines(f)
+        return found if reported is None else found & reported
+
+    def chooses(f: ast.Formula) -> bool:
+        """Whether a fixed interval leaves ``f`` several reported valuations."""
+        for sub in scope.subformulas(f):
+            if isinstance(sub, ast.FNot):
+                continue
+            if isinstance(sub, (ast.Seq, ast.Plus)) and not sub.contiguous and marks(sub):
+                return True
+            if isinstance(sub, ast.FOr) and not _exclusive(sub) and (
+                    marks(sub.left) != marks(sub.right)):
+                return True
+        return False
+
+    for _, sub in scope.nodes(formula):
+        if not isinstance(sub, ast.Plus) or not marks(sub.body):
+            continue
+        if sub.contiguous and not chooses(sub.body):
+            continue
+        text = to_text(sub)
+        text = text[1:-1] if text.startswith("(") and text.endswith(")") else text
+        how = ("its iterations may skip events" if not sub.contiguous
+               else "each iteration chooses among events")
+        return (f"'{text}' can report exponentially many matches per event (strategy"
+                f" {query.strategy}): {how} and their events are reported, so every subset"
+                " of the candidate events is a different match")
+    return None
+
+
+def _exclusive(f: ast.FOr) -> bool:
+    """Both branches are atoms of different event types: no event takes both."""
+    from cer_cli.query import scope
+
+    left, right = scope.atom_type(f.left), scope.atom_type(f.right)
+    return left is not None and right is not None and left.label != right.label
 
 
 def _groups(groups) -> str:
