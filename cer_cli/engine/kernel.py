@@ -434,13 +434,16 @@ def run_events(
     nstate, nul, nulen, slot_of, one,
     es_node, es_depth, path_pos, path_lab,
     o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab,
+    count_paths, cnt, cst,
 ):
     """Events ``i … stop-1`` (``cols``: symbol columns of the transition table, ``keys``:
     partition ids, ``times``/``hastime``: window times). Returns ``(status, next event)``:
     ``DONE``, ``NEED_MOVE`` (see module doc), ``NEED_DECIDE`` (with ``decide``: event
     ``next - 1`` of partition ``st[P_PART]`` has candidates, not consumed yet), ``NEED_LIMIT``
     (with ``st[LIMIT_K]``: event ``next``'s table is committed and has final det-states; the
-    caller enumerates its k latest starts, sets ``st[LIMIT_DONE]`` and calls again), or a
+    caller enumerates its k latest starts, sets ``st[LIMIT_DONE]`` and calls again),
+    ``NEED_BIGCOUNT`` (with ``count_paths``: event ``next``'s count does not fit in int64;
+    the caller counts it, sets ``cst[C_BIG]`` and calls again), or a
     ``NEED_*`` for an array that is too small (sizes in ``st``). ``ctx`` holds the event
     time and window bound across a return."""
     while True:
@@ -568,6 +571,16 @@ def run_events(
                     for k in range(tlen[p]):
                         if final[tstate[p, k]]:
                             return NEED_LIMIT, i
+            elif count_paths and hastime[i]:
+                # count only, no window: sum node counts instead of enumerating
+                if cst[C_BIG] > 0:  # the caller counted this event (and added all but 1)
+                    reported = cst[C_BIG] - 1
+                    cst[C_BIG] = 0
+                else:
+                    reported = _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, p, tlen[p])
+                    if reported < 0 or st[MATCHES] + reported > BIG:
+                        return NEED_BIGCOUNT, i
+                cst[C_COUNTED] += 1
             elif by_events or hastime[i]:
                 reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, tlen[p],
                                       st[P_POS], pcount[p] - 1, prune, ctx[0], emit,
@@ -589,6 +602,63 @@ def run_events(
             # ---- memory: compact when the arrays doubled since the last compaction
             if st[NN] > st[NEXT_COMPACT]:
                 return NEED_COMPACT, i
+
+
+# ---------------------------------------------------------------------------- counting
+
+# Without a window the complex events below a node never change (the tECS is a DAG that
+# only grows), so their number is a sum over the DAG: count(bottom) = 1, count(output) =
+# count(A), count(union) = count(A) + count(B). ``--count`` then costs time linear in the
+# tECS, not in the output (``A+ ; B`` over n As has 2^n - 1 matches). With a window an
+# event's bound tau prunes subtrees, so the count of a node depends on tau and windowed
+# queries keep counting by enumeration (the window bounds it).
+
+#: A node count above this is stored as -1 in ``cnt`` ("too big"), and an event whose count
+#: is too big (or would push ``st[MATCHES]`` past it) is finished by the caller with Python
+#: ints (``NEED_BIGCOUNT``, ``KernelState._big_count``).
+BIG = 1 << 62
+# cst[...] slots (``KernelState.cst``): ``cnt`` is valid below C_DONE for compaction number
+# C_EPOCH; C_COUNTED events were counted this way; C_BIG is 1 + (caller's count > 0) once
+# the caller counted the current event (0: not yet).
+C_DONE, C_EPOCH, C_COUNTED, C_BIG, CSLOTS = 0, 1, 2, 3, 4
+NEED_BIGCOUNT = 16
+
+
+@njit_plain
+def _fill_counts(nodes, st, cnt, cst):
+    """Extend ``cnt`` to every node: children have smaller ids, so one ascending sweep from
+    where the last one stopped (from 0 after a compaction renumbered the nodes)."""
+    if cst[C_EPOCH] != st[COMPACTIONS]:
+        cst[C_EPOCH] = st[COMPACTIONS]
+        cst[C_DONE] = 0
+    for n in range(cst[C_DONE], st[NN]):
+        kind = nodes[n, KIND]
+        if kind == BOTTOM:
+            cnt[n] = 1
+        elif kind == OUTPUT:
+            cnt[n] = cnt[nodes[n, A]]
+        else:
+            x = cnt[nodes[n, A]]
+            y = cnt[nodes[n, B]]
+            cnt[n] = -1 if x < 0 or y < 0 or x + y > BIG else x + y
+    cst[C_DONE] = st[NN]
+
+
+@njit_plain
+def _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, p, ns):
+    """How many complex events end at the current event of partition ``p`` (no window):
+    the sum of the node counts of the final det-states' union-list entries; -1 if too big."""
+    _fill_counts(nodes, st, cnt, cst)
+    total = 0
+    for k in range(ns):
+        if not final[tstate[p, k]]:
+            continue
+        for e in range(ulen[p, k]):
+            c = cnt[ul[p, k, e]]
+            if c < 0 or total + c > BIG:
+                return -1
+            total += c
+    return total
 
 
 # ---------------------------------------------------------------------------- LIMIT k
@@ -680,6 +750,14 @@ class KernelState:
         self.ulen = np.zeros((1, 4), np.int64)
         self.ul = np.zeros((1, 4, 4), np.int64)
         self.pcount = np.zeros(1, np.int64)
+        # counting without enumerating (no window): node counts, -1 past ``BIG``; and the
+        # Python-int side for what does not fit in int64
+        self.cnt = np.zeros(1024, np.int64)
+        self.cst = np.zeros(CSLOTS, np.int64)
+        self.cst[C_EPOCH] = -1
+        self.big = 0  # matches beyond st[MATCHES] (see ``matches``)
+        self._memo: dict[int, int] = {}
+        self._memo_at = (-1, 0)  # (compaction number, nodes done) of ``_memo``
         self.colmap = np.full(0, -1, np.int64)  # global symbol id -> column
         self.col_sym: list[int] = []
         self.tunm = np.full((4, 8), UNKNOWN, np.int64)
@@ -816,10 +894,14 @@ class KernelState:
             hastime = np.ones(n, np.bool_)
         st = self.st
         st[N_OUT] = st[N_EV] = 0
+        # count by node counts, never enumerating: count only, no window, no LIMIT
+        count_paths = not emit and not self.has_bound and st[LIMIT_K] == 0
         i = 0
         while i < n or st[PHASE] != UPDATE:
             stop = min(n, i + chunk) if emit else n
             st[NEED_ES] = st[NEED_PATH] = 0
+            if len(self.cnt) < len(self.mt):  # node counts beside the nodes
+                self.cnt = _pad(self.cnt, 0, len(self.mt), 0)
             status, i = run_events(
                 i, stop, cols, positions, keys, times, hastime, self.by_events,
                 self.has_bound, self.bound, self.consume_policy, emit, self.decide,
@@ -830,8 +912,11 @@ class KernelState:
                 self.es_node, self.es_depth, self.path_pos, self.path_lab,
                 self.o_start, self.o_end, self.o_part, self.o_sloc, self.o_eloc, self.o_off,
                 self.o_pos, self.o_lab,
+                count_paths, self.cnt, self.cst,
             )
-            if status == NEED_LIMIT:
+            if status == NEED_BIGCOUNT:
+                self._big_count()
+            elif status == NEED_LIMIT:
                 found = self._latest()
                 if emit:
                     need_m, need_e = len(found), sum(_depth(m[2]) for m in found)
@@ -918,6 +1003,37 @@ class KernelState:
             self.o_off[nm] = ne
         st[N_OUT] = nm
         st[N_EV] = ne
+
+    @property
+    def matches(self) -> int:
+        """Complex events counted so far (a Python int: it may exceed int64)."""
+        return int(self.st[MATCHES]) + self.big
+
+    def _big_count(self) -> None:
+        """``NEED_BIGCOUNT``: count the current event with Python ints. The nodes whose count
+        is too big (-1 in ``cnt``) get theirs in ``_memo``, in ascending order (children
+        first), once per node until a compaction renumbers them. The kernel adds 1 to
+        ``st[MATCHES]`` for a non-zero count (so that CONSUME BY fires); ``big`` the rest."""
+        st, cnt, nodes, memo = self.st, self.cnt, self.nodes, self._memo
+        epoch, done = self._memo_at
+        if epoch != int(st[COMPACTIONS]):
+            memo.clear()
+            done = 0
+        nn = int(st[NN])
+
+        def value(x: int) -> int:
+            c = int(cnt[x])
+            return memo[x] if c < 0 else c
+
+        for x in (np.flatnonzero(cnt[done:nn] < 0) + done).tolist():
+            a, b = int(nodes[x, A]), int(nodes[x, B])
+            memo[x] = value(a) if nodes[x, KIND] == OUTPUT else value(a) + value(b)
+        self._memo_at = (int(st[COMPACTIONS]), nn)
+        p = int(st[P_PART])
+        total = sum(value(int(self.ul[p, k, e])) for k in range(int(self.tlen[p]))
+                    if self.final[self.tstate[p, k]] for e in range(int(self.ulen[p, k])))
+        self.big += max(total - 1, 0)
+        self.cst[C_BIG] = 2 if total else 1
 
     def consume(self, p: int) -> None:
         """CONSUME BY after partition ``p``'s event reported a match: forget the partial
