@@ -457,13 +457,24 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     from cer_cli.api import compile_query
     from cer_cli.io.read import read_events
     from cer_cli.io.write import EventLookup, write_matches
-    from cer_cli.spark.job import spark_match, spark_schema, spark_write
+    from cer_cli.spark.job import (check_output_dir, spark_match, spark_schema, spark_write,
+                                   unknown_conf_keys)
 
+    # Pre-flight, before Spark starts (minutes on a cluster): the output directory, the
+    # settings; spark_session checks the master URL and reaches a spark:// master.
+    writes = output not in (None, "-") and not count and limit is None and fmt != "table"
+    mode = check_output_dir(output) if writes else None
+    console = _stderr()
+    for key in unknown_conf_keys(options["conf"]):
+        console.print(Text("warning: ", style="bold yellow") + Text(
+            f"--spark-conf {key}: not a Spark setting cer knows (Spark ignores unknown keys)"))
+        console.print(Text("  hint: ", style="cyan") + Text(
+            "check its spelling; known prefixes are listed in README.md, section Spark"))
     compiled = compile_query(text, spark_schema(logs, **options), filename)
     if not allow_unbounded:
         _refuse_unbounded(compiled, filename)
-    if output is not None and not count and limit is None and fmt != "table":
-        n = spark_write(compiled, logs, output, fmt, ranges=ranges, **options)
+    if writes:
+        n = spark_write(compiled, logs, output, fmt, ranges=ranges, mode=mode, **options)
         _stderr().print(f"{n:,} matches written to {output}/ by Spark")
         return
     matches = spark_match(compiled, logs, ranges=ranges, **options)
@@ -582,6 +593,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
             if bar is not None:
                 bar.stop()
                 bar = None
+            sys.set_int_max_str_digits(0)  # exact counts of exponential queries have thousands of digits
             click.echo(n)
         else:
             names = [g[0] for g in compiled.query.partition_by]

@@ -328,3 +328,71 @@ def test_explain_spark_shows_the_plan():
     assert "spark plan" in json.loads(result.stdout)["plan"]["spark"]
     single = _cli("explain", "-e", "A ; B", "--spark")
     assert "why" in single.stdout
+
+
+# --------------------------------------------------------------------------- pre-flight
+# These fail before any SparkSession starts (no JVM): about a second each.
+
+
+@pytest.mark.parametrize("master", ["bogus://x", "local[two]", "spark://host-without-port"])
+def test_bad_master_url_is_one_line_before_spark_starts(master):
+    result = _cli("match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--spark", "--master", master)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == f"error: bad Spark master URL {master!r}" or (
+        "expected spark://HOST:PORT" in result.stderr)
+    assert "JAVA_HOME" not in result.stderr and "local[N]" in result.stderr
+    assert len(result.stderr.splitlines()) == 2  # the error and its hint
+
+
+def test_unreachable_master_fails_fast():
+    started = time.monotonic()
+    result = _cli("match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--spark",
+                  "--master", "spark://nohost.invalid:7077")
+    assert result.exit_code == 2 and time.monotonic() - started < 10, result.output
+    assert "unknown host 'nohost.invalid'" in result.stderr
+    refused = _cli("match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--spark",
+                   "--master", f"spark://127.0.0.1:{_free_port()}")
+    assert refused.exit_code == 2 and "cannot connect" in refused.stderr
+
+
+def test_existing_output_is_refused_before_spark_starts(tmp_path):
+    (tmp_path / "taken.parquet").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "part-0").write_text("x")
+    for target in ("taken.parquet", "full"):
+        started = time.monotonic()
+        result = _cli("match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--spark",
+                      "--master", "spark://nohost.invalid:7077", "-o", str(tmp_path / target),
+                      "--format", "parquet")
+        assert result.exit_code == 2 and "unknown host" not in result.stderr, result.output
+        assert ("Spark writes the matches as a new directory" in result.stderr
+                if target == "taken.parquet" else "is a directory" in result.stderr)
+        assert time.monotonic() - started < 10
+
+
+def test_unknown_spark_conf_key_warns():
+    result = _cli("match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--spark", "--master",
+                  "bogus://x", "--spark-conf", "spark.exector.memory=1g",
+                  "--spark-conf", "spark.executor.memory=1g", "--spark-conf", "spark.sql.x=1")
+    assert result.exit_code == 2
+    assert "--spark-conf spark.exector.memory" in result.stderr
+    assert "spark.executor.memory" not in result.stderr and "spark.sql.x" not in result.stderr
+
+
+def test_garbage_parquet_is_an_input_error(spark, tmp_path):
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet at all")
+    result = _cli("match", "-e", "A", str(bad), "--spark", "--master", "local[2]")
+    assert result.exit_code == 2, result.output
+    assert "Could not read footer" in result.stderr and "o3" not in result.stderr
+    assert len(result.stderr.splitlines()) == 2
+
+
+def test_shipped_package_is_removed_at_exit(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "cer_cli", "match", "-e", "T",
+                           str(ROOT / "samples" / "fig1.csv"), "--spark", "--master", "local[1]",
+                           "--format", "jsonl"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(done.stdout.splitlines()) == 4
+    assert not list(tmp_path.glob("cer-spark-*"))

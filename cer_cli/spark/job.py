@@ -25,6 +25,7 @@ Python with polars, pyarrow and numpy. Spark and input failures become ``SparkEr
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import pickle
@@ -101,6 +102,98 @@ class SparkError(Exception):
         return self.render()
 
 
+# --------------------------------------------------------------------------- pre-flight
+
+#: The master URL forms Spark accepts (checked before the JVM starts, which otherwise blames
+#: JAVA_HOME for a typo or spends minutes retrying an unreachable master).
+MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL, mesos://URL"
+_LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)(\s*,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]")
+CONNECT_TIMEOUT = 3.0
+#: Prefixes and keys of the Spark settings `--spark-conf` accepts without a warning: a
+#: documented allowlist (Spark's own list needs a JVM), common enough for real jobs.
+KNOWN_CONF = (
+    "spark.executor.", "spark.driver.", "spark.sql.", "spark.default.", "spark.master",
+    "spark.app.", "spark.serializer", "spark.network.", "spark.shuffle.", "spark.memory.",
+    "spark.local.", "spark.ui.", "spark.dynamicAllocation.", "spark.eventLog.", "spark.jars",
+    "spark.submit.", "spark.python.", "spark.pyspark.", "spark.task.", "spark.cores.",
+    "spark.hadoop.", "spark.kubernetes.", "spark.yarn.", "spark.files", "spark.kryo",
+    "spark.rpc.", "spark.speculation", "spark.storage.", "spark.io.", "spark.broadcast.",
+    "spark.scheduler.", "spark.authenticate", "spark.ssl.", "spark.log.", "spark.archives",
+    "spark.checkpoint.", "spark.rdd.", "spark.worker.", "spark.deploy.", "spark.kerberos.",
+)
+
+
+def check_master(master: str | None, connect: bool = True) -> None:
+    """Refuse (``SparkError``, exit 2) a master URL Spark would not accept, and a
+    ``spark://`` master whose host does not resolve or does not answer within
+    ``CONNECT_TIMEOUT`` seconds, before any JVM starts."""
+    if master is None:
+        return
+    m = master.strip()
+    hints = [f"accepted forms: {MASTER_FORMS}"]
+    if _LOCAL_MASTER.fullmatch(m) or m == "yarn":
+        return
+    if m.startswith(("k8s://", "mesos://")) and len(m.split("://", 1)[1]) > 0:
+        return
+    if not m.startswith("spark://"):
+        raise SparkError(f"bad Spark master URL {master!r}", hints, input_error=True)
+    for hostport in m[len("spark://"):].split(","):  # HA masters: spark://h1:p1,h2:p2
+        host, sep, port = hostport.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise SparkError(f"bad Spark master URL {master!r}: expected spark://HOST:PORT",
+                             hints, input_error=True)
+        if connect:
+            _reach(master, host.strip("[]"), int(port))
+
+
+def _reach(master: str, host: str, port: int) -> None:
+    import socket
+
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise SparkError(f"Spark master {master!r}: unknown host {host!r}",
+                         ["check the host name of the master URL"], input_error=True) from None
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
+            pass
+    except OSError as e:
+        raise SparkError(
+            f"Spark master {master!r}: cannot connect to {host}:{port}"
+            f" ({e.strerror or type(e).__name__} within {CONNECT_TIMEOUT:g} s)",
+            ["check that the master runs and the port is its RPC port (7077 by default)"],
+            input_error=True,
+        ) from None
+
+
+def unknown_conf_keys(conf: dict[str, str] | None) -> list[str]:
+    """The keys of ``conf`` Spark probably does not know: ``spark.*`` keys outside
+    ``KNOWN_CONF`` (a typo is otherwise silently accepted), and keys that are neither
+    ``spark.*`` nor this tool's ``cer.*`` (Spark ignores them)."""
+    return [k for k in (conf or {})
+            if not k.startswith("cer.") and not (k.startswith("spark.") and k.startswith(KNOWN_CONF))]
+
+
+def check_output_dir(output: str) -> str:
+    """Where ``spark_write`` may write ``output`` (a directory): refuse (exit 2) an existing
+    file or non-empty directory before Spark starts; returns the save mode ("overwrite" for
+    an existing empty directory, which Spark would otherwise refuse). Paths with a URI scheme
+    other than file: are left to Spark."""
+    if re.match(r"^[A-Za-z][\w+.-]*://", output) and not output.startswith("file://"):
+        return "errorifexists"
+    path = Path(output[len("file://"):] if output.startswith("file://") else output)
+    if path.is_dir() and not any(path.iterdir()):
+        return "overwrite"
+    if path.exists() or path.is_symlink():
+        what = "a directory that is not empty" if path.is_dir() else "an existing file"
+        raise SparkError(f"-o {output}: {what}; Spark writes the matches as a new directory",
+                         ["remove it or choose another -o path"], input_error=True)
+    if not path.parent.is_dir():
+        raise SparkError(f"-o {output}: no directory {str(path.parent)!r}",
+                         ["create it first or choose another -o path"], input_error=True)
+    return "errorifexists"
+
+
 # --------------------------------------------------------------------------- session
 
 
@@ -123,6 +216,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     conf = {**SESSION_DEFAULTS, **(conf or {})}
     active = SparkSession.getActiveSession()
     if active is None or (master is not None and active.sparkContext.master != master):
+        check_master(master if master is not None else conf.get("spark.master"))
         if active is not None:
             active.stop()
         if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
@@ -182,7 +276,10 @@ def _ship_package(spark: SparkSession) -> None:
     root = Path(__file__).resolve().parents[1]
     path = _shipped.get("zip")
     if path is None:
-        path = os.path.join(tempfile.mkdtemp(prefix="cer-spark-"), "cer_cli.zip")
+        folder = tempfile.mkdtemp(prefix="cer-spark-")
+        # Executors fetch the zip while the application runs: removed when this process ends.
+        atexit.register(shutil.rmtree, folder, True)
+        path = os.path.join(folder, "cer_cli.zip")
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
             for f in sorted(root.rglob("*")):
                 if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".lark"):
@@ -192,10 +289,41 @@ def _ship_package(spark: SparkSession) -> None:
     _shipped["app"] = sc.applicationId
 
 
+#: Java exceptions and Spark error classes that mean the input cannot be read (a path, a
+#: host, a file's format or permissions): the user's to fix, exit code 2.
+_INPUT_FAILURES = (
+    "FAILED_READ_FILE", "CANNOT_READ_FILE_FOOTER", "UnknownHostException", "ConnectException",
+    "FileNotFoundException", "AccessControlException", "AccessDeniedException",
+    "Permission denied", "UnsupportedFileSystemException", "No FileSystem for scheme",
+    "is not a Parquet file", "INVALID_PATH", "UNABLE_TO_INFER_SCHEMA", "MALFORMED_RECORD",
+)
+_JAVA_EXCEPTION = re.compile(r"^:?\s*(?:Caused by: )?([\w$]+\.)*([\w$]*(?:Exception|Error)):\s*(.+)$")
+
+
+def _meaningful(text: str, default: str) -> str:
+    """The first line of a py4j error that says what went wrong: py4j's "An error occurred
+    while calling o35.parquet." names only the call, the Java exception's message follows
+    (without its class, error-class tag and SQLSTATE)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return default
+    if not lines[0].startswith("An error occurred while calling"):
+        return lines[0]
+    for ln in lines[1:]:
+        m = _JAVA_EXCEPTION.match(ln)
+        if m:
+            msg = re.sub(r"^\[[A-Z_.]+\]\s*", "", m.group(3))
+            msg = re.sub(r"\s*SQLSTATE: \w+$", "", msg)
+            return msg if m.group(2) in ("SparkException", "AnalysisException") else (
+                f"{m.group(2)}: {msg}" if not msg.startswith(m.group(2)) else msg)
+    return lines[0]
+
+
 def _spark_error(e: BaseException, master: str | None = None, what: str = "") -> SparkError:
-    """A readable ``SparkError`` from whatever Spark or py4j raised."""
+    """A readable ``SparkError`` from whatever Spark or py4j raised: one line, the input's
+    failures (unreadable files, unknown hosts) as input errors."""
     text = str(e)
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+    first = _meaningful(text, type(e).__name__)
     if "PythonException" in text or "Traceback" in text:  # a task's Python failed
         errors = [ln.strip() for ln in text.splitlines() if re.match(r"\s*[\w.]+(Error|Exception):", ln)]
         first = errors[-1] if errors else first
@@ -215,6 +343,9 @@ def _spark_error(e: BaseException, master: str | None = None, what: str = "") ->
         )
     if "PATH_NOT_FOUND" in text or "does not exist" in text:
         return SparkError(f"{what}{first}", ["check the path or URI of the log"], input_error=True)
+    if any(marker in text for marker in _INPUT_FAILURES):
+        return SparkError(f"{what}{first}", ["check the path, host and format of the log"],
+                          input_error=True)
     if type(e).__name__ == "AnalysisException":
         return SparkError(f"{what}{first}", input_error=True)
     return SparkError(f"{what}Spark failed: {first}", ["rerun with --debug for details"])
