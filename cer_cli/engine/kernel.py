@@ -42,8 +42,11 @@ Layout (all owned by ``KernelState``):
 Output: for every complex event its start and end position, its partition id, the
 partition-local indices of its start and end (``o_sloc``/``o_eloc``, for STRICT) and its
 marked events (CSR: ``o_off[m] : o_off[m + 1]`` into ``o_pos`` / ``o_lab``), in order of the
-triggering event; or only a count (``emit = False``). One event's complex events always
-leave in the same flush (see ``_enumerate``).
+triggering event; or only a count (``emit = False``). With ``split`` (nothing
+post-processes per event) one event's complex events may span several flushes, so the output
+arrays stay at a fixed cap; otherwise they leave in the same flush (see ``_enumerate``).
+Every ``st[BUDGET]`` units of work the loop returns ``NEED_YIELD`` — also in the middle of
+one event's enumeration, which resumes — so that Python's signal handlers run.
 
 With ``decide`` (the caller post-processes the candidates: strategy, LIMIT, post-filter),
 CONSUME BY must wait for what the caller reports: after enumerating an event with
@@ -318,17 +321,21 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
 # a variable may be re-bound to inside a loop (atomic increments on every iteration), which
 # cost more than the algorithm itself. So ``run_events`` never re-binds an array: it returns
 # to the caller whenever an array is too small (``NEED_ROOM`` before touching an event,
-# ``NEED_WIDTH`` before committing its table, ``NEED_OUT`` during its enumeration, which is
-# then redone), and the caller grows the array and calls again.
+# ``NEED_WIDTH`` before committing its table, ``NEED_OUT`` during its enumeration, which
+# resumes), and the caller grows the array (or flushes the outputs) and calls again.
 
 # st[...] slots of the resumable loop: the phase of the current event and what it needs
 PHASE, P_PART, P_POS, P_PRUNE, P_NS, N_OUT, N_EV = 11, 12, 13, 14, 15, 16, 17
 NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, SKIPPED = 18, 19, 20, 21, 22
 # LIMIT in the kernel: ``st[LIMIT_K]`` is ``k + 1`` (0: no limit); ``st[LIMIT_DONE]`` is
 # ``reported + 1`` once the caller enumerated the event's k latest starts (0: not yet).
-LIMIT_K, LIMIT_DONE, NSLOTS = 23, 24, 25
+LIMIT_K, LIMIT_DONE = 23, 24
+# the work budget (``st[BUDGET]`` units, 0: none; ``st[WORK]`` used since the last return)
+# and the resumable enumeration of the current event (see ``_enumerate``)
+WORK, BUDGET, SPLIT, E_ON, E_K, E_E, E_TOP, E_REP, E_OUT0, E_EV0, NSLOTS = range(25, 36)
 UPDATE, COMMIT, ENUMERATE = 0, 1, 2
 NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT, NEED_DECIDE, NEED_LIMIT = 2, 3, 4, 5, 6, 7
+NEED_YIELD = 8
 
 
 @njit
@@ -360,68 +367,120 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune,
     walk that follows left children and pushes a right child only when its max-start is in
     the window, so every walk ends at a bottom that yields a complex event.
 
-    Appends to the outputs from ``st[N_OUT]``/``st[N_EV]`` and commits those counters only
-    at the end; returns the number found, or -1 when an array is full. Then this event's
-    outputs are dropped and the caller flushes the earlier ones (or grows the arrays) and
-    redoes the enumeration — so one triggering event's complex events are never split
-    across two flushes, and grouping a flushed batch by ``end`` is exact."""
+    Resumable, so that one event with astronomically many complex events neither blocks
+    the caller nor fills memory: the walk (det-state ``st[E_K]``, next union-list entry
+    ``st[E_E]``, stack ``es_*[:st[E_TOP]]`` and the path below it) stays in ``st`` and the
+    arrays across returns. Appends to the outputs from ``st[N_OUT]``/``st[N_EV]``. Returns
+    the number of complex events of the event once it is done (``st[E_ON]`` back to 0);
+    -2 when ``st[BUDGET]`` units of work (nodes visited, counted in ``st[WORK]``) are used
+    up; -1 when a stack, the path or an output array is full (the caller grows it, or
+    flushes the outputs). With ``st[SPLIT]`` a flush may come mid-event; without it (the
+    caller post-processes each event's complex events together) a full output array
+    restarts the event from scratch (``st[E_ON]`` 0, outputs back to ``st[E_OUT0]``) when
+    earlier events' outputs can be flushed instead, and grows otherwise."""
+    if st[E_ON] == 0:
+        st[E_ON] = 1
+        st[E_K] = 0
+        st[E_E] = 0
+        st[E_TOP] = 0
+        st[E_REP] = 0
+        st[E_OUT0] = st[N_OUT]
+        st[E_EV0] = st[N_EV]
     nm = st[N_OUT]
     ne = st[N_EV]
-    reported = 0
-    for k in range(ns):
-        if not final[tstate[p, k]]:
-            continue
-        for e in range(ulen[p, k]):
+    k = st[E_K]
+    e = st[E_E]
+    top = st[E_TOP]
+    reported = st[E_REP]
+    budget = st[BUDGET]
+    work = st[WORK]
+    status = 0
+    while k < ns:
+        if top == 0:
+            if (not final[tstate[p, k]]) or e >= ulen[p, k]:
+                k += 1
+                e = 0
+                continue
             root = ul[p, k, e]
+            e += 1
             if prune and mt[root] < etau:
                 continue
             es_node[0] = root
             es_depth[0] = 0
             top = 1
-            while top > 0:
-                top -= 1
-                x = es_node[top]
-                d = es_depth[top]
-                while True:
-                    kind = nodes[x, KIND]
-                    if kind == BOTTOM:
-                        reported += 1
-                        if emit:
-                            if nm + 1 >= o_start.shape[0] or ne + d > o_pos.shape[0]:
-                                st[NEED_SCRATCH] = ne + d
-                                return -1
-                            o_start[nm] = nodes[x, POS]
-                            o_end[nm] = pos
-                            o_part[nm] = p
-                            o_sloc[nm] = nodes[x, B]
-                            o_eloc[nm] = local
-                            for j in range(d - 1, -1, -1):
-                                o_pos[ne] = path_pos[j]
-                                o_lab[ne] = path_lab[j]
-                                ne += 1
-                            nm += 1
-                            o_off[nm] = ne
+        top -= 1
+        x = es_node[top]
+        d = es_depth[top]
+        while True:
+            if budget > 0 and work >= budget:
+                status = -2
+                break
+            work += 1
+            kind = nodes[x, KIND]
+            if kind == BOTTOM:
+                if emit:
+                    if nm + 1 >= o_start.shape[0] or ne + d > o_pos.shape[0]:
+                        st[NEED_SCRATCH] = ne + d
+                        status = -1
                         break
-                    if kind == OUTPUT:
-                        if d >= path_pos.shape[0]:
-                            st[NEED_PATH] = d + 1
-                            return -1
-                        path_pos[d] = nodes[x, POS]
-                        path_lab[d] = nodes[x, LAB]
-                        d += 1
-                        x = nodes[x, A]
-                    else:
-                        r = nodes[x, B]
-                        if (not prune) or mt[r] >= etau:
-                            if top >= es_node.shape[0]:
-                                st[NEED_ES] = top + 1
-                                return -1
-                            es_node[top] = r
-                            es_depth[top] = d
-                            top += 1
-                        x = nodes[x, A]
+                    o_start[nm] = nodes[x, POS]
+                    o_end[nm] = pos
+                    o_part[nm] = p
+                    o_sloc[nm] = nodes[x, B]
+                    o_eloc[nm] = local
+                    for j in range(d - 1, -1, -1):
+                        o_pos[ne] = path_pos[j]
+                        o_lab[ne] = path_lab[j]
+                        ne += 1
+                    nm += 1
+                    o_off[nm] = ne
+                reported += 1
+                break
+            if kind == OUTPUT:
+                if d >= path_pos.shape[0]:
+                    st[NEED_PATH] = d + 1
+                    status = -1
+                    break
+                path_pos[d] = nodes[x, POS]
+                path_lab[d] = nodes[x, LAB]
+                d += 1
+                x = nodes[x, A]
+            else:
+                r = nodes[x, B]
+                if (not prune) or mt[r] >= etau:
+                    if top + 2 > es_node.shape[0]:  # one slot stays free for the push-back
+                        st[NEED_ES] = top + 2
+                        status = -1
+                        break
+                    es_node[top] = r
+                    es_depth[top] = d
+                    top += 1
+                x = nodes[x, A]
+        if status != 0:
+            # the node not walked yet goes back on the stack: its path ``[:d]`` is intact,
+            # as everything above it on the stack only ever writes the path from ``d`` on
+            es_node[top] = x
+            es_depth[top] = d
+            top += 1
+            break
+    st[WORK] = work
+    if status == -1 and emit and not st[SPLIT] and st[E_OUT0] > 0 and st[NEED_ES] == 0 \
+            and st[NEED_PATH] == 0:
+        # outputs full and the event must leave whole: drop its outputs, the caller
+        # flushes the earlier events' and the event is enumerated again
+        st[N_OUT] = st[E_OUT0]
+        st[N_EV] = st[E_EV0]
+        st[E_ON] = 0
+        return -1
     st[N_OUT] = nm
     st[N_EV] = ne
+    if status != 0:
+        st[E_K] = k
+        st[E_E] = e
+        st[E_TOP] = top
+        st[E_REP] = reported
+        return status
+    st[E_ON] = 0
     return reported
 
 
@@ -451,6 +510,10 @@ def run_events(
         if phase == UPDATE:
             if i >= stop:
                 return DONE, i
+            if st[BUDGET] > 0 and st[WORK] >= st[BUDGET]:  # let Python run (signals)
+                st[WORK] = 0
+                return NEED_YIELD, i
+            st[WORK] += 1 + tlen[keys[i]]
             c = cols[i]
             pos = positions[i]
             p = keys[i]
@@ -514,6 +577,7 @@ def run_events(
                 st[NEED_NODES] = st[NN] + need
                 st[NEED_SCRATCH] = longest + inserts
                 return NEED_ROOM, i
+            st[WORK] += need
             pcount[p] = local + 1
             if ht:
                 now[0] = t
@@ -586,6 +650,9 @@ def run_events(
                                       st[P_POS], pcount[p] - 1, prune, ctx[0], emit,
                                       es_node, es_depth, path_pos, path_lab,
                                       o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
+                if reported == -2:
+                    st[WORK] = 0
+                    return NEED_YIELD, i
                 if reported < 0:
                     return NEED_OUT, i
             st[PHASE] = UPDATE
@@ -717,6 +784,12 @@ def latest_first(nodes, mt, tstate, ulen, ul, final, p, ns, prune, etau, k):
 #: Past this many (det-state × symbol column) cells the move table is cleared between
 #: batches (like ``LazyDFA``'s cache reset): it only costs recomputing moves.
 TABLE_CELLS = 1 << 22
+#: Output arrays hold this many complex events (and 4× as many marked events); with
+#: ``split`` they never grow past it unless one complex event alone is larger.
+OUT_CAP = 1 << 14
+#: ``run_events`` returns to Python after about this many units of work (events and
+#: enumerated nodes; ~10 ms compiled), so that signal handlers run (Ctrl-C acts at once).
+BUDGET_UNITS = 1 << 20
 
 
 class KernelState:
@@ -728,8 +801,15 @@ class KernelState:
     ``strategies.limit_latest`` keeps them; CONSUME BY applies if one is reported."""
 
     def __init__(self, dfa, by_events: bool, bound, consume: str, compact_min: int,
-                 float_times: bool, decide: bool = False, limit: int | None = None) -> None:
+                 float_times: bool, decide: bool = False, limit: int | None = None,
+                 split: bool = False, out_cap: int = OUT_CAP, budget: int = BUDGET_UNITS) -> None:
         self.dfa = dfa
+        self.split = split
+        self.out_cap = max(1, out_cap)
+        self.ev_cap = 4 * self.out_cap
+        #: the most complex events the output arrays ever held at once (``out_cap`` unless
+        #: one event had to leave whole, or a single complex event was larger)
+        self.out_peak = 0
         self.decide = decide
         self.by_events = by_events
         self.has_bound = bound is not None
@@ -742,6 +822,8 @@ class KernelState:
         self.st = np.zeros(NSLOTS, np.int64)
         self.st[NEXT_COMPACT] = self.st[COMPACT_MIN] = compact_min
         self.st[LIMIT_K] = 0 if limit is None else limit + 1
+        self.st[BUDGET] = budget
+        self.st[SPLIT] = 1 if split else 0
         self.now = np.zeros(1, self.tdtype)
         self.n_states = 0
         self.final = np.zeros(0, np.bool_)
@@ -778,15 +860,20 @@ class KernelState:
         self.path_pos = np.zeros(64, np.int64)
         self.path_lab = np.zeros(64, np.int64)
         # outputs, flushed to the caller when full
-        self.o_start = np.zeros(1 << 14, np.int64)
-        self.o_end = np.zeros(1 << 14, np.int64)
-        self.o_part = np.zeros(1 << 14, np.int64)
-        self.o_sloc = np.zeros(1 << 14, np.int64)
-        self.o_eloc = np.zeros(1 << 14, np.int64)
-        self.o_off = np.zeros((1 << 14) + 1, np.int64)
-        self.o_pos = np.zeros(1 << 16, np.int64)
-        self.o_lab = np.zeros(1 << 16, np.int64)
+        self._reset_out()
         self._states()
+
+    def _reset_out(self) -> None:
+        """Output arrays at the cap (room for ``out_cap`` complex events)."""
+        m, e = self.out_cap + 1, self.ev_cap
+        self.o_start = np.zeros(m, np.int64)
+        self.o_end = np.zeros(m, np.int64)
+        self.o_part = np.zeros(m, np.int64)
+        self.o_sloc = np.zeros(m, np.int64)
+        self.o_eloc = np.zeros(m, np.int64)
+        self.o_off = np.zeros(m + 1, np.int64)
+        self.o_pos = np.zeros(e, np.int64)
+        self.o_lab = np.zeros(e, np.int64)
 
     # ------------------------------------------------------------------ sizing
 
@@ -921,6 +1008,7 @@ class KernelState:
                 if emit:
                     need_m, need_e = len(found), sum(_depth(m[2]) for m in found)
                     if st[N_OUT] and (st[N_OUT] + need_m >= len(self.o_start)
+                                      or st[N_OUT] + need_m > self.out_cap
                                       or st[N_EV] + need_e > len(self.o_pos)):
                         yield self._flush(), -1
                     self._grow_out(need_m + 1, need_e)
@@ -945,6 +1033,8 @@ class KernelState:
                     self.nul = np.zeros((self.nul.shape[0], max(width, 2 * self.nul.shape[1])), np.int64)
             elif status == NEED_WIDTH:
                 self.ul = _pad(self.ul, 2, max(int(st[NEED_SCRATCH]), 2 * self.ul.shape[2]), 0)
+            elif status == NEED_YIELD:
+                pass  # back in Python once per budget: a pending Ctrl-C raises here
             elif status == NEED_OUT:
                 if st[NEED_ES]:
                     self.es_node = _pad(self.es_node, 0, 2 * len(self.es_node), 0)
@@ -952,9 +1042,11 @@ class KernelState:
                 elif st[NEED_PATH]:
                     self.path_pos = _pad(self.path_pos, 0, 2 * len(self.path_pos), 0)
                     self.path_lab = _pad(self.path_lab, 0, 2 * len(self.path_lab), 0)
-                elif st[N_OUT]:
-                    yield self._flush(), -1
-                else:  # one event's complex events do not fit in empty arrays
+                elif st[N_OUT] and (self.split or not st[E_ON]):
+                    yield self._flush(), -1  # the enumeration resumes (or restarts) after it
+                elif self.split:  # one complex event alone is larger than the arrays
+                    self._grow_out(0, int(st[NEED_SCRATCH]))
+                else:  # one event's complex events must leave together: they need room
                     self._grow_out(2 * len(self.o_start), max(int(st[NEED_SCRATCH]), 2 * len(self.o_pos)))
             elif emit and st[N_OUT]:
                 yield self._flush(), -1
@@ -1060,10 +1152,13 @@ class KernelState:
     def _flush(self):
         """The outputs gathered so far (copies), and empty output arrays."""
         nm, ne = int(self.st[N_OUT]), int(self.st[N_EV])
+        self.out_peak = max(self.out_peak, nm)
         out = (self.o_start[:nm].copy(), self.o_end[:nm].copy(), self.o_part[:nm].copy(),
                self.o_sloc[:nm].copy(), self.o_eloc[:nm].copy(),
                self.o_off[: nm + 1].copy(), self.o_pos[:ne].copy(), self.o_lab[:ne].copy())
         self.st[N_OUT] = self.st[N_EV] = 0
+        if len(self.o_start) > self.out_cap + 1 or len(self.o_pos) > self.ev_cap:
+            self._reset_out()  # back to the cap after an event that had to leave whole
         return out
 
 

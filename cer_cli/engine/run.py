@@ -10,11 +10,14 @@ partition (pruning by the window), enumerates the windowed complex events ending
 applies CONSUME BY, and compacts the tECS so that windowed queries run in memory bounded by
 the window rather than the log.
 
-Post-processing runs over the kernel's ``MatchBatch``es, per triggering event (a batch
-never splits one event's complex events, see ``kernel._enumerate``): the correlation
+Post-processing runs over the kernel's ``MatchBatch``es, per triggering event (then a
+batch never splits one event's complex events, see ``kernel._enumerate``): the correlation
 post-filter (then projection to the real SELECT and de-duplication), the selection strategy,
 LIMIT (``strategies.py``). With post-processing, CONSUME BY happens only when the event
-reports a match after it: the kernel runs in decide mode and asks.
+reports a match after it: the kernel runs in decide mode and asks. Without it the kernel
+streams: one event's complex events may span several batches of at most ``out_cap``
+matches, so memory is bounded by the window and that cap, not by the matches of an event
+(with post-processing, by the candidates of one event).
 
 Per-event cost is constant for a fixed query plus the size of the reported matches (with
 post-processing, of all windowed candidates ending at the event). ``LIMIT k`` under ALL/ANY
@@ -55,6 +58,8 @@ class Engine:
     ``post_filter`` tests predicates between events on each candidate
     (``engine.post_filter.PostFilter``); ``report_groups``: how many leading PARTITION BY
     groups a match reports (the rest were added by the equality rewrite; ``None``: all).
+    ``out_cap``: matches per kernel batch; ``budget``: units of kernel work between returns
+    to Python (where a Ctrl-C acts); both small only in tests.
     """
 
     def __init__(
@@ -71,6 +76,8 @@ class Engine:
         compact_min: int = MIN_COMPACT,
         post_filter=None,
         report_groups: int | None = None,
+        out_cap: int = K.OUT_CAP,
+        budget: int = K.BUDGET_UNITS,
     ) -> None:
         if strategy not in ast.STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}")
@@ -90,6 +97,8 @@ class Engine:
         self._key_ids: dict[tuple, int] = {}
         self._last_time: float = float("-inf")
         self._compact_min = compact_min
+        self._out_cap = out_cap
+        self._budget = budget
         #: Whether the kernel reports only each event's ``limit`` latest starts itself
         #: (best-first, ``kernel.latest_first``): ALL/ANY without a post-filter.
         self._kernel_limit = limit is not None and strategy in ("ALL", "ANY") and post_filter is None
@@ -207,6 +216,7 @@ class Engine:
             self.dfa, isinstance(self.window, ast.EventsWindow), bound, self.consume,
             self._compact_min, float_times, decide=self._post_process and self.consume != "NONE",
             limit=self.limit if self._kernel_limit else None,
+            split=not self._post_process, out_cap=self._out_cap, budget=self._budget,
         )
 
     # ------------------------------------------------------------------ running
