@@ -85,9 +85,12 @@ def _values(attr: str) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def unary_atoms(draw, var: str, depth: int = 1) -> ast.Predicate:
-    """A predicate on one variable (one CORE ``x[pred]``): a comparison, a set or interval
-    test, or (``depth`` > 0) a NOT, AND or OR of smaller ones."""
+def unary_atoms(draw, var: str, depth: int = 1, scoped: bool | None = None) -> ast.Predicate:
+    """A predicate on one variable: a comparison, a set or interval test, or (``depth`` > 0)
+    a NOT, AND or OR of smaller ones, either inside one CORE ``x[pred]`` (``scoped``: one
+    atom, tested per event) or between atoms (CEL ``x.a > 1 OR x.b < 2``: a union)."""
+    if scoped is None:
+        scoped = draw(st.booleans())
     attr = draw(st.sampled_from(sorted(ATTRIBUTES)))
     ref = ast.AttrRef(var, attr)
     kinds = ("compare", "inset", "interval") + (("not", "and", "or") if depth > 0 else ())
@@ -103,9 +106,10 @@ def unary_atoms(draw, var: str, depth: int = 1) -> ast.Predicate:
         high = draw(st.none() | _values(attr).map(ast.Literal))
         return ast.InInterval(ref, low, high, draw(st.booleans()))
     if kind == "not":
-        return ast.Not(draw(unary_atoms(var, depth - 1)))
-    left, right = draw(unary_atoms(var, depth - 1)), draw(unary_atoms(var, depth - 1))
-    return ast.And(left, right) if kind == "and" else ast.Or(left, right)
+        return ast.Not(draw(unary_atoms(var, depth - 1, scoped)), scoped=scoped)
+    left = draw(unary_atoms(var, depth - 1, scoped))
+    right = draw(unary_atoms(var, depth - 1, scoped))
+    return (ast.And if kind == "and" else ast.Or)(left, right, scoped=scoped)
 
 
 @st.composite
@@ -125,6 +129,10 @@ def predicates(draw, allowed: tuple[str, ...], binary: bool = False) -> ast.Pred
     """A filter predicate over ``allowed`` variables: one atom, or AND/OR/NOT of atoms."""
 
     def atom():
+        if draw(st.integers(0, 9)) == 0:  # a constant: TRUE, FALSE, 1 = 1, 1 = 2
+            if draw(st.booleans()):
+                return ast.BoolConst(draw(st.booleans()))
+            return ast.Compare("=", ast.Literal(1), ast.Literal(draw(st.integers(1, 2))))
         var = draw(st.sampled_from(allowed))
         others = [x for x in allowed if x != var]
         if binary and others and draw(st.booleans()):

@@ -14,9 +14,9 @@ definitions need and that never reach the output:
   They travel upward with the valuation until the lowest ancestor whose ``bound`` contains
   the variable, where they are checked against that ancestor's ``μ(x)``.
 
-How a filter predicate is read (docs/language.md, "Filters"): a sub-predicate that reads a
-single variable is one *atom* (CORE's ``x[pred]``; ``x.v = 1 OR x.v = 2`` and
-``x[v = 1 OR v = 2]`` are the same AST), and so is a comparison between several variables.
+How a filter predicate is read (docs/language.md, "Filters"): one comparison (LIKE, IN ...),
+on one variable or between several, is one *atom*, and so is one CORE ``x[pred]`` group
+(its connectives are ``scoped``); ``x.v = 1 OR x.v = 2`` is two atoms, ``x[v = 1 OR v = 2]`` one.
 An atom holds when it holds for every combination of its variables' events (an empty set
 passes) and fails on an event that lacks an attribute it reads. ``AND``/``OR``/``NOT`` above
 atoms combine their truth values, after pushing ``NOT`` down to the atoms (De Morgan), so
@@ -225,10 +225,18 @@ _CONNECTIVES = (ast.And, ast.Or, ast.Not)
 
 
 def _is_atom(p: ast.Predicate) -> bool:
-    """One variable, or a (negated) test between events."""
-    if isinstance(p, ast.Not) and not isinstance(p.operand, _CONNECTIVES):
+    """A comparison (LIKE, IN ...) or one ``x[...]`` group, possibly negated.
+
+    Connectives written between atoms (``x.v > 1 OR x.v < 2``, ``x[v > 1] OR x[v < 2]``,
+    ``x.v < 3 AND FALSE``) combine the atoms' truth values: Foundations of CEP reads
+    ``φ FILTER (P OR Q)`` as ``(φ FILTER P) OR (φ FILTER Q)`` and ``AND`` as two filters,
+    so each atom holds for every event of its variable on its own, and a constant is
+    an atom of no variable. Connectives inside ``x[...]`` (``scoped``) are one atom."""
+    if isinstance(p, _CONNECTIVES) and p.scoped:
         return True
-    return len(predicate_vars(p)) <= 1 or not isinstance(p, _CONNECTIVES)
+    if isinstance(p, ast.Not) and (not isinstance(p.operand, _CONNECTIVES) or p.operand.scoped):
+        return True  # ``NOT x[p]`` is ``x[NOT p]``: every event of x fails p
+    return not isinstance(p, _CONNECTIVES)
 
 
 def truth(p: ast.Predicate, env: dict[str, frozenset[int]], stream: list[Event]) -> bool:

@@ -148,3 +148,32 @@ def test_run_query_equals_reference(query, events):
 @settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_run_query_equals_reference_long(query, events):
     check_query(query, events)
+
+
+#: Patterns that bind x (or the label A) to several events, or to none (issue #13).
+_MANY = ("(A AS x)+", "((A ; B) AS x)+", "(A AS x)+ ; B AS y", "((A OR B) AS x)+",
+         "(A ; A) AS x", "(A AS x OR B)+", "((A AS x)+ OR C) ; B AS y", "A ; A")
+
+
+@st.composite
+def _many_filters(draw) -> ast.Query:
+    """A pattern binding x to several events, filtered by OR/AND/NOT of atoms on x (CEL
+    comparisons, x[...] groups, constants), maybe with a second filter."""
+    from cer_cli.query.parser import parse
+    from tests.gen_formulas import predicates
+
+    skeleton = parse(draw(st.sampled_from(_MANY))).formula
+    var = "A" if skeleton == parse("A ; A").formula else "x"
+    pred = draw(predicates((var,)))
+    if draw(st.booleans()):
+        other = draw(predicates((var,)))
+        pred = draw(st.sampled_from((ast.Or, ast.And)))(pred, other)
+    if draw(st.booleans()):
+        pred = ast.Not(pred)
+    return ast.Query(ast.Filter(skeleton, pred))
+
+
+@given(_many_filters(), streams(max_size=6))
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_filters_on_variables_with_several_events_equal_reference(query, events):
+    check_query(query, events)

@@ -198,8 +198,11 @@ def test_core_taxi_t3():
         FILTER loc1[pickup_loc = 'East Harlem North' AND dropoff_loc = 'Midwood']
            AND loc2[pickup_loc = 'Midwood' AND dropoff_loc = 'Gravesend']
         WITHIN 10000 [dropoff_datetime]""")
-    p1 = And(cmp("loc1", "pickup_loc", "=", "East Harlem North"), cmp("loc1", "dropoff_loc", "=", "Midwood"))
-    p2 = And(cmp("loc2", "pickup_loc", "=", "Midwood"), cmp("loc2", "dropoff_loc", "=", "Gravesend"))
+    # each x[...] is one atom (scoped); the AND between them is not
+    p1 = And(cmp("loc1", "pickup_loc", "=", "East Harlem North"), cmp("loc1", "dropoff_loc", "=", "Midwood"),
+             scoped=True)
+    p2 = And(cmp("loc2", "pickup_loc", "=", "Midwood"), cmp("loc2", "dropoff_loc", "=", "Gravesend"),
+             scoped=True)
     assert q.formula.predicate == And(p1, p2)
 
 
@@ -300,10 +303,21 @@ def test_formula_precedence(text, tree):
     assert f(text) == tree
 
 
+def test_bracket_group_is_one_atom():
+    # x[p OR q] is one atom (scoped); x.p OR x.q and x[p] OR x[q] are two (issue #13)
+    one = f("A FILTER x[a = 1 OR b = 2]").predicate
+    two = f("A FILTER x.a = 1 OR x.b = 2").predicate
+    assert one.scoped and not two.scoped
+    assert f("A FILTER x[a = 1] OR x[b = 2]").predicate == two
+    assert f("A FILTER NOT x[a = 1 AND b = 2]").predicate == Not(
+        And(cmp("x", "a", "=", 1), cmp("x", "b", "=", 2), scoped=True))
+
+
 def test_predicate_precedence():
     # NOT > comparison-level atoms > AND > OR
     p = f("A FILTER x[NOT a > 5 OR name = 'X' AND b < 1]").predicate
-    assert p == Or(Not(cmp("x", "a", ">", 5)), And(cmp("x", "name", "=", "X"), cmp("x", "b", "<", 1)))
+    assert p == Or(Not(cmp("x", "a", ">", 5), scoped=True),
+                   And(cmp("x", "name", "=", "X"), cmp("x", "b", "<", 1), scoped=True), scoped=True)
     # inside a FILTER, an OR followed by a filter atom stays in the filter
     p = f("A FILTER x[a = 1] OR y.b = 2 AND (x.c = 3 OR TRUE)").predicate
     assert p == Or(cmp("x", "a", "=", 1),
@@ -330,7 +344,7 @@ def test_arithmetic_precedence_and_signs():
 
 def test_lexical_rules():
     p = f("a filter x[`second` = 'O''Neil' and b = \"say \"\"hi\"\"\"] -- comment\n").predicate
-    assert p == And(cmp("x", "second", "=", "O'Neil"), cmp("x", "b", "=", 'say "hi"'))
+    assert p == And(cmp("x", "second", "=", "O'Neil"), cmp("x", "b", "=", 'say "hi"'), scoped=True)
     p = f("A /* block\ncomment */ FILTER x[a IN {12, -3, 1.5, 1e3, .5, 'z'}]").predicate
     assert p == InSet(ref("x", "a"), tuple(Literal(v) for v in (12, -3, 1.5, 1000.0, 0.5, "z")))
     assert isinstance(p.values[0].value, int) and isinstance(p.values[3].value, float)

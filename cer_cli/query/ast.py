@@ -138,6 +138,8 @@ class And:
     left: Predicate
     right: Predicate
     span: Span | None = _span()
+    #: Inside one ``x[...]``: part of one atom, tested per event (docs/language.md, "Filters").
+    scoped: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,12 +147,16 @@ class Or:
     left: Predicate
     right: Predicate
     span: Span | None = _span()
+    #: Inside one ``x[...]``: part of one atom, tested per event (docs/language.md, "Filters").
+    scoped: bool = False
 
 
 @dataclass(frozen=True)
 class Not:
     operand: Predicate
     span: Span | None = _span()
+    #: Inside one ``x[...]``: part of one atom, tested per event (docs/language.md, "Filters").
+    scoped: bool = False
 
 
 @dataclass(frozen=True)

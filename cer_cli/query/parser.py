@@ -180,6 +180,16 @@ def _span(*items) -> Span | None:
     return Span(min(starts), max(ends)) if starts else None
 
 
+def _scoped(p):
+    """Mark the connectives inside ``x[...]``: the bracket is one atom, tested per event
+    (CORE's ``X[P]``), unlike connectives between atoms (docs/language.md, "Filters")."""
+    if isinstance(p, (ast.And, ast.Or)):
+        return dataclasses.replace(p, left=_scoped(p.left), right=_scoped(p.right), scoped=True)
+    if isinstance(p, ast.Not):
+        return dataclasses.replace(p, operand=_scoped(p.operand), scoped=True)
+    return p
+
+
 def _widen(node, children):
     """``node`` with its span stretched over the brackets around it."""
     return dataclasses.replace(node, span=_span(children))
@@ -370,7 +380,7 @@ class _Build:
         return _widen(c[1], c)
 
     def p_scoped(self, c):
-        return _widen(c[2], c)
+        return _widen(_scoped(c[2]), c)
 
     def p_like(self, c):
         return ast.Like(c[0], c[2].value, _span(c))

@@ -78,7 +78,9 @@ def _expr(e: ast.Expr, scope: str | None) -> str:
 def _predicate(p: ast.Predicate, scope: str | None = None) -> str:
     if scope is None:
         variables = pred_vars(p)
-        if len(variables) == 1:
+        # A connective between atoms prints as one; ``x[...]`` is one atom (tested per event).
+        between = isinstance(p, (ast.And, ast.Or, ast.Not)) and not p.scoped
+        if len(variables) == 1 and not between:
             (var,) = variables
             return f"{_variable(var)}[{_predicate(p, var)}]"
     if isinstance(p, ast.And):

@@ -211,11 +211,14 @@ def is_outer_filter(f: ast.Formula) -> bool:
 
 
 def is_atom(p: ast.Predicate) -> bool:
-    """An atom of the filter semantics: reads one variable, or is a (negated) test
-    between events that is not itself a connective over smaller parts."""
-    if isinstance(p, ast.Not) and not isinstance(p.operand, _CONNECTIVES):
+    """An atom of the filter semantics: a comparison (LIKE, IN ...) or one ``x[...]`` group
+    (scoped connectives), possibly negated. Connectives between atoms, even on one
+    variable (``x.v > 1 OR x.v < 2``), combine the atoms' truth values (docs/language.md)."""
+    if isinstance(p, _CONNECTIVES) and p.scoped:
         return True
-    return len(pred_vars(p)) <= 1 or not isinstance(p, _CONNECTIVES)
+    if isinstance(p, ast.Not) and (not isinstance(p.operand, _CONNECTIVES) or p.operand.scoped):
+        return True
+    return not isinstance(p, _CONNECTIVES)
 
 
 def filter_atoms(p: ast.Predicate) -> Iterator[ast.Predicate]:

@@ -25,9 +25,17 @@ filters under ORs.
 from __future__ import annotations
 
 from cer_cli.compiler.rewrite.lp_normal_form import push
+from cer_cli.compiler.rewrite.split_filters import alternatives, events_of
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
-from cer_cli.query.scope import bound, children, filter_var, is_outer_filter, with_children
+from cer_cli.query.scope import (
+    bound,
+    children,
+    disj,
+    filter_var,
+    is_outer_filter,
+    with_children,
+)
 
 FALSE = ast.BoolConst(False)
 
@@ -54,7 +62,16 @@ def _lift(node: ast.Formula) -> ast.Formula:
         path, f = found
         x, pred = filter_var(f), f.predicate
         assert x is not None
-        kept = push(_replace(node, path, f.formula), x, pred)
+        # At the binder, a predicate with connectives between atoms is one atom only when
+        # x is one event here; otherwise OR is a union of filtered formulas (split_filters).
+        single = frozenset({x}) if events_of(node, x) <= 1 else frozenset()
+        options = []
+        for conjuncts in alternatives(pred, single):
+            option = _replace(node, path, f.formula)
+            for part in conjuncts:
+                option = push(option, x, part)
+            options.append(option)
+        kept = disj(options)
         if _crosses_or(node, path):
             node = ast.FOr(kept, _replace(node, path, ast.Filter(f.formula, FALSE)))
         else:
