@@ -47,3 +47,19 @@ def test_filter_atoms_hand_checked(text, events, answer):
     got, want = reported("SELECT * WHERE " + text, events)
     assert want == answer, "the reference disagrees with the hand-checked answer"
     assert got == answer
+
+
+def test_output_order_is_by_last_event_and_limit_keeps_latest_starts():
+    # README: matches come in the order of their last event; among those ending at one event
+    # the order is unspecified (the engine gives starts 1, 0, 1, 0 here); LIMIT keeps the
+    # latest starts. Hand-checked on C C A A C (A C): [1,4] and [0,4], each through A@2 and A@3.
+    from tests.builders import letters
+
+    events = letters("CCAACAC")
+    got = list(plan(parse("SELECT * WHERE C ; A ; C")).run(events_frame(events)))
+    ends = [m.end for m in got]
+    assert ends == sorted(ends)
+    assert sorted((m.start, m.end) for m in got if m.end == 4) == [(0, 4), (0, 4), (1, 4), (1, 4)]
+    limited = list(plan(parse("SELECT * WHERE C ; A ; C LIMIT 2")).run(events_frame(events)))
+    # at 6: one match starts at 4 (C4 A5 C6), the next latest start is 1 (ties: any one)
+    assert sorted((m.start, m.end) for m in limited) == [(1, 4), (1, 4), (1, 6), (4, 6)]
