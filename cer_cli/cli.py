@@ -7,6 +7,7 @@ exception becomes a one-line message unless ``--debug`` asks for the traceback.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -180,14 +181,52 @@ def cli() -> None:
     """
 
 
+_log_options = [
+    click.option(
+        "--type-column", multiple=True, metavar="[LOG=]COLUMN",
+        help="Column holding the event type (default: 'type' if present, else the stream"
+        " name). LOG=COLUMN for one log (by stream name); repeatable.",
+    ),
+    click.option(
+        "--time-column", multiple=True, metavar="[LOG=]COLUMN",
+        help="Column holding the event time (default: detected per log). LOG=COLUMN for one"
+        " log; repeatable.",
+    ),
+    click.option(
+        "--time-unit", multiple=True, metavar="[LOG=]s|ms|us|ns",
+        help="A numeric time column counts this unit since the epoch (needed for duration"
+        " windows). LOG=UNIT for one log; repeatable.",
+    ),
+    click.option(
+        "--time-format", multiple=True, metavar="[LOG=]FORMAT",
+        help="strftime pattern of a text time column that is not ISO 8601 (e.g. '%d/%m/%Y')."
+        " LOG=FORMAT for one log; repeatable.",
+    ),
+]
+
+
+def _with_log_options(f):
+    """Add the log options; the command receives ``type_column`` (the values given) and
+    ``time_column`` (``contract.TimeOptions``: column, unit and format), which the readers
+    (local and Spark) take as they are."""
+
+    @functools.wraps(f)
+    def wrapper(*args, type_column=(), time_column=(), time_unit=(), time_format=(), **kwargs):
+        from cer_cli.io.contract import TimeOptions
+
+        times = TimeOptions(tuple(time_column), tuple(time_unit), tuple(time_format))
+        return f(*args, type_column=tuple(type_column) or None,
+                 time_column=times if times != TimeOptions() else None, **kwargs)
+
+    for option in reversed(_log_options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 @cli.command("check")
 @click.argument("args", nargs=-1, metavar="QUERY [LOG]...")
 @click.option("-e", "--expr", help="Query text given inline instead of a QUERY file.")
-@click.option(
-    "--type-column",
-    help="Column holding the event type (default: 'type' if present, else the stream name).",
-)
-@click.option("--time-column", help="Column holding the event time (default: detected).")
+@_with_log_options
 @_debug_option
 def check_command(
     args: tuple[str, ...],
@@ -221,21 +260,6 @@ def check_command(
         console = _stderr()
         for message, span in report.warnings:
             render_diagnostic(console, "warning", message, span, text, filename)
-
-
-_log_options = [
-    click.option(
-        "--type-column",
-        help="Column holding the event type (default: 'type' if present, else the stream name).",
-    ),
-    click.option("--time-column", help="Column holding the event time (default: detected)."),
-]
-
-
-def _with_log_options(f):
-    for option in reversed(_log_options):
-        f = option(f)
-    return f
 
 
 def _split_args(args: tuple[str, ...], expr: str | None) -> tuple[str | None, tuple[str, ...]]:

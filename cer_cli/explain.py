@@ -62,6 +62,7 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
         executor = compiled.executor()
         matches = sum(executor.count(frame) for frame in log.batches())
         s = executor.stats
+        out["plan"]["time"] = log.time_texts()  # per log: its time column and unit
         out["run"] = {
             "events": s.events,
             "matches": matches,
@@ -242,6 +243,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     console.rule("[bold]plan", align="left")
     for line in lines:
         console.print(Text(line))
+    for line in data["plan"].get("time", []):
+        console.print(Text(f"time: {line}"))
     if "run" in data:
         run = Table(title="run over the log", title_justify="left", show_edge=False)
         run.add_column("measure")

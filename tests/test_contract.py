@@ -12,6 +12,7 @@ import datetime as dt
 import glob
 import itertools
 import os
+import re
 import shutil
 from pathlib import Path, PurePosixPath
 
@@ -21,7 +22,7 @@ import pytest
 
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
 from cer_cli.io import contract
-from cer_cli.io.contract import LogColumns, LogError
+from cer_cli.io.contract import LogColumns, LogError, TimeOptions
 from cer_cli.io.read import read_events, read_schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,12 +156,61 @@ def test_time_column_detection() -> None:
 
 def test_time_column_must_be_in_every_log() -> None:
     a = _log("a.csv", {"type": "str", "ts": "int"})
-    b = _log("b.csv", {"type": "str", "v": "int"})
-    with pytest.raises(LogError, match="'ts' \\(detected\\) is missing from b.csv"):
-        contract.time_column([a, b], None)
+    b = _log("b.csv", {"type": "str", "v": "int"}, stream="b")
     with pytest.raises(LogError) as e:
-        contract.time_column([a, b], "ts")
-    assert e.value.message == "b.csv: no time column 'ts'"
+        contract.time_column([a, b], None)
+    assert e.value.message == "b.csv has no time column, but a.csv has 'ts'"
+    assert e.value.hints == ["pass --time-column b=COLUMN to name its time column"]
+    with pytest.raises(LogError, match="b.csv has no time column"):
+        contract.time_column([a, b], "ts")  # a bare name: b falls back to the rules
+    with pytest.raises(LogError) as e:
+        contract.time_column([a, b], "at")  # a bare name that no log has is a typo
+    assert e.value.message == "a.csv: no time column 'at'"
+    with pytest.raises(LogError, match="b.csv: no time column 'ts'"):
+        contract.time_column([a, b], ["b=ts"])  # named for b: must be in b
+
+
+def test_time_column_per_log() -> None:
+    """#13 item 8: logs differ in their time columns; each log is detected on its own."""
+    a = _log("a.csv", {"type": "str", "ts": "int"}, stream="a")
+    b = _log("b.csv", {"type": "str", "at": "datetime", "v": "int"}, stream="b")
+    got = contract.time_columns([a, b])
+    assert [g.time_column for g in got] == ["ts", "at"]
+    c = _log("c.csv", {"type": "str", "when": "int", "ts": "int"}, stream="c")
+    got = contract.time_columns([a, c], ["c=when"])
+    assert [g.time_column for g in got] == ["ts", "when"]
+    got = contract.time_columns([a, c], "when")  # bare: every log that has it
+    assert [g.time_column for g in got] == ["ts", "when"]
+    with pytest.raises(LogError, match="--time-column x=ts: no log named 'x'"):
+        contract.time_columns([a, c], ["x=ts"])
+
+
+def test_type_column_per_log() -> None:
+    """#13 item 8: a bare --type-column applies to the logs that have it; the others fall
+    back to the rules (``type``, else the stream name)."""
+    logs = [("c.csv", "clicks", ["event_type", "ts"]), ("o.parquet", "Order", ["id", "ts"]),
+            ("t.csv", "t", ["type", "ts"])]
+    assert contract.type_columns(logs, "event_type") == ["event_type", None, "type"]
+    assert contract.type_columns(logs, ["clicks=event_type"]) == ["event_type", None, "type"]
+    with pytest.raises(LogError, match="o.parquet: no type column 'event_type'"):
+        contract.type_columns(logs, ["Order=event_type"])
+    with pytest.raises(LogError, match="c.csv: no type column 'kind'"):
+        contract.type_columns(logs, "kind")
+
+
+def test_time_units() -> None:
+    """#13 item 1: --time-unit makes a numeric time an instant; a datetime needs none."""
+    a = _log("a.csv", {"type": "str", "ts": "int"}, stream="a")
+    b = _log("b.csv", {"type": "str", "ts": "datetime"}, stream="b")
+    got = contract.time_columns([a, b], contract.TimeOptions(unit=("ms",)))
+    assert [g.time_unit for g in got] == ["ms", None]  # bare: the numeric logs only
+    assert contract.time_kind("a", "ts", "int", unit="ms") == "datetime"
+    assert contract.column_kinds(got[:1], "ts")["ts"] == "datetime"
+    with pytest.raises(LogError, match="b.csv: --time-unit s is for a numeric time column"):
+        contract.time_columns([a, b], contract.TimeOptions(unit=("b=s",)))
+    with pytest.raises(LogError, match="--time-unit 'sec' is not a unit"):
+        contract.time_columns([a], contract.TimeOptions(unit=("sec",)))
+    assert contract.unit_bound("s") == (2**63 - 1) // 10**9
 
 
 def test_time_kinds() -> None:
@@ -265,6 +315,19 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
     b = w("lb.csv", "type,ts,y,x\nC,1,a,1.5\nA,3,b,\n")
     c = w("lc.csv", "ts,z\n2,true\n")
     logs["several logs"] = ([f"L1={a}", f"L2={b}", f"L3={c}"], {})
+    # issue #13: units, formats, per-log columns, a trailing blank line
+    logs["time unit s"] = ([w("e.csv", "type,time\nA,1700000000\nB,1700000100\n")],
+                           {"time_column": TimeOptions(unit=("s",))})
+    logs["time unit ms, floats"] = ([w("fm.csv", "type,ts\nA,1.5\nB,2.25\n")],
+                                    {"time_column": TimeOptions(unit=("fm=ms",))})
+    logs["time format"] = ([w("dm.csv", "type,time\nA,01/02/2024\nB,03/02/2024\n")],
+                           {"time_column": TimeOptions(format=("%d/%m/%Y",))})
+    clicks = w("clicks.csv", "event_type,time\nClick,2024-01-01T00:00:00\nView,2024-01-01T00:00:30\n")
+    orders = w("orders.csv", "id,at\n1,2024-01-01T00:00:10\n")
+    logs["per-log columns"] = ([clicks, f"Order={orders}"],
+                               {"type_column": ("event_type",),
+                                "time_column": TimeOptions(column=("Order=at",))})
+    logs["trailing blank line"] = ([w("blank.csv", "type,ts\nA,1\nB,2\n\n")], {})
     return logs
 
 
@@ -290,6 +353,11 @@ def event_errors(d: Path) -> dict[str, tuple[list[str], dict]]:
     return {
         "mixed time kinds": ([w("ti.csv", "type,ts\nA,1\n"), w("td.csv", "type,ts\nA,2024-01-01T00:00:00\n")], {}),
         "bool time": ([w("bt.csv", "type,v\nA,true\n")], {"time_column": "v"}),
+        "ambiguous date": ([w("am.csv", "type,time\nA,01/02/2024\n")], {}),
+        "mixed time texts": ([w("mx.csv", "type,time\nA,0\nB,soon\n")], {}),
+        "nan time": ([w("nt.csv", "type,ts\nA,1.5\nB,nan\n")], {}),
+        "unit out of range": ([w("big.csv", "type,ts\nA,1\nB,10000000000\n")],
+                              {"time_column": TimeOptions(unit=("s",))}),
     }
 
 
@@ -359,9 +427,13 @@ def test_local_and_spark_read_every_log_alike(spark, tmp_path: Path) -> None:
         with pytest.raises(SparkError) as spark_error:
             _spark_events(spark, logs, options)
         assert spark_error.value.input_error, name
-        # the dtype is each reader's own word for a bool ("Boolean", "boolean")
+        # the dtype is each reader's own word for a bool ("Boolean", "boolean"); the local
+        # reader gives CSV line numbers too
         cut = " has unusable type "
-        assert spark_error.value.message.split(cut)[0] == local_error.value.message.split(cut)[0], name
+        local_message = re.sub(r"line \d+ \(data row (\d+), 0-based\)", r"data row \1 (0-based)",
+                               local_error.value.message)
+        assert spark_error.value.message.split(cut)[0] == local_message.split(cut)[0], name
+        assert spark_error.value.hints == local_error.value.hints, name
 
 
 def _cli(*args: str):

@@ -44,6 +44,20 @@ KINDS = ("int", "float", "str", "bool", "datetime")
 TIME_KINDS = ("int", "float", "str", "datetime")
 #: Unit of TIME for datetimes: nanoseconds since the epoch (UTC), as int64.
 TIME_UNIT = "ns"
+#: ``--time-unit`` of a numeric time column (seconds... since the epoch) -> nanoseconds.
+TIME_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+#: The time texts read without ``--time-format``: ISO 8601 ``YYYY-MM-DD``, optionally with
+#: ``T`` or a space and ``HH:MM[:SS[.fraction]]``, optionally ``Z`` or ``+HH:MM``/``+HHMM``
+#: (a value without an offset is UTC). Both readers test values with this one pattern (a
+#: Java and Rust regex alike) and then parse them (``ISO_FORMATS`` / Spark's cast).
+ISO_TIME = (r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
+            r"(Z|[+-]\d{2}:?\d{2})?)?$")
+#: strftime patterns (polars/chrono) covering ``ISO_TIME`` once a space became ``T``.
+ISO_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S%.f")
+ISO_ZONED_FORMATS = ("%Y-%m-%dT%H:%M%#z", "%Y-%m-%dT%H:%M:%S%.f%#z")
+#: A date whose day and month order cannot be told (``01/02/2024``): needs --time-format.
+AMBIGUOUS_DATE = re.compile(r"^\s*\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b")
+_NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -184,12 +198,15 @@ def unify_kinds(a: str | None, b: str | None) -> str | None:
 @dataclass(frozen=True)
 class LogColumns:
     """What the contract needs to know of one log: where it is (for messages), its stream,
-    its columns in order with their kinds (``kind_of``), and its type column (or None)."""
+    its columns in order with their kinds (``kind_of``), its type column (or None), and,
+    once decided (``time_columns``), its time column and that column's ``--time-unit``."""
 
     where: str
     stream: str
     columns: Mapping[str, str | None]
     type_column: str | None = None
+    time_column: str | None = None
+    time_unit: str | None = None
 
     @property
     def data_columns(self) -> list[str]:
@@ -210,66 +227,246 @@ def check_columns(where: str, columns: Iterable[str]) -> None:
         )
 
 
-def type_column(where: str, columns: Iterable[str], given: str | None) -> str | None:
-    """The type column: ``given`` (must exist), else ``type`` when present, else ``None``
-    (every event of the log then has the stream name as its type)."""
-    columns = list(columns)
-    if given is not None:
-        if given not in columns:
-            raise LogError(
-                f"{where}: no type column {given!r}", [f"columns: {_columns_text(columns)}"]
-            )
-        return given
-    return DEFAULT_TYPE_COLUMN if DEFAULT_TYPE_COLUMN in columns else None
+# --------------------------------------------------------------------------- log options
 
 
-def time_column(logs: Sequence[LogColumns], given: str | None) -> str | None:
-    """The time column: ``given`` (must be in every log) or detected, else ``None``.
+@dataclass(frozen=True)
+class LogOption:
+    """One log option as given: a bare VALUE (for every log that can use it) and
+    ``NAME=VALUE`` pairs (for the log of stream NAME only), so several logs may differ."""
 
-    Detection: the only datetime column of the logs, else a column named ts/time/timestamp
-    (first found, case-insensitive) of a time kind. A detected column must exist in every log.
-    """
-    if given is not None:
-        for g in logs:
-            if given not in g.columns:
+    option: str
+    default: str | None = None
+    per_log: Mapping[str, str] = field(default_factory=dict)
+
+    def value(self, stream: str) -> tuple[str | None, bool]:
+        """The value for the log of ``stream`` and whether it names that log explicitly."""
+        if stream in self.per_log:
+            return self.per_log[stream], True
+        return self.default, False
+
+
+def log_option(option: str, given: str | Sequence[str] | None, streams: Sequence[str]) -> LogOption:
+    """Parse ``--type-column`` & co. values: ``VALUE`` or ``NAME=VALUE`` with NAME a stream
+    of ``streams``. A NAME that is no stream, or two values for one log, is an error."""
+    values = (given,) if isinstance(given, str) else tuple(given or ())
+    default: str | None = None
+    per_log: dict[str, str] = {}
+    for v in values:
+        name, sep, rest = v.partition("=")
+        if sep and _NAME.fullmatch(name):
+            if name not in streams:
                 raise LogError(
-                    f"{g.where}: no time column {given!r}",
-                    [f"columns: {_columns_text(g.columns)}"],
+                    f"{option} {v}: no log named {name!r}",
+                    [f"logs: {_columns_text(dict.fromkeys(streams))}",
+                     "name a log as NAME=path, or its stream is its file name without extension"],
                 )
+            if per_log.get(name, rest) != rest:
+                raise LogError(f"{option} is given twice for log {name!r}")
+            per_log[name] = rest
+        else:
+            if default not in (None, v):
+                raise LogError(f"{option} is given twice ({default!r} and {v!r})",
+                               [f"use {option} NAME=VALUE to give each log its own"])
+            default = v
+    return LogOption(option, default, per_log)
+
+
+@dataclass(frozen=True)
+class TimeOptions:
+    """``--time-column``, ``--time-unit`` and ``--time-format`` as given (each value
+    ``VALUE`` or ``NAME=VALUE``). Readers accept it where they accept a time column name."""
+
+    column: tuple[str, ...] = ()
+    unit: tuple[str, ...] = ()
+    format: tuple[str, ...] = ()
+
+
+def time_options(given: str | Sequence[str] | TimeOptions | None) -> TimeOptions:
+    """A reader's ``time_column`` argument (None, a name, names, or ``TimeOptions``)."""
+    if isinstance(given, TimeOptions):
         return given
-    union: dict[str, str | None] = {}
-    for g in logs:
-        for c in g.data_columns:
-            union.setdefault(c, g.columns[c])
-    dated = [c for c, k in union.items() if k == "datetime"]
-    lowered = {c.lower(): c for c in union}
-    named = [lowered[n] for n in TIME_NAMES if n in lowered]
-    named = [c for c in named if union[c] in TIME_KINDS]
+    if given is None:
+        return TimeOptions()
+    return TimeOptions((given,) if isinstance(given, str) else tuple(given))
+
+
+def type_columns(
+    logs: Sequence[tuple[str, str, Sequence[str]]], given: str | Sequence[str] | None
+) -> list[str | None]:
+    """The type column of each log, from ``(where, stream, columns)``: a value for that log
+    (``NAME=col``: must exist), else the bare value when the log has it, else ``type`` when
+    present, else ``None`` (every event of the log has its stream name as type). A bare
+    value that no log has is an error (a typo, not a log of one type)."""
+    opt = log_option("--type-column", given, [s for _, s, _ in logs])
+    out: list[str | None] = []
+    for where, stream, columns in logs:
+        value, explicit = opt.value(stream)
+        if explicit and value not in columns:
+            raise LogError(f"{where}: no type column {value!r}", [f"columns: {_columns_text(columns)}"])
+        if value is not None and value in columns:
+            out.append(value)
+        else:
+            out.append(DEFAULT_TYPE_COLUMN if DEFAULT_TYPE_COLUMN in columns else None)
+    if opt.default is not None and logs and not any(opt.default in c for _, _, c in logs):
+        where, _, columns = logs[0]
+        raise LogError(
+            f"{where}: no type column {opt.default!r}", [f"columns: {_columns_text(columns)}"]
+        )
+    return out
+
+
+def type_column(where: str, columns: Iterable[str], given: str | None) -> str | None:
+    """The type column of one log (``type_columns`` for a single log)."""
+    return type_columns([(where, "", list(columns))], given)[0]
+
+
+def _detect_time(log: LogColumns) -> str | None:
+    """A log's time column by the rules: its only datetime column, else a column named
+    ts/time/timestamp (in that order, case-insensitive) of a time kind."""
+    data = {c: log.columns[c] for c in log.data_columns}
+    dated = [c for c, k in data.items() if k == "datetime"]
     if len(dated) == 1:
-        chosen = dated[0]
-    elif named:
-        chosen = named[0]
-    else:
-        return None
+        return dated[0]
+    lowered = {c.lower(): c for c in data}
+    named = [lowered[n] for n in TIME_NAMES if n in lowered and data[lowered[n]] in TIME_KINDS]
+    return named[0] if named else None
+
+
+def time_columns(logs: Sequence[LogColumns], given: Any = None) -> list[LogColumns]:
+    """Each log with its time column and unit decided (``given``: see ``time_options``).
+
+    Per log: ``NAME=col`` (must exist), else the bare ``--time-column`` when the log has
+    it, else the rules (``_detect_time``). Either every log has a time column or none.
+    ``--time-unit`` (s, ms, us, ns) makes a numeric time column an instant (epoch); a unit
+    named for a log whose time is not numeric is an error, a bare one applies to the
+    numeric ones. ``--time-format`` is checked by ``time_format``."""
+    opts = time_options(given)
+    streams = [g.stream for g in logs]
+    col = log_option("--time-column", opts.column, streams)
+    unit = log_option("--time-unit", opts.unit, streams)
+    fmt = log_option("--time-format", opts.format, streams)
+    for u in [unit.default, *unit.per_log.values()]:
+        if u is not None and u not in TIME_UNITS:
+            raise LogError(f"--time-unit {u!r} is not a unit", ["units: " + ", ".join(TIME_UNITS)])
+    out: list[LogColumns] = []
     for g in logs:
-        if chosen not in g.columns:
-            raise LogError(
-                f"time column {chosen!r} (detected) is missing from {g.where}",
-                ["pass --time-column to choose the time column of every log"],
-            )
-    return chosen
+        value, explicit = col.value(g.stream)
+        if explicit and value not in g.columns:
+            raise LogError(f"{g.where}: no time column {value!r}",
+                           [f"columns: {_columns_text(g.columns)}"])
+        chosen = value if value is not None and value in g.columns else _detect_time(g)
+        u, u_explicit = unit.value(g.stream)
+        kind = g.columns.get(chosen) if chosen is not None else None
+        if kind not in ("int", "float"):
+            if u_explicit:
+                raise LogError(
+                    f"{g.where}: --time-unit {u} is for a numeric time column, and "
+                    + (f"time column {chosen!r} holds {kind} values" if chosen else "there is none"),
+                    ["datetimes and ISO 8601 texts need no unit"],
+                )
+            u = None
+        out.append(LogColumns(g.where, g.stream, g.columns, g.type_column, chosen, u))
+    if col.default is not None and logs and not any(col.default in g.columns for g in logs):
+        raise LogError(f"{logs[0].where}: no time column {col.default!r}",
+                       [f"columns: {_columns_text(logs[0].columns)}"])
+    timed = [g for g in out if g.time_column is not None]
+    if timed and len(timed) < len(out):
+        lacking = next(g for g in out if g.time_column is None)
+        raise LogError(
+            f"{lacking.where} has no time column, but {timed[0].where} has {timed[0].time_column!r}",
+            [f"pass --time-column {lacking.stream}=COLUMN to name its time column"],
+        )
+    if not timed and (unit.default or unit.per_log or fmt.default or fmt.per_log):
+        raise LogError("--time-unit and --time-format need a time column, and the logs have none",
+                       ["pass --time-column COLUMN"])
+    return out
+
+
+def time_column(logs: Sequence[LogColumns], given: Any = None) -> str | None:
+    """The schema's time column: that of the first log (``time_columns``), else ``None``."""
+    return next((g.time_column for g in time_columns(logs, given) if g.time_column), None)
+
+
+def time_format(log: LogColumns, given: Any = None) -> str | None:
+    """The ``--time-format`` of a log whose time column holds text (``None``: ISO 8601)."""
+    opt = log_option("--time-format", time_options(given).format, [log.stream])
+    value, explicit = opt.value(log.stream)
+    kind = log.columns.get(log.time_column) if log.time_column else None
+    if kind != "str":
+        if explicit:
+            raise LogError(f"{log.where}: --time-format is for a time column of texts, and "
+                           f"{log.time_column!r} holds {kind} values")
+        return None
+    return value
 
 
 # --------------------------------------------------------------------------- time
 
 
-def time_kind(where: str, column: str, kind: str | None, dtype_text: str = "") -> str:
-    """How a time column of this kind becomes TIME: ``int`` and ``float`` values are kept
-    as they are (a numeric time, e.g. a sequence number); ``datetime`` and ``str`` (parsed
-    as ISO 8601) become ``datetime``, stored as int64 nanoseconds since the epoch (UTC)."""
+def time_kind(
+    where: str, column: str, kind: str | None, dtype_text: str = "", unit: str | None = None
+) -> str:
+    """How a time column of this kind becomes TIME: ``int`` and ``float`` values without a
+    unit are kept as they are (an order, e.g. a sequence number: only ``n EVENTS`` and
+    attribute windows apply); with a ``--time-unit`` they are instants since the epoch, like
+    ``datetime`` and ``str`` (ISO 8601, or ``--time-format``) values: int64 nanoseconds since
+    the epoch (UTC), kind ``datetime``."""
     if kind not in TIME_KINDS:
         raise LogError(f"{where}: time column {column!r} has unusable type {dtype_text or kind}")
-    return "datetime" if kind == "str" else kind  # type: ignore[return-value]
+    if unit is not None or kind == "str":
+        return "datetime"
+    return kind  # type: ignore[return-value]
+
+
+def unit_bound(unit: str) -> int:
+    """The largest magnitude of a numeric time in ``unit`` whose nanoseconds fit int64;
+    larger values are refused, not wrapped around."""
+    return (2**63 - 1) // TIME_UNITS[unit]
+
+
+def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
+             unit: str | None = None) -> LogError:
+    """The error for a time value the readers could not read, with the hint that fits it:
+    both readers raise it, so they word every case alike. A null and a NaN are both
+    missing times (an event without a time cannot be ordered)."""
+    if raw is None or raw.strip().lower() in ("nan", "-nan", "+nan"):
+        what = "missing time value" + ("" if raw is None else f" ({raw})")
+        return LogError(f"{where}: {what} in column {column!r}",
+                        ["every event needs a time; remove the row or fill its time"])
+    if fmt is not None:
+        return LogError(f"{where}: time value {raw!r} in column {column!r} does not match"
+                        f" --time-format {fmt!r}")
+    if AMBIGUOUS_DATE.match(raw):
+        return LogError(
+            f"{where}: time value {raw!r} in column {column!r} has no clear day/month order",
+            ["pass --time-format '%d/%m/%Y' (day first) or '%m/%d/%Y' (month first), or write"
+             " times as ISO 8601 (2024-02-01T10:00:00)"],
+        )
+    if unit is not None and _NUMBER.match(raw):
+        return LogError(f"{where}: time value {raw} in column {column!r} is out of range for"
+                        f" --time-unit {unit}")
+    return LogError(
+        f"{where}: cannot parse time value {raw!r} in column {column!r}",
+        ["time values must be all datetimes (ISO 8601: 2024-02-01T10:00:00, optionally with Z"
+         " or +01:00) or all numbers; other texts need --time-format"],
+    )
+
+
+def blame_time(values: Iterable[tuple[int, str | None]]) -> int | None:
+    """Among ``(row, raw text)`` of a time column the reader could not read, the row to
+    blame: the first value that is neither a number nor a datetime text, else the first
+    value of the kind the column mostly does not hold (``0`` among dates, a date among
+    numbers). ``0,soon`` blames ``soon``, not ``0``."""
+    rows = list(values)
+    odd = [r for r, v in rows if v is not None and not _NUMBER.match(v)
+           and not re.match(ISO_TIME, v.strip())]
+    if odd:
+        return odd[0]
+    numbers = [r for r, v in rows if v is not None and _NUMBER.match(v)]
+    others = [r for r, v in rows if r not in set(numbers)]
+    pick = numbers if len(numbers) <= len(others) else others
+    return pick[0] if pick else None
 
 
 def common_time_kind(column: str, kinds: Sequence[tuple[str, str]]) -> str | None:
@@ -299,13 +496,15 @@ def time_storage(kind: str) -> str:
 
 def column_kinds(logs: Sequence[LogColumns], time_col: str | None) -> dict[str, str | None]:
     """Each data column's kind across the logs (first-seen order): unified over the logs,
-    with a string time column counted as ``datetime`` (it is parsed)."""
+    with a string time column, or a numeric one with a unit, counted as ``datetime`` (it
+    is read as an instant)."""
     out: dict[str, str | None] = {}
     where: dict[str, tuple[str, str | None]] = {}
     for g in logs:
+        tc = g.time_column or time_col
         for c in g.data_columns:
             k = g.columns[c]
-            if c == time_col and k == "str":
+            if c == tc and (k == "str" or (g.time_unit is not None and k in ("int", "float"))):
                 k = "datetime"
             if c not in out:
                 out[c], where[c] = k, (g.where, k)

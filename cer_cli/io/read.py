@@ -62,11 +62,19 @@ def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
 # --------------------------------------------------------------------------- scanning
 
 
-def _scan(spec: LogSpec) -> pl.LazyFrame:
-    """A lazy frame over the file, with dates in CSV parsed when every value parses."""
+def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
+    """A lazy frame over the file, with dates in CSV parsed when every value parses (except
+    ``text_columns``, read as text: a time column is parsed by the contract's rules, not by
+    polars' guess, which reads ``01/02/2024`` as 1 February). Blank lines at the end of a
+    CSV file are no rows (polars reads each as a row of nulls)."""
     try:
         if spec.format == "csv":
-            lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000)
+            lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000,
+                             schema_overrides=dict.fromkeys(text_columns, pl.String))
+            blank = _trailing_blank_lines(spec.path)
+            if blank:
+                n = pl.scan_csv(spec.path, infer_schema=False).select(pl.len()).collect().item()
+                lf = lf.head(max(0, n - blank))
         elif spec.format == "parquet":
             lf = pl.scan_parquet(spec.path)
         elif spec.format == "ndjson":
@@ -82,6 +90,24 @@ def _scan(spec: LogSpec) -> pl.LazyFrame:
         raise LogError(f"cannot read {spec.path} as {spec.format}: {_first_line(e)}") from None
     contract.check_columns(str(spec.path), lf.collect_schema())
     return lf
+
+
+def _trailing_blank_lines(path: Path) -> int:
+    """How many empty lines end a text file (``a\\n\\n`` ends with one)."""
+    with path.open("rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - 4096))
+        tail = f.read()
+    lines = tail.replace(b"\r\n", b"\n").split(b"\n")
+    if len(lines) < 3 or lines[-1] != b"":
+        return 0
+    n = 0
+    for line in reversed(lines[1:-1]):
+        if line.strip():
+            break
+        n += 1
+    return min(n, len(lines) - 3) if n else 0
 
 
 def _first_line(e: BaseException) -> str:
@@ -141,6 +167,8 @@ class _Log:
     lf: pl.LazyFrame
     type_column: str | None
     time_column: str | None
+    time_unit: str | None = None
+    time_format: str | None = None
 
     @property
     def columns(self) -> dict[str, pl.DataType]:
@@ -150,27 +178,64 @@ class _Log:
     def log_columns(self) -> contract.LogColumns:
         """The log as the contract sees it: column kinds and type column."""
         kinds = {c: contract.kind_of(d) for c, d in self.columns.items()}
-        return contract.LogColumns(str(self.spec.path), self.spec.name, kinds, self.type_column)
+        return contract.LogColumns(str(self.spec.path), self.spec.name, kinds, self.type_column,
+                                   self.time_column, self.time_unit)
+
+    @property
+    def reads_time_as_datetime(self) -> bool:
+        """Whether the time column's values become datetimes (parsed text, or a unit)."""
+        tc = self.time_column
+        return tc is not None and (self.columns[tc] == pl.String or self.time_unit is not None)
+
+    def time_text(self) -> str | None:
+        """How the log's time is read, for ``cer explain``."""
+        tc = self.time_column
+        if tc is None:
+            return None
+        if self.time_unit is not None:
+            how = f"numbers, {self.time_unit} since the epoch"
+        elif self.time_format is not None:
+            how = f"texts, format {self.time_format!r}"
+        else:
+            how = {"int": "integers: an order without a unit, no duration windows",
+                   "float": "numbers: an order without a unit, no duration windows",
+                   "str": "ISO 8601 texts"}.get(contract.kind_of(self.columns[tc]) or "",
+                                                 "datetimes")
+        return f"{self.spec.name}: {tc} ({how})"
 
 
-def _open(specs: list[str], type_column: str | None, time_column: str | None, fmt=None):
+def _open(specs: list[str], type_column, time_column, fmt=None):
+    """Scan the logs and decide, per log, the type and time columns (``contract``);
+    ``time_column`` may carry the unit and format too (``contract.time_options``)."""
     if not specs:
         raise LogError("no event log given")
-    resolved = [parse_log_spec(s, fmt) for s in specs]
+    resolved = [s if isinstance(s, LogSpec) else parse_log_spec(s, fmt) for s in specs]
     scans = [_scan(s) for s in resolved]
-    logs = []
-    for i, (spec, lf) in enumerate(zip(resolved, scans, strict=True)):
-        tcol = contract.type_column(str(spec.path), lf.collect_schema(), type_column)
-        logs.append(_Log(spec, i, lf, tcol, None))
-    tc = contract.time_column([g.log_columns for g in logs], time_column)
-    return [_Log(g.spec, g.index, g.lf, g.type_column, tc) for g in logs]
+    tcols = contract.type_columns(
+        [(str(s.path), s.name, list(lf.collect_schema())) for s, lf in zip(resolved, scans, strict=True)],
+        type_column,
+    )
+    logs = [_Log(spec, i, lf, tcol, None)
+            for i, (spec, lf, tcol) in enumerate(zip(resolved, scans, tcols, strict=True))]
+    decided = contract.time_columns([g.log_columns for g in logs], time_column)
+    out = []
+    for g, d in zip(logs, decided, strict=True):
+        lf, tc = g.lf, d.time_column
+        if tc is not None and g.spec.format == "csv" and lf.collect_schema()[tc].is_temporal():
+            lf = _scan(g.spec, (tc,))  # the contract parses the time text, not polars
+        log = _Log(g.spec, g.index, lf, g.type_column, tc, d.time_unit)
+        fmt_ = contract.time_format(log.log_columns, time_column)
+        out.append(_Log(g.spec, g.index, lf, g.type_column, tc, d.time_unit, fmt_))
+    return out
 
 
-def _time_expr(dtype: pl.DataType, column: str) -> pl.Expr:
-    """The TIME value as ``contract.time_kind`` says: numbers as they are, datetimes (and
-    strings parsed as ISO 8601) as int64 ns since the epoch.
+def _time_expr(dtype: pl.DataType, column: str, unit: str | None = None,
+               fmt: str | None = None) -> pl.Expr:
+    """The TIME value as ``contract.time_kind`` says: numbers as they are, or with a unit
+    as int64 ns since the epoch (values beyond int64 ns become null); datetimes (and texts
+    parsed as ``_parse_datetime``) as int64 ns since the epoch.
 
-    Unparsable values become null; callers compare with the raw nulls to find them.
+    Unreadable values (and NaN) become null; callers compare with the raw nulls to find them.
     """
     col = pl.col(column)
     kind = contract.kind_of(dtype)
@@ -178,20 +243,36 @@ def _time_expr(dtype: pl.DataType, column: str) -> pl.Expr:
         if dtype == pl.Date:
             col = col.cast(pl.Datetime(contract.TIME_UNIT))
         return col.dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
-    if kind == "int":
-        return col.cast(pl.Int64)
-    if kind == "float":
-        return col.cast(pl.Float64)
+    if kind in ("int", "float"):
+        x = col.cast(pl.Int64 if kind == "int" else pl.Float64)
+        ok = x.is_not_null() if kind == "int" else x.is_finite()
+        if unit is None:
+            return pl.when(ok).then(x)
+        ok = ok & (x.abs() <= contract.unit_bound(unit))
+        scaled = x * contract.TIME_UNITS[unit]
+        return pl.when(ok).then(scaled if kind == "int" else scaled.round(mode="half_away_from_zero").cast(pl.Int64))
     if kind == "str":
-        return _parse_datetime(col).dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
+        return _parse_datetime(col, fmt).dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     return pl.lit(None, dtype=pl.Int64)
 
 
-def _parse_datetime(col: pl.Expr) -> pl.Expr:
-    """ISO 8601 strings as naive UTC datetimes: an offset or Z is honoured (a lazy parse
-    without a zone fails on them), a value without one is taken as UTC."""
-    parsed = col.str.to_datetime(strict=False, time_unit=contract.TIME_UNIT, time_zone="UTC")
-    return parsed.dt.replace_time_zone(None)
+def _parse_datetime(col: pl.Expr, fmt: str | None = None) -> pl.Expr:
+    """Time texts as naive UTC datetimes: with ``fmt`` (``--time-format``, strftime) by it,
+    else only ``contract.ISO_TIME`` values (anything else, e.g. ``01/02/2024``, is null and
+    then refused). An offset or Z is honoured, a value without one is taken as UTC."""
+    unit = contract.TIME_UNIT
+    if fmt is not None:
+        parsed = col.str.strptime(pl.Datetime(unit), fmt, strict=False)
+        if "%z" in fmt or "%#z" in fmt or "%:z" in fmt:
+            parsed = parsed.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+        return parsed
+    text = col.str.strip_chars().str.replace(" ", "T", literal=True)
+    tries = [text.str.strptime(pl.Datetime(unit), f, strict=False) for f in contract.ISO_FORMATS]
+    tries += [
+        text.str.strptime(pl.Datetime(unit, "UTC"), f, strict=False).dt.replace_time_zone(None)
+        for f in contract.ISO_ZONED_FORMATS
+    ]
+    return pl.when(col.str.strip_chars().str.contains(contract.ISO_TIME)).then(pl.coalesce(tries))
 
 
 def _where(spec: LogSpec, row: int) -> str:
@@ -227,7 +308,7 @@ def read_schema(
 def _schema(logs: list[_Log]) -> Schema:
     _unified_dtypes(logs)  # columns polars cannot concatenate are an error here already
     seen_logs = [g.log_columns for g in logs]
-    tc = logs[0].time_column
+    tc = next((g.time_column for g in logs if g.time_column), None)
     kinds = contract.column_kinds(seen_logs, tc)
     present_per_log = []
     for g, seen_log in zip(logs, seen_logs, strict=True):
@@ -282,6 +363,10 @@ class EventLog:
                 pl.int_range(pos, pos + frame.height, dtype=pl.Int64).alias(POS)
             ).drop(_ARG)
             pos += frame.height
+
+    def time_texts(self) -> list[str]:
+        """Per log, its time column and how it is read (unit, format), for ``cer explain``."""
+        return [t for g in self._logs if (t := g.time_text()) is not None]
 
     def frame(self) -> pl.DataFrame:
         """The whole event frame in memory."""
@@ -340,15 +425,15 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
     empties = []
     for g in logs:
         schema = dict(g.columns)
-        tc = g.time_column
-        if tc is not None and schema[tc] == pl.String:
-            schema[tc] = pl.Datetime(contract.TIME_UNIT)
+        if g.reads_time_as_datetime:
+            schema[g.time_column] = pl.Datetime(contract.TIME_UNIT)
         empties.append(pl.DataFrame(schema=schema))
     try:
         merged = pl.concat(empties, how="diagonal_relaxed").schema
     except pl.exceptions.PolarsError as e:
         raise LogError(f"the logs have incompatible columns: {_first_line(e)}") from None
-    time_kinds = {contract.kind_of(g.columns[g.time_column]) for g in logs if g.time_column}
+    time_kinds = {contract.kind_of(g.columns[g.time_column]) for g in logs
+                  if g.time_column and g.time_unit is None}
     time_dtype = _TIME_DTYPES[contract.time_storage("float" if "float" in time_kinds else "int")]
     return {
         **merged,
@@ -370,8 +455,9 @@ def _check_time(g: _Log) -> tuple[int, bool, str | None]:
         if tc is None:
             return g.lf.select(pl.len()).collect().item(), True, None
         dtype = g.columns[tc]
-        kind = contract.time_kind(str(g.spec.path), tc, contract.kind_of(dtype), str(dtype))
-        t = _time_expr(dtype, tc)
+        kind = contract.time_kind(str(g.spec.path), tc, contract.kind_of(dtype), str(dtype),
+                                  g.time_unit)
+        t = _time_expr(dtype, tc, g.time_unit, g.time_format)
         stats = (
             g.lf.with_row_index(ROW)
             .select(
@@ -386,12 +472,12 @@ def _check_time(g: _Log) -> tuple[int, bool, str | None]:
         raise _read_error(g.spec, e) from None
     if stats["bad"] is not None:
         bad = stats["bad"]
+        if g.time_format is None and g.columns[tc] == pl.String:  # blame the odd one out
+            unread = (g.lf.with_row_index(ROW).filter(t.is_null())
+                      .select(ROW, pl.col(tc)).head(10_000).collect())
+            bad = contract.blame_time(unread.iter_rows()) or bad
         raw = g.lf.slice(bad, 1).select(pl.col(tc).cast(pl.String)).collect().item()
-        what = "missing time value" if raw is None else f"cannot parse time value {raw!r}"
-        raise LogError(
-            f"{_where(g.spec, bad)}: {what} in column {tc!r}",
-            ["time values must be all datetimes (ISO 8601) or all numbers"],
-        )
+        raise contract.bad_time(_where(g.spec, bad), tc, raw, g.time_format, g.time_unit)
     return stats["n"], not stats["unsorted"], kind
 
 
@@ -409,11 +495,14 @@ def _event_frame(
             if g.type_column is None
             else pl.col(g.type_column).cast(pl.String)
         ).alias(TYPE),
-        (pl.lit(None) if tc is None else _time_expr(df.schema[tc], tc)).alias(TIME),
+        (pl.lit(None) if tc is None
+         else _time_expr(df.schema[tc], tc, g.time_unit, g.time_format)).alias(TIME),
     ]
     out = df.with_columns(extra)
     if tc is not None and df.schema[tc] == pl.String:
-        out = out.with_columns(_parse_datetime(pl.col(tc)))
+        out = out.with_columns(_parse_datetime(pl.col(tc), g.time_format))
+    elif tc is not None and g.time_unit is not None:  # the column shows the instant too
+        out = out.with_columns(pl.col(TIME).cast(pl.Datetime(contract.TIME_UNIT)).alias(tc))
     if g.type_column is not None:
         missing = out.filter(pl.col(TYPE).is_null())
         if missing.height:

@@ -141,8 +141,9 @@ def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
     f = query.formula
     check_not_atoms(f)
     check_sanity(query)
+    absent: tuple[tuple[str, Span | None], ...] = ()
     if schema is not None:
-        check_schema_names(query, schema)
+        absent = check_schema_names(query, schema)
     check_well_formed(f)
     check_select(query)
     types = variable_event_types(f)
@@ -150,7 +151,7 @@ def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
         check_attributes(query, schema, types)
         check_windows_and_partitions(query, schema)
     check_predicate_types(f, schema, types)
-    warnings = safety_warnings(f)
+    warnings = absent + safety_warnings(f)
     if schema is not None:
         warnings += stream_warnings(f, schema)
     variables = {
@@ -317,18 +318,20 @@ def safety_warnings(formula: Formula) -> tuple[tuple[str, Span | None], ...]:
 
 
 def check_sanity(query: Query) -> None:
-    """LIMIT is not negative; window amounts are positive."""
+    """LIMIT and window amounts are not negative. A window of 0 is meaningful, as windows
+    are inclusive: ``WITHIN 0 EVENTS`` keeps single-event matches, ``WITHIN 0 seconds``
+    matches of events with equal times."""
     if query.limit is not None and query.limit < 0:
         raise QueryError(f"LIMIT must be 0 or more, not {query.limit}", query.span)
     w = query.within
-    if isinstance(w, EventsWindow) and w.count <= 0:
-        raise QueryError(f"WITHIN {w.count} EVENTS: the window must be positive", w.span)
-    if isinstance(w, AttributeWindow) and w.amount <= 0:
-        raise QueryError(f"WITHIN {w.amount} [{w.attr}]: the window must be positive", w.span)
+    if isinstance(w, EventsWindow) and w.count < 0:
+        raise QueryError(f"WITHIN {w.count} EVENTS: the window must be 0 or more", w.span)
+    if isinstance(w, AttributeWindow) and w.amount < 0:
+        raise QueryError(f"WITHIN {w.amount} [{w.attr}]: the window must be 0 or more", w.span)
     if isinstance(w, DurationWindow):
         for amount, unit in w.parts:
-            if amount <= 0:
-                raise QueryError(f"WITHIN: '{amount} {unit}' must be positive", w.span)
+            if amount < 0:
+                raise QueryError(f"WITHIN: '{amount} {unit}' must be 0 or more", w.span)
 
 
 # --------------------------------------------------------------------------- schema
@@ -338,8 +341,11 @@ def _known(kind: str, names: list[str] | set[str]) -> str:
     return f"known {kind}: {_names(set(names))}"
 
 
-def check_schema_names(query: Query, schema: Schema) -> None:
-    """Event types and streams the query names exist in the log."""
+def check_schema_names(query: Query, schema: Schema) -> tuple[tuple[str, Span | None], ...]:
+    """Streams the query names exist in the log (else an error). An event type the log does
+    not contain is a warning, not an error: a daily log without refunds is no mistake, the
+    branch naming them just never matches ("did you mean" names a close known type)."""
+    warned: list[tuple[str, Span | None]] = []
     for i, stream in enumerate(query.streams or ()):
         if stream not in schema.streams:
             span = query.stream_spans[i] if i < len(query.stream_spans) else query.span
@@ -360,12 +366,14 @@ def check_schema_names(query: Query, schema: Schema) -> None:
                 + [_known("streams", set(schema.streams))],
             )
         if node.name not in schema.event_types:
-            raise QueryError(
-                f"unknown event type '{node.name}'",
+            close = suggest(node.name, set(schema.event_types))
+            warned.append((
+                f"the log has no event type '{node.name}', so '{node.label}' never matches"
+                + (f" (did you mean '{close}'?)" if close else "")
+                + f"; {_known('event types', set(schema.event_types))}",
                 node.span,
-                hints=_unknown_name_hints(node.name, set(schema.event_types))
-                + [_known("event types", set(schema.event_types))],
-            )
+            ))
+    return tuple(dict.fromkeys(warned))
 
 
 def stream_warnings(formula: Formula, schema: Schema) -> tuple[tuple[str, Span | None], ...]:
@@ -407,6 +415,16 @@ def _check_attribute(
     known = {a for t in event_types for a in schema.attributes(t)}
     if attr in known:
         return
+    if not any(t in schema.event_types for t in event_types):
+        # types absent from the log (a warning): only a column no event has is a mistake
+        known = set(schema.all_attributes())
+        if attr in known:
+            return
+        raise QueryError(
+            f"no event of the log has attribute '{attr}' (read for '{v}')",
+            span,
+            hints=_unknown_name_hints(attr, known) + [_known("attributes", known)],
+        )
     if len(event_types) == 1:
         message = f"event type '{event_types[0]}' (bound to '{v}') has no attribute '{attr}'"
     else:
@@ -441,6 +459,17 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
             w.span,
             hints=["use --time-column COLUMN, or count events: WITHIN n EVENTS"],
         )
+    if isinstance(w, DurationWindow) and schema.time_column is not None:
+        tc = schema.time_column
+        kinds = {schema.attributes(t).get(tc) for t in schema.event_types} - {None}
+        if kinds & {"int", "float"}:  # a number without a unit is an order, not a time
+            raise QueryError(
+                f"WITHIN {_duration_text(w)}: time column '{tc}' holds numbers without a unit,"
+                " so a duration cannot be measured on it",
+                w.span,
+                hints=["give their unit since the epoch: --time-unit s (or ms, us, ns)",
+                       f"or use WITHIN n [{tc}] (in its own numbers), or WITHIN n EVENTS"],
+            )
     if isinstance(w, AttributeWindow):
         if w.attr not in everything:
             raise QueryError(

@@ -420,15 +420,21 @@ class _Log:
     index: int
     df: DataFrame
     type_column: str | None
+    time_column: str | None = None
+    time_unit: str | None = None
+    time_format: str | None = None
 
     @property
     def log_columns(self) -> contract.LogColumns:
-        """The log as the contract sees it: column kinds and type column."""
+        """The log as the contract sees it: column kinds, type and time columns."""
         kinds = {f.name: _kind(f.dataType) for f in self.df.schema.fields}
-        return contract.LogColumns(self.src.path, self.src.name, kinds, self.type_column)
+        return contract.LogColumns(self.src.path, self.src.name, kinds, self.type_column,
+                                   self.time_column, self.time_unit)
 
 
-def _open(spark, specs: list[str], type_column, fmt) -> list[_Log]:
+def _open(spark, specs: list[str], type_column, fmt, time_column=None) -> list[_Log]:
+    """Load the logs and decide, per log, the type and time columns, the time unit and
+    format, as the contract does for the local reader."""
     if not specs:
         raise SparkError("no event log given", input_error=True)
     logs = []
@@ -437,15 +443,17 @@ def _open(spark, specs: list[str], type_column, fmt) -> list[_Log]:
         df = _load(spark, src)
         with _input():
             contract.check_columns(src.path, df.columns)
-            tcol = contract.type_column(src.path, df.columns, type_column)
-        logs.append(_Log(src, i, df, tcol))
-    return logs
-
-
-def _time_column(logs: list[_Log], given: str | None) -> str | None:
-    """The contract's time column of the logs (given or detected)."""
+        logs.append(_Log(src, i, df, None))
     with _input():
-        return contract.time_column([g.log_columns for g in logs], given)
+        tcols = contract.type_columns([(g.src.path, g.src.name, g.df.columns) for g in logs],
+                                      type_column)
+        for g, t in zip(logs, tcols, strict=True):
+            g.type_column = t
+        for g, d in zip(logs, contract.time_columns([g.log_columns for g in logs], time_column),
+                        strict=True):
+            g.time_column, g.time_unit = d.time_column, d.time_unit
+            g.time_format = contract.time_format(g.log_columns, time_column)
+    return logs
 
 
 def _with_rows(spark, df: DataFrame) -> DataFrame:
@@ -472,24 +480,79 @@ def _with_rows(spark, df: DataFrame) -> DataFrame:
     return joined.withColumn(ROW, F.col(_MID) + F.col("base")).drop(_FILE, _BLOCK, _MID, "base")
 
 
-def _time_expr(kind: str, dtype, column: str):
-    """TIME for a time column of ``contract.time_kind`` ``kind``: numbers as they are,
-    datetimes (strings parsed as ISO 8601) as ns since the epoch (Spark keeps microseconds)."""
+def _time_expr(g: _Log, dtype):
+    """TIME of a log as ``contract.time_kind`` says: numbers as they are, or with a unit as
+    ns since the epoch (null beyond int64, as locally); datetimes (texts parsed by
+    ``_parse_time``) as ns since the epoch (Spark keeps microseconds). NaN is null."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    col = _col(column)
-    if kind != "datetime":
-        return col
+    col = _col(g.time_column)
+    kind = _kind(dtype)
+    if kind in ("int", "float"):
+        ok = col.isNotNull()
+        if kind == "float":
+            ok = ok & ~F.isnan(col) & (F.abs(col) != float("inf"))
+        if g.time_unit is None:
+            return F.when(ok, col)
+        ok = ok & (F.abs(col) <= contract.unit_bound(g.time_unit))
+        factor = F.lit(contract.TIME_UNITS[g.time_unit]).cast("long")
+        if kind == "int":  # try_: ANSI mode may evaluate the product even where not ok
+            return F.when(ok, F.try_multiply(col.cast("long"), factor))
+        return F.when(ok, F.round(col.cast("double") * factor).cast("long"))
     if isinstance(dtype, T.StringType):
-        col = _parse_time(col)
+        col = _parse_time(col, g.time_format)
     return F.unix_micros(col.cast("timestamp_ltz")) * 1000
 
 
-def _parse_time(col):
-    """ISO 8601 strings as timestamps (null when unparsable), as the local reader parses
-    them: an offset or Z is honoured, a naive value is UTC (the session's zone)."""
-    return col.try_cast("timestamp_ltz").cast("timestamp_ntz")
+def _time_value(g: _Log, dtype, time):
+    """The log's time column as the event frame shows it: parsed texts and numbers with a
+    unit become timestamps (``time`` is the log's TIME in ns), others stay as they are."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.StringType):
+        return _parse_time(_col(g.time_column), g.time_format)
+    return F.timestamp_micros(F.floor(time / 1000)).cast("timestamp_ntz")
+
+
+#: strftime directive -> Java DateTimeFormatter pattern, for --time-format on Spark.
+_JAVA_PATTERN = {"Y": "yyyy", "y": "yy", "m": "MM", "d": "dd", "H": "HH", "M": "mm",
+                 "S": "ss", "f": "SSSSSS", "z": "xx", "b": "MMM", "B": "MMMM", "I": "hh",
+                 "p": "a", "j": "DDD", "%": "%"}
+
+
+def _java_pattern(fmt: str) -> str:
+    """``--time-format`` (strftime) as a Java pattern: literal text quoted, directives
+    translated; a directive without a translation is an input error, not a guess."""
+    out, i = [], 0
+    while i < len(fmt):
+        ch = fmt[i]
+        if ch == "%" and i + 1 < len(fmt):
+            d = fmt[i + 1]
+            if d not in _JAVA_PATTERN:
+                raise SparkError(f"--time-format {fmt!r}: %{d} is not supported with --spark",
+                                 ["supported: " + " ".join("%" + k for k in _JAVA_PATTERN)],
+                                 input_error=True)
+            out.append(_JAVA_PATTERN[d] if d != "%" else "'%'")
+            i += 2
+            continue
+        out.append("''" if ch == "'" else (f"'{ch}'" if ch.isalpha() else ch))
+        i += 1
+    return "".join(out)
+
+
+def _parse_time(col, fmt: str | None = None):
+    """Time texts as timestamps (null when unreadable), as the local reader parses them:
+    with ``fmt`` by it, else only ``contract.ISO_TIME`` values; an offset or Z is honoured,
+    a naive value is UTC (the session's zone)."""
+    from pyspark.sql import functions as F
+
+    if fmt is not None:
+        return F.try_to_timestamp(col, F.lit(_java_pattern(fmt))).cast("timestamp_ntz")
+    text = F.trim(col)
+    iso = F.when(text.rlike(contract.ISO_TIME), text)
+    return iso.try_cast("timestamp_ltz").cast("timestamp_ntz")
 
 
 @dataclass
@@ -537,14 +600,15 @@ class _Run:
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        logs = _open(self.spark, specs, type_column, fmt)
-        tc = _time_column(logs, time_column)
+        logs = _open(self.spark, specs, type_column, fmt, time_column)
+        tc = next((g.time_column for g in logs if g.time_column), None)
         kinds: list[tuple[str, str]] = []
         with _input():
             for g in logs:
-                if tc is not None:
-                    dtype = g.df.schema[tc].dataType
-                    kind = contract.time_kind(g.src.path, tc, _kind(dtype), dtype.simpleString())
+                if g.time_column is not None:
+                    dtype = g.df.schema[g.time_column].dataType
+                    kind = contract.time_kind(g.src.path, g.time_column, _kind(dtype),
+                                              dtype.simpleString(), g.time_unit)
                     kinds.append((g.src.path, kind))
             time_kind = contract.common_time_kind(tc, kinds) if tc is not None else None
         time_type = _TIME_TYPES[contract.time_storage(time_kind or "int")]
@@ -552,21 +616,21 @@ class _Run:
         for g in logs:
             df = _with_rows(self.spark, g.df)
             widened = []
+            tdtype = None if g.time_column is None else g.df.schema[g.time_column].dataType
+            ttime = F.lit(None) if g.time_column is None else _time_expr(g, tdtype)
             for f in g.df.schema.fields:
                 c = _col(f.name)
-                if isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
+                if f.name == g.time_column and (g.time_unit or isinstance(f.dataType, T.StringType)):
+                    c = _time_value(g, f.dataType, ttime)
+                elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
                     c = c.cast("long")
                 elif isinstance(f.dataType, T.FloatType):
                     c = c.cast("double")
-                elif f.name == tc and isinstance(f.dataType, T.StringType):
-                    c = _parse_time(c)
                 if f.name != g.type_column:
                     widened.append(c.alias(f.name))
                     if f.name not in columns:
                         columns.append(f.name)
             etype = F.lit(g.src.name) if g.type_column is None else _col(g.type_column)
-            ttime = (F.lit(None) if tc is None
-                     else _time_expr(time_kind, g.df.schema[tc].dataType, tc))
             frames.append(df.select(
                 *widened,
                 etype.cast("string").alias(TYPE),
@@ -587,12 +651,30 @@ class _Run:
         row = bad.select(_ARG, ROW, F.col(TYPE).isNull().alias("t")).limit(1).collect()
         if row:
             g = logs[row[0][0]]
-            what = (f"no event type in column {g.type_column!r}" if row[0][2]
-                    else f"missing or unparsable time value in column {tc!r}")
-            raise SparkError(f"{g.src.path}: data row {row[0][1]} (0-based): {what}",
-                             ["time values must be all datetimes (ISO 8601) or all numbers"],
-                             input_error=True)
+            if row[0][2]:
+                raise SparkError(f"{g.src.path}: data row {row[0][1]} (0-based): no event type"
+                                 f" in column {g.type_column!r}", input_error=True)
+            raise _time_error(self.spark, g)
         return _Events(frame.drop(_ARG), columns, tc, n, logs)
+
+
+def _time_error(spark, g: _Log) -> SparkError:
+    """The contract's error for the log's first unreadable time (for texts: the value the
+    contract blames, so ``0,soon`` blames ``soon``), worded as the local reader words it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    dtype = g.df.schema[g.time_column].dataType
+    raw = _col(g.time_column).cast("string")
+    rows = (_with_rows(spark, g.df).filter(_time_expr(g, dtype).isNull())
+            .select(F.col(ROW), raw.alias("raw")).orderBy(ROW).limit(10_000).collect())
+    bad = rows[0][0]
+    if isinstance(dtype, T.StringType) and g.time_format is None:
+        bad = contract.blame_time((r[0], r[1]) for r in rows) or bad
+    value = next(r[1] for r in rows if r[0] == bad)
+    e = contract.bad_time(f"{g.src.path}: data row {bad} (0-based)", g.time_column, value,
+                          g.time_format, g.time_unit)
+    return SparkError(e.message, e.hints, input_error=True)
 
 
 def spark_schema(
@@ -609,10 +691,10 @@ def spark_schema(
     from pyspark.sql import functions as F
 
     spark = spark_session(master, conf)
-    opened = _open(spark, logs, type_column, fmt)
+    opened = _open(spark, logs, type_column, fmt, time_column)
     seen_logs = [g.log_columns for g in opened]
     with _input():
-        tc = contract.time_column(seen_logs, time_column)
+        tc = next((g.time_column for g in opened if g.time_column), None)
         kinds = contract.column_kinds(seen_logs, tc)
     present = []
     try:

@@ -1,0 +1,208 @@
+"""Exact answers at the edges of reading logs (issue #13, items 1, 8, 9, 10, 12): each
+test checks a hand-computed answer that the code before the fix got wrong."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from cer_cli.cli import cli
+from cer_cli.events import TIME, TYPE
+from cer_cli.io.contract import LogError, TimeOptions
+from cer_cli.io.read import read_events
+from cer_cli.plan import plan
+from cer_cli.query.parser import parse
+from tests import reference
+from tests.builders import events_frame
+
+S = 1_000_000_000  # ns per second
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1"})
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+# --------------------------------------------------------------------------- 1: time units
+
+
+@pytest.fixture
+def epoch(tmp_path: Path) -> str:
+    """Epoch seconds 100 apart: read as nanoseconds, they were 100 ns apart."""
+    return write(tmp_path / "e.csv", "type,time\nA,1700000000\nB,1700000100\n")
+
+
+def test_a_duration_over_numbers_without_a_unit_is_refused(epoch: str) -> None:
+    r = run("match", "-e", "A ; B WITHIN 1 seconds", epoch, "--count")
+    assert r.exit_code == 2, r.output
+    assert "time column 'time' holds numbers without a unit" in r.output
+    assert "--time-unit s" in r.output
+    # an order without unit still serves n EVENTS and attribute windows
+    assert run("match", "-e", "A ; B WITHIN 1 EVENTS", epoch, "--count").stdout == "1\n"
+    assert run("match", "-e", "A ; B WITHIN 100 [time]", epoch, "--count").stdout == "1\n"
+
+
+@pytest.mark.parametrize(("window", "unit", "count"), [
+    ("1 seconds", "s", 0), ("99 seconds", "s", 0), ("100 seconds", "s", 1),
+    ("1 seconds", "ms", 1), ("99 milliseconds", "ms", 0), ("100 milliseconds", "ms", 1),
+    ("1 seconds", "e=s", 0), ("2 minutes", "e=s", 1),
+])
+def test_time_unit(epoch: str, window: str, unit: str, count: int) -> None:
+    r = run("match", "-e", f"A ; B WITHIN {window}", epoch, "--count", "--time-unit", unit)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == f"{count}\n"
+
+
+def test_time_unit_values_and_explain(tmp_path: Path, epoch: str) -> None:
+    frame = read_events([epoch], time_column=TimeOptions(unit=("s",))).frame()
+    assert frame[TIME].to_list() == [1_700_000_000 * S, 1_700_000_100 * S]
+    assert frame["time"][0] == dt.datetime(2023, 11, 14, 22, 13, 20)  # shown as the instant
+    floats = write(tmp_path / "f.csv", "type,ts\nA,1.5\nB,2.25\n")
+    got = read_events([floats], time_column=TimeOptions(unit=("s",))).frame()[TIME].to_list()
+    assert got == [1_500_000_000, 2_250_000_000]
+    huge = write(tmp_path / "h.csv", "type,ts\nA,1\nB,10000000000\n")  # 1e10 s > int64 ns
+    with pytest.raises(LogError, match="line 3 .*out of range for --time-unit s"):
+        read_events([huge], time_column=TimeOptions(unit=("s",)))
+    r = run("explain", "-e", "A ; B WITHIN 2 minutes", epoch, "--time-unit", "s")
+    assert r.exit_code == 0, r.output
+    assert "time: e: time (numbers, s since the epoch)" in r.stdout
+    iso = write(tmp_path / "iso.csv", "type,ts\nA,2024-01-01T00:00:00\n")
+    r = run("match", "-e", "A", iso, "--time-unit", "iso=s")  # a datetime needs no unit
+    assert r.exit_code == 2 and "is for a numeric time column" in r.output
+
+
+def test_time_unit_per_log(tmp_path: Path) -> None:
+    """Milliseconds in one log, seconds in the other; the time columns differ too."""
+    clicks = write(tmp_path / "clicks.csv", "type,ts\nA,1700000000000\n")
+    orders = write(tmp_path / "orders.csv", "type,time\nB,1700000001\n")
+    args = [clicks, orders, "--count", "--time-unit", "clicks=ms", "--time-unit", "orders=s"]
+    assert run("match", "-e", "A ; B WITHIN 1 seconds", *args).stdout == "1\n"
+    assert run("match", "-e", "A ; B WITHIN 999 milliseconds", *args).stdout == "0\n"
+
+
+# --------------------------------------------------------------------------- 10: WITHIN 0
+
+
+def reported(text: str, events: list[dict]) -> tuple[list, list]:
+    query = parse(text)
+    got = sorted(tuple(p for p, _ in m.events) for m in plan(query).run(events_frame(events)))
+    want = sorted(tuple(p for p, _ in m.events) for m in reference.reference_matches(query, events))
+    return got, want
+
+
+def test_within_0_events_keeps_single_event_matches() -> None:
+    events = [{"type": "A"}, {"type": "A"}, {"type": "B"}]
+    got, want = reported("SELECT * WHERE (A AS x)+ WITHIN 0 EVENTS", events)
+    assert want == [(0,), (1,)] and got == want
+    got, want = reported("SELECT * WHERE A ; B WITHIN 0 EVENTS", events)
+    assert want == [] and got == want
+
+
+def test_within_0_seconds_keeps_events_of_equal_time(tmp_path: Path) -> None:
+    events = [{"type": "A", "time": 0}, {"type": "A", "time": 5 * S},
+              {"type": "B", "time": 5 * S}, {"type": "B", "time": 6 * S}]
+    got, want = reported("SELECT * WHERE A ; B WITHIN 0 seconds", events)
+    assert want == [(1, 2)] and got == want
+    log = write(tmp_path / "t.csv", "type,ts\nA,2024-01-01T00:00:00\nA,2024-01-01T00:00:05\n"
+                                    "B,2024-01-01T00:00:05\nB,2024-01-01T00:00:06\n")
+    assert run("match", "-e", "A ; B WITHIN 0 seconds", log, "--count").stdout == "1\n"
+
+
+# --------------------------------------------------------------------------- 8: per-log columns
+
+
+def test_type_and_time_columns_per_log(tmp_path: Path) -> None:
+    clicks = write(tmp_path / "clicks.csv",
+                   "event_type,time\nClick,2024-01-01T00:00:00\nView,2024-01-01T00:00:30\n")
+    pl.DataFrame({"id": [1], "ts": [dt.datetime(2024, 1, 1, 0, 0, 40)]}).write_parquet(
+        tmp_path / "orders.parquet")
+    orders = f"Order={tmp_path / 'orders.parquet'}"
+    q = ("-e", "Click ; Order WITHIN 1 minutes")
+    r = run("match", *q, clicks, orders, "--type-column", "event_type", "--count")
+    assert r.exit_code == 0, r.output  # was "orders.parquet: no type column"
+    assert r.stdout == "1\n"
+    r = run("match", *q, clicks, orders, "--type-column", "clicks=event_type",
+            "--time-column", "Order=ts", "--count")
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "1\n"
+    log = read_events([clicks, orders], type_column="event_type")
+    assert log.frame()[TYPE].to_list() == ["Click", "View", "Order"]
+    r = run("match", *q, clicks, orders, "--type-column", "Order=event_type")
+    assert r.exit_code == 2 and "no type column 'event_type'" in r.output
+
+
+# --------------------------------------------------------------------------- 12: smaller
+
+
+def test_one_trailing_blank_line_is_accepted(tmp_path: Path) -> None:
+    log = write(tmp_path / "b.csv", "type,ts\nA,1\nB,2\n\n")
+    assert read_events([log]).n_events == 2
+    assert run("match", "-e", "A ; B", log, "--count").stdout == "1\n"
+    crlf = write(tmp_path / "c.csv", "type,ts\r\nA,1\r\nB,2\r\n\r\n")
+    assert read_events([crlf]).n_events == 2
+
+
+def test_a_mixed_time_column_blames_the_odd_value(tmp_path: Path) -> None:
+    log = write(tmp_path / "m.csv", "type,time\nA,0\nB,soon\n")
+    with pytest.raises(LogError) as e:
+        read_events([log])
+    assert e.value.message == f"{log}: line 3 (data row 1, 0-based): cannot parse time value" \
+                              " 'soon' in column 'time'"
+
+
+@pytest.mark.parametrize("value", ["", "nan", "NaN"])
+def test_null_and_nan_times_are_both_missing(tmp_path: Path, value: str) -> None:
+    log = write(tmp_path / "n.csv", f"type,ts\nA,1.5\nB,{value}\nC,3\n")
+    with pytest.raises(LogError, match=r"line 3 \(data row 1, 0-based\): missing time value"):
+        read_events([log])
+
+
+def test_ambiguous_dates_need_a_time_format(tmp_path: Path) -> None:
+    log = write(tmp_path / "d.csv", "type,time\nA,01/02/2024\nB,03/02/2024\n")
+    r = run("match", "-e", "A ; B", log, "--count")
+    assert r.exit_code == 2  # was read as 1 February without notice
+    assert "'01/02/2024'" in r.output and "no clear day/month order" in r.output
+    assert "--time-format" in r.output
+    day_first = read_events([log], time_column=TimeOptions(format=("%d/%m/%Y",))).frame()
+    assert day_first["time"].to_list() == [dt.datetime(2024, 2, 1), dt.datetime(2024, 2, 3)]
+    month_first = read_events([log], time_column=TimeOptions(format=("d=%m/%d/%Y",))).frame()
+    assert month_first["time"].to_list() == [dt.datetime(2024, 1, 2), dt.datetime(2024, 3, 2)]
+    r = run("match", "-e", "A ; B WITHIN 1 days", log, "--time-format", "%d/%m/%Y", "--count")
+    assert r.stdout == "0\n"  # 1 and 3 February: two days apart
+    r = run("match", "-e", "A ; B WITHIN 1 days", log, "--time-format", "%m/%d/%Y", "--count")
+    assert r.stdout == "0\n"  # 2 January and 2 March
+
+
+def test_iso_times_in_every_accepted_form(tmp_path: Path) -> None:
+    log = write(tmp_path / "i.csv", "type,ts\nA,2024-01-02\nA,2024-01-02 10:00\n"
+                                    "A,2024-01-02T10:00:05.5\nA,2024-01-02T10:00:06Z\n"
+                                    "A,2024-01-02T12:00:07+02:00\nA,2024-01-02T12:00+0200\n")
+    got = read_events([log]).frame().sort("__cer_row")[TIME].to_list()  # file order
+    base = int(dt.datetime(2024, 1, 2, tzinfo=dt.UTC).timestamp()) * S
+    hour = 3600 * S
+    assert got == [base, base + 10 * hour, base + 10 * hour + 5 * S + S // 2,
+                   base + 10 * hour + 6 * S, base + 10 * hour + 7 * S, base + 10 * hour]
+
+
+# --------------------------------------------------------------------------- 9: unknown types
+
+
+def test_an_event_type_the_log_lacks_warns_and_runs(tmp_path: Path) -> None:
+    log = write(tmp_path / "daily.csv", "type,amount,ts\nSale,1,1\nSale,3,2\nReturn,2,3\n")
+    r = run("match", "-e", "Sale AS s ; (Return OR Refund) AS r", log, "--count")
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "2\n"  # both from Return; the Refund branch adds nothing
+    assert "the log has no event type 'Refund'" in r.stderr
+    r = run("match", "-e", "Sale ; Retrun", log, "--count")
+    assert r.exit_code == 0 and r.stdout == "0\n"
+    assert "did you mean 'Return'?" in r.stderr
+    r = run("match", "-e", "Sale ; Refund AS r FILTER r[amout > 1]", log, "--count")
+    assert r.exit_code == 2 and "no event of the log has attribute 'amout'" in r.output
