@@ -169,7 +169,6 @@ def test_several_logs_merge_by_time_and_name_streams(tmp_path):
         (["-e", "T", "samples/README.md"], "format"),
         (["-e", "T", "samples/fig1.csv", "--type-column", "kind"], "type"),
         (["-e", "T", "samples/fig1.csv", "--time-column", "when"], "when"),
-        (["-e", "Q AS x", "samples/fig1.csv"], "unknown event type 'Q'"),
         (["-e", "T AS x FILTER x.pressure > 1", "samples/fig1.csv"], "pressure"),
         (["-e", "T ; H WITHIN 5 minutes", "samples/fig1.csv"], "time column"),
         (["-e", "T ;", "samples/fig1.csv"], "<expr>:1:"),
@@ -185,6 +184,14 @@ def test_input_mistakes_exit_2_with_a_clear_message(args, message, monkeypatch):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_an_event_type_the_log_lacks_is_a_warning_not_an_error(monkeypatch):
+    """A daily log without one of the query's event types is not a mistake (issue #13.9)."""
+    monkeypatch.chdir(ROOT)
+    result = run("match", "-e", "Q AS x", "samples/fig1.csv", "--count")
+    assert result.exit_code == 0, result.output
+    assert "'Q'" in result.output and result.output.strip().endswith("0")
 
 
 def test_unparsable_time_names_the_file_and_row(tmp_path):
