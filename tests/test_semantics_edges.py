@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cer_cli.plan import plan
@@ -63,3 +65,40 @@ def test_output_order_is_by_last_event_and_limit_keeps_latest_starts():
     limited = list(plan(parse("SELECT * WHERE C ; A ; C LIMIT 2")).run(events_frame(events)))
     # at 6: one match starts at 4 (C4 A5 C6), the next latest start is 1 (ties: any one)
     assert sorted((m.start, m.end) for m in limited) == [(1, 4), (1, 4), (1, 6), (4, 6)]
+
+
+def _cer(*args: str):
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli
+    return CliRunner().invoke(cli, list(args), env={"FORCE_COLOR": None, "NO_COLOR": "1"})
+
+
+@pytest.fixture
+def iso_log(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("type,ts,v\nA,2024-05-01T08:00:00Z,1\nB,2024-05-01T08:10:00Z,2\n"
+                    "B,2024-05-01T08:01:00Z,3\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("literal, rows", [
+    ("'2024-05-01T08:05:00Z'", [1]),       # only the B at 08:10 is later
+    ("'2024-05-01T10:05:00+02:00'", [1]),  # the same instant, written with an offset
+    ("'2024-05-01T08:00:30'", [2, 1]),     # no offset: UTC, as in the logs (by time)
+])
+def test_iso_string_against_datetime_attribute_is_a_datetime(iso_log, literal, rows):
+    result = _cer("match", "-e", f"A ; B AS v FILTER v[ts > {literal}]", iso_log)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["events"][1]["row"] for line in result.stdout.splitlines()] == rows
+
+
+@pytest.mark.parametrize("text, message", [
+    ("A ; B AS v FILTER v[ts > 5]", "cannot compare v.ts (a datetime) with 5 (a number)"),
+    ("A ; B AS v FILTER v[ts > 'yesterday']", "not an ISO 8601 date-time"),
+    ("A AS a ; B AS v FILTER v.ts - a.ts > 5", "needs numbers"),  # durations: not supported
+])
+def test_datetime_type_errors_at_check_time(iso_log, text, message):
+    result = _cer("check", "-e", text, iso_log)
+    assert result.exit_code == 2
+    assert message in result.output and ":1:" in result.output

@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import datetime
+
 import numpy as np
 import polars as pl
 
@@ -82,7 +84,32 @@ def _kind(dtype: pl.DataType) -> str | None:
         return "float"
     if dtype == pl.String:
         return "str"
+    if isinstance(dtype, pl.Datetime):
+        return "datetime"
     return None
+
+
+def iso_datetime(text: str) -> datetime.datetime | None:
+    """An ISO 8601 date-time literal as a naive UTC datetime (a value without an offset is
+    UTC, as in the logs), or None when ``text`` is not one."""
+    try:
+        value = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _datetime_literal(text: str, dtype: pl.DataType) -> pl.Expr | None:
+    """A string literal compared with a datetime attribute is that date-time (UTC)."""
+    value = iso_datetime(text)
+    if value is None:
+        return None
+    out = pl.lit(value, dtype=pl.Datetime("us")).cast(pl.Datetime(dtype.time_unit))
+    if dtype.time_zone is not None:
+        out = out.dt.replace_time_zone("UTC").dt.convert_time_zone(dtype.time_zone)
+    return out
 
 
 #: Maps an attribute reference to the name of the frame column holding its value.
@@ -116,15 +143,17 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
             return None
         if kind == "float":
             return pl.col(name).cast(pl.Float64).fill_nan(None), kind
+        if kind == "datetime":
+            return pl.col(name), kind
         return pl.col(name).cast(pl.Int64 if kind == "int" else pl.String), kind
     if isinstance(node, ast.Neg):
         inner = _value(node.operand, schema, column)
-        if inner is None or inner[1] == "str":
+        if inner is None or inner[1] in ("str", "datetime"):
             return None
         return -inner[0], inner[1]
     if isinstance(node, ast.BinOp):
         left, right = _value(node.left, schema, column), _value(node.right, schema, column)
-        if left is None or right is None or "str" in (left[1], right[1]):
+        if left is None or right is None or {"str", "datetime"} & {left[1], right[1]}:
             return None
         (a, ka), (b, kb) = left, right
         kind = "int" if ka == kb == "int" else "float"
@@ -157,7 +186,7 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
 
 
 def _compatible(k1: str, k2: str) -> bool:
-    return (k1 == "str") == (k2 == "str")
+    return (k1 == "str") == (k2 == "str") and (k1 == "datetime") == (k2 == "datetime")
 
 
 _COMPARE = {
@@ -176,8 +205,17 @@ def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
     def value(node: ast.Expr) -> tuple[pl.Expr, str] | None:
         return _value(node, schema, column)
 
+    def against(node: ast.Expr, other: ast.Expr) -> tuple[pl.Expr, str] | None:
+        """``node``'s value; a string literal facing a datetime attribute is a datetime."""
+        if (isinstance(node, ast.Literal) and isinstance(node.value, str)
+                and isinstance(other, ast.AttrRef) and column(other) in schema
+                and _kind(schema[column(other)]) == "datetime"):
+            lit = _datetime_literal(node.value, schema[column(other)])
+            return None if lit is None else (lit, "datetime")
+        return value(node)
+
     if isinstance(pred, ast.Compare):
-        left, right = value(pred.left), value(pred.right)
+        left, right = against(pred.left, pred.right), against(pred.right, pred.left)
         if left is None or right is None or not _compatible(left[1], right[1]):
             return None
         return _COMPARE[pred.op](left[0], right[0])
@@ -190,7 +228,7 @@ def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
         operand = value(pred.operand)
         if operand is None:
             return None
-        options = [operand[0] == v[0] for v in (value(lit) for lit in pred.values)
+        options = [operand[0] == v[0] for v in (against(lit, pred.operand) for lit in pred.values)
                    if v is not None and _compatible(operand[1], v[1])]
         # null operand -> null (-> false), whether IN or NOT IN
         member = pl.any_horizontal(options) if options else pl.when(operand[0].is_not_null()).then(False)

@@ -12,6 +12,7 @@ check is O(|query|² + |query|·|schema|) — queries are small, schemas are rea
 
 from __future__ import annotations
 
+import datetime
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -549,10 +550,36 @@ def _describe(expr: Expr) -> str:
 
 
 def _clash(a: frozenset[str] | None, b: frozenset[str] | None) -> bool:
-    """Numbers against strings with nothing in common (datetime and bool are left to the engine)."""
+    """Numbers, strings and datetimes with nothing in common (bool is left to the engine)."""
     if a is None or b is None or a & b:
         return False
-    return bool(a & {"number", "string"}) and bool(b & {"number", "string"})
+    kinds = {"number", "string", "datetime"}
+    return bool(a & kinds) and bool(b & kinds)
+
+
+def iso_datetime(text: str) -> datetime.datetime | None:
+    """An ISO 8601 date-time literal as a naive UTC datetime (a value without an offset is
+    UTC, as in the logs), or None when ``text`` is not one. A string literal compared with a
+    datetime attribute means this date-time (docs/language.md)."""
+    try:
+        value = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _as_datetime(kinds, lit: Expr, other: frozenset[str] | None, span: Span | None):
+    """The kinds of ``lit`` when it faces ``other``: a string literal facing a datetime is
+    a datetime if it is ISO 8601 (else an error), otherwise unchanged."""
+    if not (isinstance(lit, Literal) and isinstance(lit.value, str) and other == {"datetime"}):
+        return kinds(lit)
+    if iso_datetime(lit.value) is None:
+        raise QueryError(f"{lit.value!r} is compared with a datetime but is not an ISO 8601"
+                         " date-time", lit.span or span,
+                         hints=["write e.g. '2024-05-01T08:05:00Z' (no offset means UTC)"])
+    return frozenset({"datetime"})
 
 
 LIKE_SYNTAX_HINT = ("LIKE patterns use Rust regex syntax (polars evaluates them): no look-around,"
@@ -607,7 +634,9 @@ def _check_atom_types(
 
     match atom:
         case Compare(_, left, right):
-            if _clash(kinds(left), kinds(right)):
+            lk = _as_datetime(kinds, left, kinds(right), atom.span)
+            rk = _as_datetime(kinds, right, kinds(left), atom.span)
+            if _clash(lk, rk):
                 raise mismatch(left, right, atom.span)
         case Like(operand, pattern):
             k = kinds(operand)
@@ -624,7 +653,8 @@ def _check_atom_types(
                     hints=[LIKE_SYNTAX_HINT],
                 )
         case InSet(operand, values):
-            value_kinds = {k for v in values for k in (kinds(v) or ())}
+            value_kinds = {k for v in values
+                           for k in (_as_datetime(kinds, v, kinds(operand), atom.span) or ())}
             if len(value_kinds) > 1:
                 raise QueryError("IN {…} mixes strings and numbers", atom.span)
             if _clash(kinds(operand), frozenset(value_kinds) or None):
