@@ -152,7 +152,11 @@ def frame(rows_: list[dict]) -> pl.DataFrame:
 @given(pred=predicates, rows_=rows)
 def test_polars_agrees_with_python(pred, rows_):
     df = frame(rows_)
-    got = df.select(atom_expression(AttrTest(pred), df.schema)).to_series().to_list()
+    try:
+        got = df.select(atom_expression(AttrTest(pred), df.schema)).to_series().to_list()
+    except QueryError as e:  # exact or refused: only arithmetic that could leave 128 bits
+        assert "may exceed 128 bits" in str(e)
+        return
     assert got == [py_holds(pred, r) for r in rows_]
 
 

@@ -102,3 +102,31 @@ def test_datetime_type_errors_at_check_time(iso_log, text, message):
     result = _cer("check", "-e", text, iso_log)
     assert result.exit_code == 2
     assert message in result.output and ":1:" in result.output
+
+
+def test_integer_arithmetic_is_exact_not_wrapped(tmp_path):
+    # x.v * 2**62 with v = 2 is 2**63: positive, though int64 wraps it to -2**63
+    log = tmp_path / "log.csv"
+    log.write_text("type,v\nA,2\nB,0\nA,-3\n")
+    result = _cer("match", "-e", "A AS x ; B FILTER x.v * 4611686018427387904 > 0", str(log))
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["start"] for line in result.stdout.splitlines()] == [0]
+    result = _cer("match", "-e", "A FILTER -A.v > 9223372036854775807 - 9223372036854775807 + 2",
+                  str(log))
+    assert [json.loads(line)["start"] for line in result.stdout.splitlines()] == [2]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("A FILTER A.v > 99999999999999999999", "integer too large"),
+    ("A WITHIN 99999999999999999999 EVENTS", "integer too large"),
+    ("A LIMIT 99999999999999999999", "integer too large"),
+    ("A LIMIT 9223372036854775807", "LIMIT 9223372036854775807 is above"),
+    ("A ; A WITHIN 9223372036854775807 hours", "longer than 292 years"),
+    ("A FILTER A.v * A.v * A.v > 0", "may exceed 128 bits"),
+])
+def test_numbers_beyond_64_bits_are_refused(tmp_path, text, message):
+    log = tmp_path / "log.csv"
+    log.write_text("type,v\nA,2\n")
+    result = _cer("match", "-e", text, str(log))
+    assert result.exit_code == 2, result.output
+    assert message in result.output

@@ -150,6 +150,8 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
         inner = _value(node.operand, schema, column)
         if inner is None or inner[1] in ("str", "datetime"):
             return None
+        if inner[1] == "int":  # polars has no Int128 negate
+            return pl.lit(0, dtype=pl.Int128) - _wide(*inner), "int"
         return -inner[0], inner[1]
     if isinstance(node, ast.BinOp):
         left, right = _value(node.left, schema, column), _value(node.right, schema, column)
@@ -157,6 +159,9 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
             return None
         (a, ka), (b, kb) = left, right
         kind = "int" if ka == kb == "int" else "float"
+        if kind == "int":
+            _check_width(node, schema, column)  # int operands: every attribute inside is int
+        a, b = _wide(a, ka), _wide(b, kb)
         if kind == "float":
             a, b = a.cast(pl.Float64), b.cast(pl.Float64)
         if node.op == "+":
@@ -183,6 +188,45 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
                 raise TypeError(f"not an arithmetic operator: {node.op!r}")
         return (out.fill_nan(None) if kind == "float" else out), kind
     raise TypeError(f"not a value expression: {node!r}")
+
+
+def _wide(expr: pl.Expr, kind: str) -> pl.Expr:
+    """Integer arithmetic runs in 128 bits: exact for 64-bit operands, where int64 would
+    wrap around silently (``_check_width`` refuses what could exceed 128 bits)."""
+    return expr.cast(pl.Int128) if kind == "int" else expr
+
+
+_INT_BOUND = {pl.Int8: 2**7, pl.Int16: 2**15, pl.Int32: 2**31, pl.UInt8: 2**8,
+              pl.UInt16: 2**16, pl.UInt32: 2**32}
+
+#: Integers in predicates are 64-bit; arithmetic on them is exact below this magnitude.
+_WIDE_LIMIT = 2**127
+
+
+def _magnitude(node: ast.Expr, schema: Mapping[str, pl.DataType], column: Column) -> int:
+    """An upper bound on the absolute value of an integer expression (64-bit attributes)."""
+    if isinstance(node, ast.Literal):
+        return abs(node.value) if isinstance(node.value, int) else 0
+    if isinstance(node, ast.AttrRef):
+        return _INT_BOUND.get(schema.get(column(node)), 2**63)
+    if isinstance(node, ast.Neg):
+        return _magnitude(node.operand, schema, column)
+    left, right = _magnitude(node.left, schema, column), _magnitude(node.right, schema, column)
+    if node.op in ("+", "-"):
+        return left + right
+    if node.op == "*":
+        return left * right
+    return left if node.op == "/" else min(left, right)
+
+
+def _check_width(node: ast.Expr, schema: Mapping[str, pl.DataType], column: Column) -> None:
+    """Refuse integer arithmetic that could leave 128 bits (it would not be exact)."""
+    if _magnitude(node, schema, column) >= _WIDE_LIMIT:
+        raise QueryError(
+            f"integer arithmetic '{describe_expr(node)}' may exceed 128 bits, where it would"
+            " not be exact", node.span,
+            hints=["split the product, or make one operand a float (e.g. 2.0) to compute"
+                   " approximately"])
 
 
 def _compatible(k1: str, k2: str) -> bool:

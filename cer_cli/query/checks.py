@@ -333,6 +333,17 @@ def check_sanity(query: Query) -> None:
         for amount, unit in w.parts:
             if amount < 0:
                 raise QueryError(f"WITHIN: '{amount} {unit}' must be 0 or more", w.span)
+        if w.nanoseconds >= 2**63:  # times are int64 nanoseconds
+            raise QueryError("WITHIN: the window is longer than 292 years, the longest time"
+                             " that 64-bit nanoseconds hold", w.span,
+                             hints=["omit WITHIN for no window"])
+    if query.limit is not None and query.limit > _LIMIT_MAX:
+        raise QueryError(f"LIMIT {query.limit} is above {_LIMIT_MAX}", query.span,
+                         hints=["omit LIMIT to report every match"])
+
+
+#: The largest LIMIT (the engine counts matches per event in 64 bits).
+_LIMIT_MAX = 2**62
 
 
 # --------------------------------------------------------------------------- schema

@@ -155,6 +155,11 @@ def _number_token(digits: str, start: int, end: int, negative: bool) -> Token:
     value: int | float = int(digits) if is_int else float(digits)
     if value == float("inf"):
         raise QueryError(f"number too large: {digits}", Span(start, end))
+    if is_int and not -(2**63) <= (-value if negative else value) < 2**63:
+        # integers are exact 64-bit values (attributes, windows, LIMIT): never wrapped
+        raise QueryError(f"integer too large: {'-' if negative else ''}{digits} (integers are"
+                         " 64-bit, at most 9223372036854775807)", Span(start, end),
+                         hints=["write it as a float (e.g. 1e20) to compare approximately"])
     return _tok("INT" if is_int else "FLOAT", -value if negative else value, start, end)
 
 
