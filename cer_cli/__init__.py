@@ -4,6 +4,23 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
+#: DataFrame API names, loaded on first use so that ``import cer_cli`` (the CLI's first
+#: import) stays cheap: polars, numba and the compiler load only when one is used.
+_LAZY = {"match": "cer_cli.frames", "count": "cer_cli.frames"}
+
+
+def __getattr__(name):
+    """``cer_cli.match`` and ``cer_cli.count`` (``cer_cli.frames``), imported on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'cer_cli' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])
+
 
 def _quiet_interrupt(kind, value, tb, _default=_sys.excepthook):
     """Ctrl-C that arrives before the entry point has installed its handlers (while Python

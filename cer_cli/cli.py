@@ -348,6 +348,14 @@ SLICE_ROWS = 65_536
     type=click.Choice(["table", "jsonl", "csv", "parquet"]),
     help="Output format [default: table on a terminal, else jsonl; with -o, from the extension].",
 )
+@click.option(
+    "--shape",
+    type=click.Choice(["long", "wide"]),
+    default="long",
+    show_default=True,
+    help="long: one row per match and event; wide: one row per match, columns x.position,"
+    " x.price... per variable (lists for variables under +).",
+)
 @_with_log_options
 @click.option("--limit", type=click.IntRange(min=0), help="Stop after N matches in total.")
 @click.option("--count", is_flag=True, help="Print only the number of matches.")
@@ -368,6 +376,7 @@ def match_command(
     expr: str | None,
     output: str | None,
     fmt: str | None,
+    shape: str,
     type_column: str | None,
     time_column: str | None,
     limit: int | None,
@@ -431,15 +440,20 @@ def match_command(
                 "type_column": type_column,
                 "time_column": time_column,
             }
+            if shape == "wide" and output not in (None, "-") and not count and limit is None:
+                raise click.UsageError(
+                    "--shape wide cannot be written by Spark with -o (Spark writes the long"
+                    " shape); drop -o to print the wide shape here, or write the long shape and"
+                    " pivot it (cer_cli.match(..., shape='wide') runs locally on a frame)")
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
-                       count, allow_unbounded)
+                       count, allow_unbounded, shape=shape)
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
         compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
-        _run_match(compiled, log, fmt, output, limit, count, progress)
+        _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape)
 
 
 def _check_output(output, fmt, count, query_path, logs) -> None:
@@ -473,7 +487,8 @@ def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
     return conf
 
 
-def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count, allow_unbounded):
+def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count, allow_unbounded,
+               shape="long"):
     """`cer match --spark`: Spark computes the matches; with -o it also writes them (a
     directory in the long format), otherwise they are printed here as in local mode."""
     import itertools
@@ -511,7 +526,8 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     lookup = EventLookup.for_log(log)
     lookup.add(log.frame())
     write_matches(matches, lookup, fmt, output, console=Console(highlight=False),
-                  partition_names=[g[0] for g in compiled.query.partition_by])
+                  partition_names=[g[0] for g in compiled.query.partition_by],
+                  shape=shape, variables=_wide_variables(compiled, shape))
 
 
 def _refuse_unbounded(compiled, filename) -> None:
@@ -534,7 +550,16 @@ def _refuse_unbounded(compiled, filename) -> None:
     ).with_source(compiled.text, filename)
 
 
-def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
+def _wide_variables(compiled, shape):
+    """The wide shape's variables of the query (``cer_cli.frames.wide_variables``)."""
+    if shape != "wide":
+        return None
+    from cer_cli.frames import wide_variables
+
+    return wide_variables(compiled.query)
+
+
+def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long") -> None:
     import itertools
     import time
 
@@ -622,7 +647,8 @@ def _run_match(compiled, log, fmt, output, limit, count, progress) -> None:
         else:
             names = [g[0] for g in compiled.query.partition_by]
             write_matches(stream, lookup, fmt, output, console=Console(highlight=False),
-                          partition_names=names, started=started)
+                          partition_names=names, started=started, shape=shape,
+                          variables=_wide_variables(compiled, shape))
     finally:
         if bar is not None:
             bar.stop()

@@ -15,8 +15,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cer_cli"
 #: Rank of each top-level "folder" (``cer_cli/x.py`` or ``cer_cli/x/...``): a module may
 #: import its own folder or a strictly lower rank.
 #: ``signals`` (the entry point's signal handling) imports nothing from cer_cli: rank 0.
+#: ``frames`` (the DataFrame API) runs queries through ``api``: just above it, below the CLI.
 RANK = {"events": 0, "signals": 0, "query": 1, "io": 1, "compiler": 2, "engine": 3, "plan": 4,
-        "spark": 5, "api": 6, "explain": 6, "cli": 7, "__init__": 8}
+        "spark": 5, "api": 6, "explain": 6, "frames": 6.5, "cli": 7, "__init__": 8}
 #: io reads logs and writes matches: it may import only events (not the query language).
 ONLY = {"io": {"events", "io"}}
 

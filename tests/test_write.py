@@ -74,7 +74,8 @@ def test_csv_long_format_reads_back(tmp_path: Path, lookup: EventLookup) -> None
     assert write_matches(MATCHES, lookup, "csv", target) == 4
     back = pl.read_csv(target)
     assert back.columns == [
-        "match", "start", "end", "position", "stream", "row", "type", "vars", "id", "tmp", "hum",
+        "match", "start", "end", "position", "stream", "row", "type", "vars",
+        "start_time", "end_time", "partition", "id", "tmp", "hum",
     ]  # fmt: skip
     assert back["vars"].to_list() == ["T|x", "y", "x", "y"]
     assert back["position"].to_list() == [1, 2, 1, 8]
@@ -195,11 +196,14 @@ def _expected_long_rows(matches: list[Match], lookup: EventLookup) -> list[dict]
     """The long format, one ``lookup.get`` per event (the definition the writers follow)."""
     rows = []
     for n, m in enumerate(matches):
+        part = None if m.partition is None else json.dumps(
+            {f"key{i}": v for i, v in enumerate(m.partition)})
         for position, variables in m.events:
             ev = lookup.get(position)
             rows.append({"match": n, "start": m.start, "end": m.end, "position": position,
                          "stream": ev.stream, "row": ev.row, "type": ev.type,
-                         "vars": list(variables), **ev.attrs})
+                         "vars": list(variables), "start_time": lookup.time_of(m.start),
+                         "end_time": lookup.time_of(m.end), "partition": part, **ev.attrs})
     return rows
 
 

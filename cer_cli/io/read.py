@@ -25,7 +25,8 @@ from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
 
-__all__ = ["EventLog", "LogError", "LogSpec", "parse_log_spec", "read_events", "read_schema"]
+__all__ = ["EventLog", "LogError", "LogSpec", "parse_log_spec", "read_events", "read_frame",
+           "read_schema"]
 
 _ARG = "__cer_arg"  # argument index of the log, used to break time ties; dropped before output
 #: polars dtype of TIME per ``contract.time_storage``.
@@ -39,6 +40,8 @@ class LogSpec:
     name: str
     path: Path
     format: str
+    #: An in-memory log (``read_frame``): read instead of ``path``.
+    frame: pl.LazyFrame | None = field(default=None, compare=False, repr=False)
 
 
 def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
@@ -68,7 +71,9 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     polars' guess, which reads ``01/02/2024`` as 1 February). Blank lines at the end of a
     CSV file are no rows (polars reads each as a row of nulls)."""
     try:
-        if spec.format == "csv":
+        if spec.frame is not None:
+            lf = spec.frame
+        elif spec.format == "csv":
             lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000,
                              schema_overrides=dict.fromkeys(text_columns, pl.String))
             blank = _trailing_blank_lines(spec.path)
@@ -418,6 +423,19 @@ def read_events(
     dtypes = _unified_dtypes(logs)
     columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.type_column))
     return EventLog(schema, columns, total, ordered, tuple(logs), dtypes, batch_size)
+
+
+def read_frame(
+    frame: pl.DataFrame | pl.LazyFrame,
+    name: str = "events",
+    type_column: str | None = None,
+    time_column: str | contract.TimeOptions | None = None,
+) -> EventLog:
+    """An in-memory polars frame as one log named ``name``, read by the same contract as a
+    file (type and time columns, time parsing, ordering), so that a frame gives the events
+    ``read_events`` gives for the file it was read from."""
+    spec = LogSpec(name, Path(f"<{name}>"), "frame", frame.lazy())
+    return read_events([spec], type_column, time_column)  # type: ignore[list-item]
 
 
 def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:

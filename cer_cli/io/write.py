@@ -1,4 +1,5 @@
-"""Write streams of matches as JSONL, CSV or Parquet (long format), or as a terminal table.
+"""Write streams of matches as JSONL, CSV or Parquet, or as a terminal table, in the long
+shape (one row per match x event) or the wide shape (one row per match, ``SHAPES``).
 
 Writers consume an iterator of ``Match`` or of ``MatchBatch`` (the engine's column-wise
 batches) and never hold it whole: the table writes one match at a time, JSONL each
@@ -39,7 +40,13 @@ from cer_cli.io.read import EventLog, LogError
 
 OUTPUT_FORMATS = ("table", "jsonl", "csv", "parquet")
 #: Leading columns of the long (one row per match x event) format.
-LONG_COLUMNS = ("match", "start", "end", "position", "stream", "row", "type", "vars")
+LONG_COLUMNS = ("match", "start", "end", "position", "stream", "row", "type", "vars",
+                "start_time", "end_time", "partition")
+#: Columns of one match in either shape (the wide shape starts with them).
+MATCH_COLUMNS = ("match", "start", "end", "start_time", "end_time", "partition")
+#: Per-event columns of a variable in the wide shape (``x.position`` ...), before attributes.
+EVENT_COLUMNS = ("position", "stream", "row", "type")
+SHAPES = ("long", "wide")
 
 
 # --------------------------------------------------------------------------- lookup
@@ -203,15 +210,59 @@ def _long_names(columns: Sequence[str]) -> list[str]:
     return [f"log.{c}" if c in LONG_COLUMNS else c for c in columns]
 
 
+def _time_dtype(lookup: EventLookup) -> pl.DataType:
+    """``start_time``/``end_time``: the time column's own dtype (its zone kept)."""
+    tc = lookup.time_column
+    return lookup.dtypes.get(tc, pl.String) if tc is not None else pl.String
+
+
 def _long_schema(lookup: EventLookup) -> dict[str, pl.DataType]:
     fixed = [pl.Int64] * 4 + [pl.String, pl.Int64, pl.String, pl.List(pl.String)]
+    fixed += [_time_dtype(lookup)] * 2 + [pl.String]
     schema: dict[str, pl.DataType] = dict(zip(LONG_COLUMNS, fixed, strict=True))
     for name, c in zip(_long_names(lookup.columns), lookup.columns, strict=True):
         schema[name] = lookup.dtypes.get(c, pl.String)
     return schema
 
 
-def _long_frame(batch: MatchBatch, lookup: EventLookup, first: int) -> pl.DataFrame:
+def _match_frame(
+    batch: MatchBatch, lookup: EventLookup, first: int, partition_names: Sequence[str]
+) -> pl.DataFrame:
+    """One row per match of ``batch``: ``MATCH_COLUMNS``. ``partition`` is the JSON text of
+    the JSONL record's ``partition`` object (null without PARTITION BY), so that one column
+    type holds any keys in CSV and Parquet alike."""
+    import numpy as np
+
+    start = np.asarray(batch.start, dtype=np.int64)
+    end = np.asarray(batch.end, dtype=np.int64)
+    tdt = _time_dtype(lookup)
+    tc = lookup.time_column
+    if tc is None or not len(start):
+        start_time = end_time = pl.Series([None] * len(start), dtype=tdt)
+    else:
+        times = _gather(lookup, np.concatenate([start, end]), [tc])[tc]
+        start_time, end_time = times[: len(start)], times[len(start):]
+    part_text: dict[int, str | None] = {}
+    for k in np.unique(np.asarray(batch.part, dtype=np.int64)).tolist():
+        key = batch.partitions.get(k)
+        value = None if key is None else _partition(Match(0, 0, (), key), partition_names)
+        part_text[k] = None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    parts = pl.Series(np.asarray(batch.part, dtype=np.int64)).replace_strict(
+        part_text, return_dtype=pl.String
+    ) if len(start) else pl.Series([], dtype=pl.String)
+    return pl.DataFrame({
+        "match": np.arange(first, first + len(start), dtype=np.int64),
+        "start": start,
+        "end": end,
+        "start_time": start_time.cast(tdt),
+        "end_time": end_time.cast(tdt),
+        "partition": parts,
+    })
+
+
+def _long_frame(
+    batch: MatchBatch, lookup: EventLookup, first: int, partition_names: Sequence[str] = ()
+) -> pl.DataFrame:
     """The long-format rows of ``batch`` (its matches numbered from ``first``), built
     column-wise: the events' rows are gathered from the looked-up frames in one go per
     frame, instead of one ``lookup.get`` per event."""
@@ -243,8 +294,135 @@ def _long_frame(batch: MatchBatch, lookup: EventLookup, first: int) -> pl.DataFr
             extra.append(events[c].alias(name))
         else:
             extra.append(pl.Series(name, [None] * len(pos), dtype=schema[name]))
+    per_match = _match_frame(batch, lookup, first, partition_names)
+    idx = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    extra += [per_match[c][idx] for c in ("start_time", "end_time", "partition")]
     out = out.with_columns(extra)
-    return out.cast(schema, strict=False)  # type: ignore[arg-type]
+    return out.select(list(schema)).cast(schema, strict=False)  # type: ignore[arg-type]
+
+
+_EVENT_SOURCES = {"position": POS, "stream": STREAM, "row": ROW, "type": TYPE}
+_EVENT_DTYPES = {"position": pl.Int64, "stream": pl.String, "row": pl.Int64, "type": pl.String}
+
+
+def _wide_columns(
+    lookup: EventLookup, variables: Sequence[tuple[str, bool]]
+) -> list[tuple[str, str, str, pl.DataType]]:
+    """``(name, variable, event frame column, dtype)`` of every variable column of the wide
+    shape; an attribute named like an event column gets a ``log.`` prefix (``x.log.type``)."""
+    out = []
+    for var, many in variables:
+        cols = [(f"{var}.{c}", _EVENT_SOURCES[c], _EVENT_DTYPES[c]) for c in EVENT_COLUMNS]
+        cols += [(f"{var}.log.{c}" if c in EVENT_COLUMNS else f"{var}.{c}", c,
+                  lookup.dtypes.get(c, pl.String)) for c in lookup.columns]
+        out += [(name, var, source, pl.List(d) if many else d) for name, source, d in cols]
+    return out
+
+
+def _wide_schema(lookup: EventLookup, variables: Sequence[tuple[str, bool]]) -> dict[str, pl.DataType]:
+    fixed = [pl.Int64] * 3 + [_time_dtype(lookup)] * 2 + [pl.String]
+    schema: dict[str, pl.DataType] = dict(zip(MATCH_COLUMNS, fixed, strict=True))
+    schema.update((name, dtype) for name, _, _, dtype in _wide_columns(lookup, variables))
+    return schema
+
+
+def batch_variables(batch: MatchBatch) -> list[tuple[str, bool]]:
+    """The variables ``batch`` binds, in first-seen order, each with whether some match binds
+    it to several events: the wide shape's variables when the query's are not known."""
+    import numpy as np
+
+    order: dict[str, bool] = {}
+    match = np.repeat(np.arange(len(batch)), np.diff(np.asarray(batch.off)))
+    for ls in batch.labelsets:
+        for v in ls:
+            order.setdefault(v, False)
+    for v in order:
+        has = np.asarray([v in ls for ls in batch.labelsets] or [False])
+        m = match[has[np.asarray(batch.lab, dtype=np.int64)]] if len(batch.lab) else match[:0]
+        order[v] = bool(len(m) and np.bincount(m).max() > 1)
+    return list(order.items())
+
+
+def _wide_frame(
+    batch: MatchBatch, lookup: EventLookup, first: int,
+    variables: Sequence[tuple[str, bool]], partition_names: Sequence[str] = (),
+) -> pl.DataFrame:
+    """The wide rows of ``batch``: one per match, ``MATCH_COLUMNS`` then, per variable, its
+    event's ``EVENT_COLUMNS`` and attributes (``x.position``, ``x.price`` ...); a variable
+    that may bind several events (under ``+``) gets list columns, in stream order. A match
+    that binds a variable to no event has nulls there."""
+    import numpy as np
+
+    pos = np.asarray(batch.pos, dtype=np.int64)
+    counts = np.diff(np.asarray(batch.off, dtype=np.int64))
+    out = _match_frame(batch, lookup, first, partition_names).with_row_index("__m")
+    schema = _wide_schema(lookup, variables)
+    columns = _wide_columns(lookup, variables)
+    if len(pos):
+        events = _gather(lookup, pos, [STREAM, ROW, TYPE, *lookup.columns])
+        lab = np.asarray(batch.lab, dtype=np.int64)
+        vars_ = pl.Series([list(v) for v in batch.labelsets], dtype=pl.List(pl.String))
+        events = events.with_columns(
+            pl.Series("__m", np.repeat(np.arange(len(counts)), counts)).cast(pl.UInt32),
+            pl.Series(POS, pos), vars_[lab].alias("__vars"),
+        ).explode("__vars")
+    for var, many in variables:
+        if not len(pos):
+            continue
+        sub = events.filter(pl.col("__vars") == var).select(
+            "__m", *(pl.col(source).alias(name) for name, v, source, _ in columns if v == var))
+        if many:
+            sub = sub.group_by("__m", maintain_order=True).agg(pl.exclude("__m"))
+        elif sub["__m"].is_duplicated().any():
+            raise LogError(f"variable {var!r} binds several events in one match, so it cannot"
+                           " be one column of the wide shape")
+        out = out.join(sub, on="__m", how="left", maintain_order="left")
+    out = out.drop("__m")
+    have = set(out.columns)
+    return out.select(
+        pl.col(c).cast(d, strict=False) if c in have else pl.lit(None, dtype=d).alias(c)
+        for c, d in schema.items()
+    )
+
+
+def match_frames(
+    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, shape: str = "long",
+    variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
+    buffer_rows: int = 50_000,
+) -> Iterator[pl.DataFrame]:
+    """The rows of ``matches`` in ``shape``, a frame per batch of about ``buffer_rows``
+    matches (what the CSV and Parquet writers write). ``variables`` (name, many) are the wide
+    shape's; ``None`` takes those of the first batch (``batch_variables``)."""
+    if shape not in SHAPES:
+        raise LogError(f"unknown shape {shape!r}", ["shapes: " + ", ".join(SHAPES)])
+    n = 0
+    for batch in as_batches(matches, buffer_rows):
+        if shape == "long":
+            frame = _long_frame(batch, lookup, n, partition_names)
+        else:
+            if variables is None:
+                variables = batch_variables(batch)
+            frame = _wide_frame(batch, lookup, n, variables, partition_names)
+        n += len(batch)
+        yield frame
+
+
+def empty_frame(
+    lookup: EventLookup, shape: str = "long", variables: Sequence[tuple[str, bool]] | None = None
+) -> pl.DataFrame:
+    """The frame of no match in ``shape``: its columns and types."""
+    if shape == "long":
+        return pl.DataFrame(schema=_long_schema(lookup))
+    return pl.DataFrame(schema=_wide_schema(lookup, variables or ()))
+
+
+def match_frame(
+    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, shape: str = "long",
+    variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
+) -> pl.DataFrame:
+    """All of ``matches`` as one frame in ``shape``: what ``write_parquet`` writes."""
+    frames = [f for f in match_frames(matches, lookup, shape, variables, partition_names) if f.height]
+    return pl.concat(frames) if frames else empty_frame(lookup, shape, variables)
 
 
 # --------------------------------------------------------------------------- writers
@@ -453,21 +631,46 @@ def _jsonl_lines(
 
 def write_csv(
     matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, out: TextIO,
-    buffer_rows: int = 10_000,
+    buffer_rows: int = 10_000, *, shape: str = "long",
+    variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
 ) -> int:
-    """Long format, one row per (match, event); ``vars`` joined with ``|``. Returns rows."""
-    total = n = 0
-    for batch in as_batches(matches, buffer_rows):
-        frame = _long_frame(batch, lookup, n).with_columns(pl.col("vars").list.join("|"))
-        n += len(batch)
+    """One row per (match, event) in the long shape, ``vars`` joined with ``|``; one row per
+    match in the wide shape, list columns as JSON arrays. Dates and times are written as
+    JSONL writes them (``isoformat``, zone kept). Returns rows."""
+    total = 0
+    for frame in match_frames(matches, lookup, shape, variables, partition_names, buffer_rows):
+        if shape == "long":
+            frame = frame.with_columns(pl.col("vars").list.join("|"))
+        frame = _csv_ready(frame)
         if total == 0:
             _refuse_nested_for_csv(frame.schema)
         if frame.height:
             out.write(frame.write_csv(include_header=total == 0))
             total += frame.height
     if total == 0:
-        out.write(",".join([*LONG_COLUMNS, *_long_names(lookup.columns)]) + "\n")
+        out.write(",".join(empty_frame(lookup, shape, variables).columns) + "\n")
     return total
+
+
+def _iso_texts(s: pl.Series) -> pl.Series:
+    """Dates and datetimes as the JSONL text without quotes (``isoformat``, zone kept)."""
+    text = _json_texts(s)
+    return pl.select(
+        pl.when(_lit(text) == "null").then(None).otherwise(_lit(text).str.slice(1).str.head(-1))
+    ).to_series().alias(s.name)
+
+
+def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
+    """Temporal columns as ``_iso_texts``; list columns of the wide shape as JSON arrays."""
+    out = []
+    for name, dtype in frame.schema.items():
+        if dtype in (pl.Date,) or isinstance(dtype, pl.Datetime):
+            out.append(_iso_texts(frame[name]))
+        elif isinstance(dtype, pl.List) and not isinstance(dtype.inner, pl.List | pl.Struct):
+            texts = _json_texts(frame[name])
+            out.append(pl.select(pl.when(_lit(texts) == "null").then(None)
+                                 .otherwise(_lit(texts))).to_series().alias(name))
+    return frame.with_columns(out) if out else frame
 
 
 def _refuse_nested_for_csv(schema: pl.Schema) -> None:
@@ -485,16 +688,16 @@ def _refuse_nested_for_csv(schema: pl.Schema) -> None:
 
 def write_parquet(
     matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, path: str | Path | Any,
-    buffer_rows: int = 50_000,
+    buffer_rows: int = 50_000, *, shape: str = "long",
+    variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
 ) -> int:
-    """Long format, one row group per batch of matches; ``vars`` is a list. ``path`` may be
-    a binary stream instead of a path. Returns rows."""
+    """One row group per batch of matches, in ``shape``; ``vars`` and the wide shape's
+    variables under ``+`` are lists. ``path`` may be a binary stream instead of a path.
+    Returns rows."""
     writer: pq.ParquetWriter | None = None
-    total = n = 0
+    total = 0
     try:
-        for batch in as_batches(matches, buffer_rows):
-            frame = _long_frame(batch, lookup, n)
-            n += len(batch)
+        for frame in match_frames(matches, lookup, shape, variables, partition_names, buffer_rows):
             if not frame.height:
                 continue
             table = frame.to_arrow()
@@ -504,16 +707,79 @@ def write_parquet(
             writer.write_table(table.cast(writer.schema))
             total += frame.height
         if writer is None:
-            pl.DataFrame(schema=_long_schema(lookup)).write_parquet(path)
+            empty_frame(lookup, shape, variables).write_parquet(path)
     finally:
         if writer is not None:
             writer.close()
     return total
 
 
+def write_wide_jsonl(
+    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, out: TextIO,
+    variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
+) -> int:
+    """The wide shape as JSON lines: one object per match, keyed by the wide columns
+    (``partition`` as the object it names). Returns matches."""
+    n = 0
+    for frame in match_frames(matches, lookup, "wide", variables, partition_names):
+        for row in frame.iter_rows(named=True):
+            if row["partition"] is not None:
+                row["partition"] = json.loads(row["partition"])
+            out.write(json.dumps(_json_value(row), ensure_ascii=False, default=str) + "\n")
+            n += 1
+    return n
+
+
+def render_wide_table(
+    matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, console: Console,
+    variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
+    started: float | None = None,
+) -> int:
+    """The wide shape on a terminal: per match a title line, then one table row per variable
+    (its position(s), type(s) and non-null attributes), then the summary line."""
+    started = time.perf_counter() if started is None else started
+    n = 0
+    for frame in match_frames(matches, lookup, "wide", variables, partition_names):
+        names = [c[: -len(".position")] for c in frame.columns if c.endswith(".position")]
+        for row in frame.iter_rows(named=True):
+            title = f"[bold]match {row['match']}[/]  positions {row['start']}..{row['end']}"
+            if row["start_time"] is not None:
+                title += f"  time {_cell(row['start_time'])} → {_cell(row['end_time'])}"
+            if row["partition"] is not None:
+                part = json.loads(row["partition"])
+                title += "  " + " ".join(f"{k}={_cell(v)}" for k, v in part.items())
+            console.print(title)
+            table = Table(show_edge=False, pad_edge=False)
+            for col in ("var", "pos", "type", "attributes"):
+                table.add_column(col, style="cyan" if col == "var" else None)
+            for var in names:
+                if row[f"{var}.position"] is None:
+                    continue
+                fixed = {f"{var}.{c}" for c in EVENT_COLUMNS}
+                attrs = "  ".join(
+                    f"{k[len(var) + 1:]}={_cells(v)}" for k, v in row.items()
+                    if k.startswith(var + ".") and k not in fixed and v is not None
+                    and (not isinstance(v, list) or any(x is not None for x in v)))
+                table.add_row(var, _cells(row[f"{var}.position"]), _cells(row[f"{var}.type"]), attrs)
+            console.print(table)
+            console.print()
+            n += 1
+    elapsed = max(time.perf_counter() - started, 1e-9)
+    console.print(
+        f"[bold]{n}[/] match{'es' if n != 1 else ''} · {lookup.n_seen:,} events read · "
+        f"{lookup.n_seen / elapsed:,.0f} events/s"
+    )
+    return n
+
+
 def _cell(v: Any) -> str:
     v = _json_value(v)
     return "∅" if v is None else str(v)
+
+
+def _cells(v: Any) -> str:
+    """A cell of the wide table: a list (a variable under ``+``) as ``[a, b]``."""
+    return "[" + ", ".join(map(_cell, v)) + "]" if isinstance(v, list) else _cell(v)
 
 
 def render_table(
@@ -795,9 +1061,12 @@ def write_matches(
     stdout: TextIO | None = None,
     partition_names: Sequence[str] = (),
     started: float | None = None,
+    shape: str = "long",
+    variables: Sequence[tuple[str, bool]] | None = None,
 ) -> int:
     """Write ``matches`` in ``fmt`` to ``output`` (a file, through ``atomic_path``) or to
-    standard output (``None`` or ``-``).
+    standard output (``None`` or ``-``), in ``shape`` (``SHAPES``; ``variables`` are the
+    wide shape's ``(name, many)``, see ``match_frames``).
 
     ``table`` always goes to ``console`` (an ``output`` with it is refused, not ignored);
     ``parquet`` needs a file. A failure to write (disk full, a failed rename) raises
@@ -805,6 +1074,10 @@ def write_matches(
     """
     if fmt not in OUTPUT_FORMATS:
         raise LogError(f"unknown output format {fmt!r}", ["formats: " + ", ".join(OUTPUT_FORMATS)])
+    if shape not in SHAPES:
+        raise LogError(f"unknown shape {shape!r}", ["shapes: " + ", ".join(SHAPES)])
+    wide = shape == "wide"
+    shaped = {"shape": shape, "variables": variables, "partition_names": partition_names}
     to_stdout = output is None or str(output) == "-"
     if fmt == "table":
         if not to_stdout:
@@ -812,24 +1085,30 @@ def write_matches(
                            ["use --format jsonl, csv or parquet with -o"])
         console = console or Console()
         _encodable(console.file, fmt)
+        if wide:
+            return render_wide_table(matches, lookup, console, variables, partition_names, started)
         return render_table(matches, lookup, console, partition_names, started)
     if fmt == "parquet" and to_stdout:
         raise LogError("parquet output needs a file", ["give an output path (-o FILE)"])
     if to_stdout:
         out = _encodable(stdout or sys.stdout, fmt)
+        if fmt == "jsonl" and wide:
+            return write_wide_jsonl(matches, lookup, out, variables, partition_names)
         if fmt == "jsonl":
             return write_jsonl(matches, lookup, out, partition_names)
-        return write_csv(matches, lookup, out)
+        return write_csv(matches, lookup, out, **shaped)
     try:
         with atomic_path(output) as path:  # type: ignore[arg-type]
             if fmt == "parquet":
                 if stat.S_ISREG(os.stat(path).st_mode):
-                    return write_parquet(matches, lookup, path)
+                    return write_parquet(matches, lookup, path, **shaped)
                 with path.open("wb") as raw:  # a FIFO or device: no seeking
-                    return write_parquet(matches, lookup, _Sequential(raw))  # type: ignore[arg-type]
+                    return write_parquet(matches, lookup, _Sequential(raw), **shaped)  # type: ignore[arg-type]
             with path.open("w", encoding="utf-8", newline="") as f:
+                if fmt == "jsonl" and wide:
+                    return write_wide_jsonl(matches, lookup, f, variables, partition_names)
                 if fmt == "jsonl":
                     return write_jsonl(matches, lookup, f, partition_names)
-                return write_csv(matches, lookup, f)
+                return write_csv(matches, lookup, f, **shaped)
     except OSError as e:  # ENOSPC, EIO, EPIPE on a FIFO whose reader left, ...
         raise OutputError(f"cannot write {output}: {e.strerror or e}") from None
