@@ -419,7 +419,7 @@ ERRORS = [
     ("A CONSUME BY ALL", "CONSUME BY takes ANY, PARTITION or NONE", 1, 14),
     ("SELECT * MAX FROM S WHERE A", "selection strategy goes right after SELECT", 1, 10),
     ("A WITHIN 1 EVENTS\nPARTITION BY [a]", "PARTITION is out of place", 2, 1),
-    ("A PARTITION BY name", "PARTITION BY lists attribute names in brackets", 1, 16),
+    ("A PARTITION BY 3", "PARTITION BY lists attribute names", 1, 16),
     ("A FILTER x[a IN {}]", "an IN set needs at least one value", 1, 18),
     ("SELL AND BUY", "AND combines conditions inside FILTER, not patterns", 1, 6),
     ("A FILTER x[]", "expected a condition inside x[...]", 1, 12),

@@ -130,3 +130,28 @@ def test_numbers_beyond_64_bits_are_refused(tmp_path, text, message):
     result = _cer("match", "-e", text, str(log))
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_partition_by_sql_form_is_a_composite_key():
+    # A(1,1) A(1,2) B(1,1): by (user_id, item_id) only A0..B2 share a key; by [user_id, item_id]
+    # (alternatives, CORE) the key is user_id and both A's pair with B.
+    events = [{"type": "A", "user_id": 1, "item_id": 1}, {"type": "A", "user_id": 1, "item_id": 2},
+              {"type": "B", "user_id": 1, "item_id": 1}]
+    composite = parse("A ; B PARTITION BY user_id, item_id")
+    assert composite.partition_by == (("user_id",), ("item_id",))
+    assert composite == parse("A ; B PARTITION BY [user_id], [item_id]")
+    got = sorted(m.start for m in plan(composite).run(events_frame(events)))
+    assert got == [0]
+    alternatives = parse("A ; B PARTITION BY [user_id, item_id]")
+    assert sorted(m.start for m in plan(alternatives).run(events_frame(events))) == [0, 1]
+
+
+def test_bracket_group_of_names_every_type_has_warns():
+    from cer_cli.events import Schema
+    from cer_cli.query.checks import check_query
+
+    schema = Schema({"A": {"user_id": "int", "item_id": "int"}, "B": {"user_id": "int", "item_id": "int"}})
+    report = check_query(parse("A ; B PARTITION BY [user_id, item_id]"), schema)
+    assert any("did you mean a composite key" in w for w, _ in report.warnings)
+    for text in ("A ; B PARTITION BY user_id, item_id", "A ; B PARTITION BY [user_id]"):
+        assert not any("composite" in w for w, _ in check_query(parse(text), schema).warnings)

@@ -154,7 +154,7 @@ def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
     check_predicate_types(f, schema, types)
     warnings = absent + safety_warnings(f)
     if schema is not None:
-        warnings += stream_warnings(f, schema)
+        warnings += stream_warnings(f, schema) + partition_warnings(query, schema)
     variables = {
         "var": var(f),
         "vdef": vdef(f),
@@ -386,6 +386,22 @@ def check_schema_names(query: Query, schema: Schema) -> tuple[tuple[str, Span | 
                 node.span,
             ))
     return tuple(dict.fromkeys(warned))
+
+
+def partition_warnings(query: Query, schema: Schema) -> tuple[tuple[str, Span | None], ...]:
+    """A bracket group lists *alternative* names (CORE): with names that every event type
+    has, only the first is ever used, which is likely a composite key written as one group."""
+    out = []
+    for i, group in enumerate(query.partition_by):
+        types = schema.event_types
+        if len(group) > 1 and types and all(set(group) <= set(schema.attributes(t)) for t in types):
+            spans = query.partition_spans[i] if i < len(query.partition_spans) else ()
+            out.append((
+                f"PARTITION BY [{', '.join(group)}] partitions by '{group[0]}' only: a bracket"
+                " group lists alternative names and every event type has the first; did you mean"
+                f" a composite key? write PARTITION BY {', '.join(group)}",
+                spans[0] if spans else query.span))
+    return tuple(out)
 
 
 def stream_warnings(formula: Formula, schema: Schema) -> tuple[tuple[str, Span | None], ...]:

@@ -304,6 +304,9 @@ class _Build:
     def partition_group(self, c):
         return tuple(t for t in c[1:-1] if t.type == "NAME")
 
+    def partition_name(self, c):
+        return tuple(c)
+
     def within_clause(self, c):
         return _Clause("within", {"within": c[1]}, _span(c))
 
@@ -575,7 +578,7 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
     if pt == "BY" and before is not None and before.type == "CONSUME":
         return err(f"CONSUME BY takes ANY, PARTITION or NONE, not {_describe(tok)}")
     if pt == "BY" and before is not None and before.type == "PARTITION":
-        return err("PARTITION BY lists attribute names in brackets, e.g. PARTITION BY [name]")
+        return err("PARTITION BY lists attribute names, e.g. PARTITION BY name or PARTITION BY [name]")
     if pt == "LIMIT":
         return err(f"LIMIT needs a whole number, not {_describe(tok)}")
     if pt == "WITHIN":
