@@ -155,3 +155,15 @@ def test_bracket_group_of_names_every_type_has_warns():
     assert any("did you mean a composite key" in w for w, _ in report.warnings)
     for text in ("A ; B PARTITION BY user_id, item_id", "A ; B PARTITION BY [user_id]"):
         assert not any("composite" in w for w, _ in check_query(parse(text), schema).warnings)
+
+
+def test_stream_qualified_labels_in_filters_filter_that_streams_events():
+    # CORE: BUY from S1 must be MSFT, BUY from S2 must be INTL; hand-checked: positions 0 and 2
+    text = "SELECT * FROM S1, S2 WHERE BUY FILTER S1>BUY[name='MSFT'] AND S2>BUY[name='INTL']"
+    events = [{"type": "BUY", "stream": s, "name": n}
+              for s, n in [("S1", "MSFT"), ("S1", "INTL"), ("S2", "INTL"), ("S2", "MSFT")]]
+    got = sorted(m.start for m in plan(parse(text)).run(events_frame(events)))
+    assert got == [0, 2]
+    assert sorted(m.start for m in reference.reference_matches(parse(text), events)) == [0, 2]
+    result = _cer("check", "-e", text)
+    assert result.exit_code == 0, result.output

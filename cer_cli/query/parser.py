@@ -36,6 +36,7 @@ from lark.parsers.lalr_analysis import Shift
 from cer_cli.query import ast
 from cer_cli.query.ast import Span
 from cer_cli.query.errors import QueryError, line_col
+from cer_cli.query.scope import attr_refs, children, labels, subformulas, with_children
 
 __all__ = ["parse", "KEYWORDS", "UNIT_NAMES", "MAX_DEPTH", "MAX_NESTING"]
 
@@ -637,9 +638,44 @@ def parse(text: str, filename: str | None = None) -> ast.Query:
     try:
         query = _parse(text)
         _check_depth(query)
-        return query
+        return qualify_streams(query)
     except QueryError as e:
         raise e.with_source(text, filename) from None
+
+
+def qualify_streams(query: ast.Query) -> ast.Query:
+    """CORE's stream-qualified labels in filters: ``FROM S1, S2 WHERE BUY FILTER
+    S1>BUY[name = 'MSFT']`` filters the BUY events of stream S1. With the streams listed
+    in FROM, an unqualified ``BUY`` is ``S1>BUY OR S2>BUY`` (every event comes from one of
+    them), which binds the labels such a filter reads; events of other streams pass it
+    vacuously, as any for-all filter on a variable they do not bind."""
+    if query.streams is None:
+        return query
+    wanted = [label.split(">", 1) for label in _unbound_stream_labels(query.formula)]
+    types = {e for s, e in wanted if s in query.streams and e}
+    if not types:
+        return query
+
+    def expand(f: ast.Formula) -> ast.Formula:
+        if isinstance(f, ast.EventType):
+            if f.stream is not None or f.name not in types:
+                return f
+            out: ast.Formula = ast.EventType(f.name, query.streams[0], span=f.span)
+            for stream in query.streams[1:]:
+                out = ast.FOr(out, ast.EventType(f.name, stream, span=f.span), span=f.span)
+            return out
+        if isinstance(f, ast.FNot):
+            return f
+        return with_children(f, tuple(expand(k) for k in children(f)))
+
+    return dataclasses.replace(query, formula=expand(query.formula))
+
+
+def _unbound_stream_labels(f: ast.Formula) -> set[str]:
+    """Labels ``S>E`` that filters read but that no atom of the formula binds."""
+    read = {r.var for node in subformulas(f) if isinstance(node, ast.Filter)
+            for r in attr_refs(node.predicate) if ">" in r.var}
+    return read - set(labels(f))
 
 
 def _parse(text: str) -> ast.Query:

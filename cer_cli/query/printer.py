@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from cer_cli.query import ast
-from cer_cli.query.parser import KEYWORDS
+from cer_cli.query.parser import KEYWORDS, qualify_streams
 from cer_cli.query.scope import pred_vars
 
 __all__ = ["to_text", "quote_name"]
@@ -191,7 +191,7 @@ def _query(q: ast.Query) -> str:
 def to_text(node: ast.Node) -> str:
     """Canonical CEQL text of a query, formula, predicate, expression, select item or window."""
     if isinstance(node, ast.Query):
-        return _query(node)
+        return _query(qualify_streams(node))  # as parse reads it, so printing is canonical
     if isinstance(node, ast.SelectItem):
         return _select_item(node)
     if isinstance(node, (ast.EventsWindow, ast.DurationWindow, ast.AttributeWindow)):
