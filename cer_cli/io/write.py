@@ -177,6 +177,13 @@ def _partition(match: Match, names: Sequence[str]) -> dict[str, Any] | None:
     return {k: _json_value(v) for k, v in zip(keys, match.partition, strict=True)}
 
 
+def partition_json(key: tuple | None, names: Sequence[str]) -> str | None:
+    """The ``partition`` column of CSV/Parquet output: the JSON text of the JSONL record's
+    ``partition`` object (None without PARTITION BY). Spark's writer uses it too."""
+    value = None if key is None else _partition(Match(0, 0, (), key), names)
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
 def match_record(
     n: int, match: Match, lookup: EventLookup, partition_names: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -242,11 +249,8 @@ def _match_frame(
     else:
         times = _gather(lookup, np.concatenate([start, end]), [tc])[tc]
         start_time, end_time = times[: len(start)], times[len(start):]
-    part_text: dict[int, str | None] = {}
-    for k in np.unique(np.asarray(batch.part, dtype=np.int64)).tolist():
-        key = batch.partitions.get(k)
-        value = None if key is None else _partition(Match(0, 0, (), key), partition_names)
-        part_text[k] = None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    part_text = {k: partition_json(batch.partitions.get(k), partition_names)
+                 for k in np.unique(np.asarray(batch.part, dtype=np.int64)).tolist()}
     parts = pl.Series(np.asarray(batch.part, dtype=np.int64)).replace_strict(
         part_text, return_dtype=pl.String
     ) if len(start) else pl.Series([], dtype=pl.String)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
+from cer_cli.io.write import LONG_COLUMNS, partition_json
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
@@ -71,10 +72,10 @@ _OWN = "__cer_own"  # the event belongs to its task's own range (not its context
 _KEY = "__cer_key"
 #: Spark SQL type of TIME per ``contract.time_storage``.
 _TIME_TYPES = {"int64": "long", "float64": "double"}
-_LONG_COLUMNS = ("match", "start", "end", "position", "stream", "row", "type", "vars")
 MATCH_SCHEMA = (
     "end long, seq long, start long, "
-    "events array<struct<position: long, vars: array<string>>>, partition binary"
+    "events array<struct<position: long, vars: array<string>>>, partition binary, "
+    "partition_json string"
 )
 
 
@@ -725,6 +726,7 @@ def _task(compiled: Plan):
     A fresh engine starts at every new GROUP; a match is kept when it ends at or after the
     group's first OWN event (events before it are the context of a ``ranges`` task).
     """
+    names = [g[0] for g in compiled.query.partition_by]
 
     def run(batches):
         import polars as pl
@@ -749,6 +751,7 @@ def _task(compiled: Plan):
                             "end": m.end, "seq": seq, "start": m.start,
                             "events": [{"position": p, "vars": list(v)} for p, v in m.events],
                             "partition": None if m.partition is None else pickle.dumps(m.partition),
+                            "partition_json": partition_json(m.partition, names),
                         })
                         seq += 1
             if schema is None:
@@ -756,7 +759,7 @@ def _task(compiled: Plan):
                     ("end", pa.int64()), ("seq", pa.int64()), ("start", pa.int64()),
                     ("events", pa.list_(pa.struct([("position", pa.int64()),
                                                    ("vars", pa.list_(pa.string()))]))),
-                    ("partition", pa.binary()),
+                    ("partition", pa.binary()), ("partition_json", pa.string()),
                 ])
             yield pa.RecordBatch.from_pylist(out, schema=schema)
 
@@ -894,7 +897,8 @@ def spark_write(
     mode: str = "errorifexists",
 ) -> int:
     """Have Spark write the long format of local mode (one row per match x event: match,
-    start, end, position, stream, row, type, vars, then the log's columns, ``log.``-prefixed
+    start, end, position, stream, row, type, vars, start_time, end_time, partition (JSON
+    text), then the log's columns, ``log.``-prefixed
     on a clash) as a ``parquet``, ``csv`` (vars joined with ``|``) or ``json`` directory,
     ordered by (match, position). ``mode`` is Spark's save mode. Returns the match count."""
     from pyspark.sql import functions as F
@@ -910,10 +914,19 @@ def spark_write(
         ev = run.events(logs, type_column, time_column, log_format)
         matches = _matches(run, compiled, ev, ranges).orderBy("end", "seq")
         numbered, total = run.index(matches, "match")
-        exploded = numbered.select("match", "start", "end", F.explode("events").alias("e"))
-        rows = exploded.select("match", "start", "end", F.col("e.position").alias("position"),
-                               F.col("e.vars").alias("vars"))
-        names = [f"log.{c}" if c in _LONG_COLUMNS else c for c in ev.columns]
+        # start_time / end_time: the log's time column at the match's first and last event
+        tc = ev.time_column if ev.time_column in ev.columns else None
+        for side in ("start", "end"):
+            when = (ev.frame.select(F.col(POS).alias(side), F.col(f"`{tc}`").alias(f"{side}_time"))
+                    if tc is not None else None)
+            numbered = (numbered.join(when, side, "left") if when is not None
+                        else numbered.withColumn(f"{side}_time", F.lit(None).cast("string")))
+        exploded = numbered.select("match", "start", "end", "start_time", "end_time",
+                                   F.col("partition_json").alias("partition"),
+                                   F.explode("events").alias("e"))
+        rows = exploded.select("match", "start", "end", "start_time", "end_time", "partition",
+                               F.col("e.position").alias("position"), F.col("e.vars").alias("vars"))
+        names = [f"log.{c}" if c in LONG_COLUMNS else c for c in ev.columns]
         events = ev.frame.select(
             F.col(POS).alias("position"), F.col(STREAM).alias("stream"), F.col(ROW).alias("row"),
             F.col(TYPE).alias("type"),
@@ -922,7 +935,7 @@ def spark_write(
         vars_col = F.array_join("vars", "|") if fmt == "csv" else F.col("vars")
         long = rows.join(events, "position").select(
             "match", "start", "end", "position", "stream", "row", "type", vars_col.alias("vars"),
-            *(F.col(f"`{n}`") for n in names),
+            "start_time", "end_time", "partition", *(F.col(f"`{n}`") for n in names),
         ).orderBy("match", "position")
         writer = long.write.mode(mode)
         if fmt == "csv":
