@@ -98,6 +98,19 @@ def test_parquet_long_format_reads_back(tmp_path: Path, lookup: EventLookup) -> 
     assert back["tmp"].to_list() == [45, None, 45, None]
 
 
+def test_parquet_row_groups_are_large_whatever_the_batches(tmp_path: Path, lookup) -> None:
+    """A Parquet writer keeps each row group's metadata until the footer: batches of 3 rows
+    must not become row groups of 3 rows (memory would grow with the output)."""
+    import pyarrow.parquet as pq
+
+    from cer_cli.io.write import write_parquet
+
+    target = tmp_path / "out.parquet"
+    assert write_parquet(MATCHES * 30, lookup, target, buffer_rows=3) == 120
+    meta = pq.ParquetFile(target).metadata
+    assert (meta.num_rows, meta.num_row_groups) == (120, 1)
+
+
 def test_empty_outputs_have_headers(tmp_path: Path, lookup: EventLookup) -> None:
     write_matches([], lookup, "parquet", tmp_path / "e.parquet")
     assert pl.read_parquet(tmp_path / "e.parquet").columns[:3] == ["match", "start", "end"]

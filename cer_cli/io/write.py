@@ -690,16 +690,30 @@ def _refuse_nested_for_csv(schema: pl.Schema) -> None:
             )
 
 
+#: Rows per Parquet row group (see ``write_parquet``).
+ROW_GROUP_ROWS = 1 << 19
+
+
 def write_parquet(
     matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, path: str | Path | Any,
     buffer_rows: int = 50_000, *, shape: str = "long",
     variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
 ) -> int:
-    """One row group per batch of matches, in ``shape``; ``vars`` and the wide shape's
+    """Row groups of ``ROW_GROUP_ROWS`` rows, in ``shape``; ``vars`` and the wide shape's
     variables under ``+`` are lists. ``path`` may be a binary stream instead of a path.
-    Returns rows."""
+    Returns rows. Large row groups on purpose: a Parquet writer keeps every row group's
+    metadata until it writes the footer, so small groups make memory grow with the output."""
+    import pyarrow as pa
+
     writer: pq.ParquetWriter | None = None
+    pending: list[pa.Table] = []
     total = 0
+
+    def flush() -> None:
+        if pending:
+            writer.write_table(pa.concat_tables(pending))
+            pending.clear()
+
     try:
         for frame in match_frames(matches, lookup, shape, variables, partition_names, buffer_rows):
             if not frame.height:
@@ -708,10 +722,13 @@ def write_parquet(
             if writer is None:
                 sink = str(path) if isinstance(path, str | Path) else path
                 writer = pq.ParquetWriter(sink, table.schema)
-            writer.write_table(table.cast(writer.schema))
+            pending.append(table.cast(writer.schema))
             total += frame.height
+            if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
+                flush()
         if writer is None:
             empty_frame(lookup, shape, variables).write_parquet(path)
+        flush()
     finally:
         if writer is not None:
             writer.close()
