@@ -19,6 +19,8 @@ Cost: linear (quadratic in the number of disjuncts of one OR, to drop duplicates
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cer_cli.compiler.rewrite.lp_normal_form import atom_labels
 from cer_cli.query import ast
 from cer_cli.query.scope import atom_type, children, conj, disj, filter_var, pred_vars, rename_var
@@ -95,7 +97,17 @@ def _atom(f: ast.Formula) -> ast.Formula | None:
     pred = fold(conj([rename_var(p, None, var) for p in preds[::-1]]))
     if isinstance(pred, ast.BoolConst):
         return out if pred.value else None
-    return ast.Filter(out, pred) if satisfiable(pred) else None
+    # One event: its atoms' connectives mean the same inside or between x[...] groups, so
+    # the merged test is one x[...] atom (and prints as one).
+    return ast.Filter(out, _scoped(pred)) if satisfiable(pred) else None
+
+
+def _scoped(p: ast.Predicate) -> ast.Predicate:
+    if isinstance(p, (ast.And, ast.Or)):
+        return replace(p, left=_scoped(p.left), right=_scoped(p.right), scoped=True)
+    if isinstance(p, ast.Not):
+        return replace(p, operand=_scoped(p.operand), scoped=True)
+    return p
 
 
 def satisfiable(pred: ast.Predicate) -> bool:
