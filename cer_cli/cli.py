@@ -357,7 +357,7 @@ SLICE_ROWS = 65_536
     " x.price... per variable (lists for variables under +).",
 )
 @_with_log_options
-@click.option("--limit", type=click.IntRange(min=0), help="Stop after N matches in total.")
+@click.option("--limit", type=click.IntRange(min=0, max=2**62), help="Stop after N matches in total.")
 @click.option("--count", is_flag=True, help="Print only the number of matches.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: on a terminal].")
 @click.option(

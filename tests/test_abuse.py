@@ -38,13 +38,20 @@ def test_late_string_in_an_integer_column_names_row_and_column(tmp_path: Path) -
 
 
 def test_nested_columns_in_csv_output_are_refused_by_name(tmp_path: Path) -> None:
+    """Flat lists are written as JSON arrays (as the wide shape's lists); structs and bytes
+    have no CSV form: refused, naming the column."""
     log = tmp_path / "l.parquet"
     pl.DataFrame({"type": ["A"], "tags": [["x", "y"]], "blob": [b"\x00"]}).write_parquet(log)
     result = cer("match", "-e", "A", str(log), "--format", "csv")
     assert result.returncode == 2, result.stderr
     _clean(result)
-    assert "column 'tags' holds lists" in result.stderr and "--format jsonl" in result.stderr
+    assert "column 'blob' holds binary" in result.stderr and "--format jsonl" in result.stderr
     assert cer("match", "-e", "A", str(log), "--format", "jsonl").returncode == 0
+    flat = tmp_path / "flat.parquet"
+    pl.DataFrame({"type": ["A"], "tags": [["x", "y"]]}).write_parquet(flat)
+    result = cer("match", "-e", "A", str(flat), "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    assert pl.read_csv(result.stdout.encode())["tags"].to_list() == ['["x", "y"]']
 
 
 def test_ascii_stdout_escapes_instead_of_failing(tmp_path: Path) -> None:

@@ -172,6 +172,7 @@ def test_several_logs_merge_by_time_and_name_streams(tmp_path):
         (["-e", "T AS x FILTER x.pressure > 1", "samples/fig1.csv"], "pressure"),
         (["-e", "T ; H WITHIN 5 minutes", "samples/fig1.csv"], "time column"),
         (["-e", "T ;", "samples/fig1.csv"], "<expr>:1:"),
+        (["-e", "T", "samples/fig1.csv", "--limit", "99999999999999999999999"], "--limit"),
         (["-e", "T", "samples/fig1.csv", "-o", "out.unknown"], "output format"),
         (["-e", "T", "samples/fig1.csv", "--format", "parquet"], "parquet output needs a file"),
         (["-e", "T", "samples/fig1.csv", "-o", "no/such/dir/out.csv"], "does not exist"),
