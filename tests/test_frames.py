@@ -12,24 +12,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 
 import cer_cli
-from cer_cli.cli import cli
-
-ROOT = Path(__file__).resolve().parent.parent
-QUERIES = sorted((ROOT / "queries").glob("*.cel"))
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "120"})
-
-
-def sample_of(query: Path) -> Path:
-    for line in query.read_text().splitlines():
-        if line.startswith("-- sample:"):
-            return ROOT / line.split(":", 1)[1].strip()
-    raise AssertionError(f"{query} names no sample")
+from tests.test_cli_match import QUERIES, ROOT, run, sample_of  # noqa: E402
 
 
 def user_frame(sample: Path) -> pl.DataFrame:

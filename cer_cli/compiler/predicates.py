@@ -32,15 +32,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import datetime
-
 import numpy as np
 import polars as pl
 
 from cer_cli.compiler.cea import GAnd, GAtom, GNot, GOr, GTrue, Guard
 from cer_cli.events import STREAM, TYPE
 from cer_cli.query import ast
-from cer_cli.query.checks import LIKE_SYNTAX_HINT, like_pattern_error
+from cer_cli.query.checks import LIKE_SYNTAX_HINT, iso_datetime, like_pattern_error
 from cer_cli.query.errors import QueryError
 from cer_cli.query.scope import pred_vars, strip_var
 
@@ -87,18 +85,6 @@ def _kind(dtype: pl.DataType) -> str | None:
     if isinstance(dtype, pl.Datetime):
         return "datetime"
     return None
-
-
-def iso_datetime(text: str) -> datetime.datetime | None:
-    """An ISO 8601 date-time literal as a naive UTC datetime (a value without an offset is
-    UTC, as in the logs), or None when ``text`` is not one."""
-    try:
-        value = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if value.tzinfo is not None:
-        value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-    return value
 
 
 def _datetime_literal(text: str, dtype: pl.DataType) -> pl.Expr | None:
