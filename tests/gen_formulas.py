@@ -175,19 +175,37 @@ def _not_atoms(draw, with_streams: bool) -> ast.FNot:
     return ast.FNot(ast.Filter(atom, draw(unary_atoms(draw(st.sampled_from(sorted(vdef(atom))))))))
 
 
+@st.composite
+def absent_atoms(draw, with_streams: bool = True) -> ast.Formula:
+    """ψ of ``φ1 ; !ψ ; φ2``: an event type, maybe named (AS) and filtered on its own
+    variables (unary: the absent event is not compared with the match's events)."""
+    atom: ast.Formula = draw(_event_types(with_streams))
+    own = sorted(vdef(atom))
+    if draw(st.booleans()):
+        atom = ast.As(atom, "n")
+        own.append("n")
+    if draw(st.booleans()):
+        atom = ast.Filter(atom, draw(predicates(tuple(own))))
+    return atom
+
+
 @cache
-def _skeletons(depth: int, with_not: bool, with_streams: bool, variables: tuple[str, ...]):
+def _skeletons(depth: int, with_not: bool, with_streams: bool, variables: tuple[str, ...],
+               with_absent: bool = False):
     """Filter-free formulas of depth <= ``depth``; atoms first so examples shrink to atoms."""
     atoms = _event_types(with_streams)
     if with_not:
         atoms = _rarely(atoms, _not_atoms(with_streams))
     if depth <= 1:
         return atoms
-    sub = _skeletons(depth - 1, with_not, with_streams, variables)
+    sub = _skeletons(depth - 1, with_not, with_streams, variables, with_absent)
+    absent = (st.builds(lambda a, b, psi: ast.Seq(a, b, absent=psi), sub, sub,
+                        absent_atoms(with_streams)),) if with_absent else ()
     return st.one_of(
         atoms,
         st.builds(ast.As, sub, st.sampled_from(variables)),
         st.builds(ast.Seq, sub, sub, _SOMETIMES),
+        *absent,
         st.builds(ast.FOr, sub, sub),
         st.builds(ast.Plus, sub, _SOMETIMES),
     )
@@ -205,7 +223,7 @@ def _children(f: ast.Formula) -> tuple[ast.Formula, ...]:
 
 def _rebuild(f: ast.Formula, children: tuple[ast.Formula, ...]) -> ast.Formula:
     if isinstance(f, ast.Seq):
-        return ast.Seq(children[0], children[1], f.contiguous)
+        return ast.Seq(children[0], children[1], f.contiguous, absent=f.absent)
     if isinstance(f, ast.FOr):
         return ast.FOr(children[0], children[1])
     if isinstance(f, ast.As):
@@ -238,12 +256,14 @@ def formulas(
     safe: bool = False,
     variables: tuple[str, ...] = VARIABLES,
     filter_probability: float = 0.2,
+    with_absent: bool = False,
 ) -> ast.Formula:
     """A random well-formed formula of depth <= ``max_depth`` (at most 4 keeps brute force
-    fast). ``binary`` allows predicates between events; ``safe`` rejects formulas whose
+    fast). ``with_absent`` also draws ``φ1 ; !ψ ; φ2`` with a unary ψ.
+    ``binary`` allows predicates between events; ``safe`` rejects formulas whose
     ``;`` defines an AS variable on both sides (outside every ``+``)."""
     assert max_depth <= 4, "the brute-force reference is exponential"
-    f = draw(_skeletons(max_depth, with_not, with_streams, tuple(variables)))
+    f = draw(_skeletons(max_depth, with_not, with_streams, tuple(variables), with_absent))
     assume(not safe or is_safe(f))
     if with_filters:
         f = _add_filters(draw, f, frozenset(), filter_probability, binary)

@@ -329,12 +329,15 @@ def _raw_matches(f: ast.Formula, stream: list[Event]) -> set[Valuation]:
         }
     if isinstance(f, ast.Seq):
         # φ ; ψ (or φ : ψ), discarding combinations that define an AS variable twice.
+        # φ1 ; !χ ; φ2 also needs no m with k < m < l and ([m, m], ν) ∈ ⟦χ⟧ for some ν.
         rights = formula_matches(f.right, stream)
+        blocked = set() if f.absent is None else _absent_positions(f.absent, stream)
         return {
             _concat(a, b, a.defined | b.defined)
             for a in formula_matches(f.left, stream)
             for b in rights
             if _follows(a, b, f.contiguous) and not (a.defined & b.defined)
+            and not any(a.end < m < b.start for m in blocked)
         }
     if isinstance(f, ast.FOr):
         return set(formula_matches(f.left, stream) | formula_matches(f.right, stream))
@@ -369,6 +372,14 @@ def _filter(f: ast.Filter, v: Valuation, stream: list[Event]) -> Valuation | Non
         return v if truth(f.predicate, env, stream) else None
     item = (f.predicate, tuple(sorted(env.items())))
     return Valuation(v.start, v.end, v.mu, v.defined, v.pending | {item})
+
+
+def _absent_positions(chi: ast.Formula, stream: list[Event]) -> set[int]:
+    """Positions ``m`` with ``([m, m], ν) ∈ ⟦χ⟧`` for some ν: the events χ forbids in a gap."""
+    found = formula_matches(chi, stream)
+    if any(v.pending for v in found):
+        raise ValueError(f"an absent formula may only filter its own events: {chi!r}")
+    return {v.start for v in found if v.start == v.end}
 
 
 def _satisfies_atom(atom: ast.Formula, event: Event) -> bool:

@@ -10,7 +10,7 @@ glued with ε-edges; transitions carry the set of variables they mark.
 * ``φ FILTER P(x)`` — conjoins ``P`` to every transition of φ that marks ``x`` (CORE's
   "for all"; after the rewrites P already sits on its atom, so this is one transition);
 * ``φ ; ψ`` — φ's exit, a fresh state with an unmarked ``TRUE`` skip loop, ψ's entry;
-  ``φ : ψ`` — no skip state;
+  ``φ : ψ`` — no skip state; ``φ1 ; !ψ ; φ2`` — the skip loop guarded by ``NOT ψ``;
 * ``φ+`` — exit back to entry through a fresh skip state; ``φ:+`` — directly;
 * ``φ OR ψ`` — fresh entry and exit around both;
 * ``NOT(a)`` — one unmarked transition guarded by the negation of the whole atom guard.
@@ -89,9 +89,12 @@ class _Builder:
             if f.contiguous:
                 self.edge(left.exit, EPSILON, frozenset(), right.entry)
                 return _Fragment(left.entry, right.exit, left.edges + right.edges)
+            # φ1 ; !ψ ; φ2: the gap's skip loop reads only events that are not ψ, so a run
+            # that would skip a ψ event dies there (constant work per event, tECS unchanged)
+            gap = GTrue() if f.absent is None else GNot(self.absent_guard(f.absent))
             skip = self.state()
             self.edge(left.exit, EPSILON, frozenset(), skip)
-            loop = self.edge(skip, GTrue(), frozenset(), skip)
+            loop = self.edge(skip, gap, frozenset(), skip)
             self.edge(skip, EPSILON, frozenset(), right.entry)
             return _Fragment(left.entry, right.exit, left.edges + (loop,) + right.edges)
         if isinstance(f, ast.FOr):
@@ -134,6 +137,29 @@ class _Builder:
         if not isinstance(atom, ast.EventType):
             raise QueryError("NOT(...) takes one event type, optionally filtered", atom.span)
         return GAnd((self.type_guard(atom), *guards)) if guards else self.type_guard(atom)
+
+    def absent_guard(self, psi: ast.Formula) -> Guard:
+        """Guard of the absent ψ of ``φ1 ; !ψ ; φ2``: an event type under AS and FILTERs that
+        read only its own variables (``check_absence`` refuses other shapes first)."""
+        guards, own = [], set()
+        atom = psi
+        while isinstance(atom, (ast.As, ast.Filter)):
+            if isinstance(atom, ast.As):
+                own.add(atom.var)
+            else:
+                guards.append(atom.predicate)
+            atom = atom.formula
+        if not isinstance(atom, ast.EventType):
+            raise QueryError("'!' takes one event type, optionally named with AS and filtered",
+                             psi.span)
+        own |= type_labels(atom)
+        out: list[Guard] = [self.type_guard(atom)]
+        for p in guards:
+            if not pred_vars(p) <= own:
+                raise QueryError("a filter inside '!(…)' may only read the absent event's own "
+                                 "variables here", p.span or psi.span)
+            out.append(self.alphabet.guard(p))
+        return GAnd(tuple(out)) if len(out) > 1 else out[0]
 
     def filter(self, inner: _Fragment, f: ast.Filter) -> _Fragment:
         xs = pred_vars(f.predicate)

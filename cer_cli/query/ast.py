@@ -200,12 +200,19 @@ class As:
 
 @dataclass(frozen=True)
 class Seq:
-    """``left ; right`` (skip anything in between) or ``left : right`` (``contiguous``)."""
+    """``left ; right`` (skip anything in between) or ``left : right`` (``contiguous``).
+
+    ``absent`` is ψ of ``left ; !ψ ; right``: no event satisfying ψ strictly between the two
+    sides (docs/language.md, "Absence"). It is a field, not a child: ψ binds nothing the
+    match reports, so the walkers of ``scope`` and the rewrite passes leave it alone, and
+    rebuilding a ``Seq`` with ``dataclasses.replace`` keeps it.
+    """
 
     left: Formula
     right: Formula
     contiguous: bool = False
     span: Span | None = _span()
+    absent: Formula | None = None
 
 
 @dataclass(frozen=True)

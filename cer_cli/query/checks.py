@@ -141,6 +141,7 @@ def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
     """
     f = query.formula
     check_not_atoms(f)
+    check_absence(query, schema)
     check_sanity(query)
     absent: tuple[tuple[str, Span | None], ...] = ()
     if schema is not None:
@@ -272,6 +273,60 @@ def check_not_atoms(formula: Formula) -> None:
                         _var_span(atom, v),
                         hints=["NOT(…) tests one event on its own; filter other variables outside"],
                     )
+
+
+def absent_formulas(formula: Formula) -> list[Formula]:
+    """Every ψ of ``φ1 ; !ψ ; φ2`` in the formula (a field of ``Seq``, not a sub-formula)."""
+    return [n.absent for n in subformulas(formula) if isinstance(n, Seq) and n.absent is not None]
+
+
+def check_absence(query: Query, schema: Schema | None = None) -> None:
+    """``!ψ`` names one event type, maybe with AS and FILTERs that read only that event.
+
+    Comparing ψ with the match's variables (correlated absence) is not supported yet, nor is
+    absence in a query with predicates between events: the partition rewrite and the hash
+    join would move the gap into one key's sub-stream or ignore it. ψ's own names, attributes
+    and types are checked as a filter's are.
+    """
+    psis = absent_formulas(query.formula)
+    if not psis:
+        return
+    for psi in psis:
+        atom, own, predicates = psi, set(), []
+        while isinstance(atom, (As, Filter)):
+            if isinstance(atom, As):
+                own.add(atom.var)
+            else:
+                predicates.append(atom.predicate)
+            atom = atom.formula
+        if not isinstance(atom, EventType):
+            raise QueryError("'!' takes a single event type, optionally named with AS and "
+                             "filtered", psi.span,
+                             hints=["write A ; !B ; C or A ; !(B AS b FILTER b.x > 1) ; C"])
+        own |= {atom.name, atom.label}
+        for predicate in predicates:
+            for a in filter_atoms(predicate):
+                for v in sorted(pred_vars(a) - own):
+                    raise QueryError(
+                        f"a filter inside !({atom.label}) reads '{v}': comparing the absent event"
+                        " with the match's events is not supported yet",
+                        _var_span(a, v),
+                        hints=["PARTITION BY the shared attribute (e.g. the user) makes the "
+                               "absence per key"])
+        if schema is not None:
+            sub = Query(formula=psi, streams=query.streams)
+            check_schema_names(sub, schema)
+            types = variable_event_types(psi)
+            check_attributes(sub, schema, types)
+            check_predicate_types(psi, schema, types)
+    for node in subformulas(query.formula):
+        if isinstance(node, Filter):
+            for a in filter_atoms(node.predicate):
+                if len(pred_vars(a)) >= 2:
+                    raise QueryError("'!' (absence) in a query with predicates between events is"
+                                     " not supported yet", a.span or node.span,
+                                     hints=["PARTITION BY the shared attribute instead of "
+                                            "comparing it"])
 
 
 def check_select(query: Query) -> None:

@@ -68,7 +68,7 @@ class _NoLexer(Lexer):
 
 # ------------------------------------------------------------------------------ lexer
 
-_PUNCT_RE = re.compile(r":\+|<=|>=|==|!=|<>|\.\.|[-+*/%<>=;:,.()\[\]{}]")
+_PUNCT_RE = re.compile(r":\+|<=|>=|==|!=|<>|\.\.|[-+*/%<>=;:,.()\[\]{}!]")
 _NUMBER_RE = re.compile(r"(?:\d+\.\d+|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPACE_RE = re.compile(r"\s+")
@@ -360,6 +360,16 @@ class _Build:
     def f_seq(self, c):
         return ast.Seq(c[0], c[2], False, _span(c))
 
+    def f_seq_absent(self, c):
+        return ast.Seq(c[0], c[4], False, _span(c), absent=c[2])
+
+    def absent(self, c):
+        return c[1]
+
+    def trailing_absent(self, c):
+        raise _err("trailing absence ('φ ; !ψ' last, no ψ within the window) is not supported"
+                   " yet; absence between two events ('A ; !B ; C') is", c[-2:])
+
     def f_next(self, c):
         return ast.Seq(c[0], c[2], True, _span(c))
 
@@ -571,6 +581,12 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
         return QueryError(message, at)
 
     formula_start = {"NAME", "LPAR", "LSQB", "NOT"} <= expected
+    if tok.type == "BANG":
+        return err("'!' (absence) goes between two parts of a sequence, e.g. A ; !B ; C:"
+                   " not alone, first, or after ':' or OR")
+    if pt == "BANG" or (before is not None and before.type == "BANG" and tok.type != "SEMICOLON"):
+        return err("'!' takes one event type, named or filtered in parentheses, and is"
+                   " followed by ';', e.g. A ; !(B FILTER B[x > 1]) ; C")
     if after_formula_not or (brackets and brackets[-1].formula_not):
         return err(_NOT_HELP)
     if tok.type == "AND" and ("F_OR" in expected or "SEMICOLON" in expected):

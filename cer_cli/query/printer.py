@@ -132,6 +132,8 @@ def _formula(f: ast.Formula) -> str:
     if isinstance(f, ast.As):
         return f"({_formula(f.formula)} AS {quote_name(f.var)})"
     if isinstance(f, ast.Seq):
+        if f.absent is not None:
+            return f"({_formula(f.left)} ; !{_formula(f.absent)} ; {_formula(f.right)})"
         return f"({_formula(f.left)} {':' if f.contiguous else ';'} {_formula(f.right)})"
     if isinstance(f, ast.FOr):
         return f"({_formula(f.left)} OR {_formula(f.right)})"

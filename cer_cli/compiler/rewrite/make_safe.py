@@ -17,6 +17,8 @@ number of ORs under sequences.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cer_cli.query import ast
 from cer_cli.query.scope import children, defines, disj, filter_var, vdef_plus
 
@@ -51,8 +53,8 @@ def _dnf(f: ast.Formula) -> list[ast.Formula]:
     if isinstance(f, ast.FOr):
         return _dnf(f.left) + _dnf(f.right)
     if isinstance(f, ast.Seq):
-        return [ast.Seq(a, b, f.contiguous, span=f.span)
-                for a in _dnf(f.left) for b in _dnf(f.right)]
+        # replace, not a new Seq: the absent ψ of ``φ1 ; !ψ ; φ2`` stays with the sequence
+        return [replace(f, left=a, right=b) for a in _dnf(f.left) for b in _dnf(f.right)]
     if isinstance(f, ast.Plus):
         body = make_safe(f.body)
         return [] if body is None else [ast.Plus(body, f.contiguous, span=f.span)]

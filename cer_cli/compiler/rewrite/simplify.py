@@ -45,7 +45,10 @@ def simplify(formula: ast.Formula) -> ast.Formula | None:
             return inner
         return _atom(ast.As(inner, formula.var, span=formula.span))
     if isinstance(formula, ast.Seq):
-        return ast.Seq(kids[0], kids[1], formula.contiguous, span=formula.span)
+        if formula.absent is None:
+            return replace(formula, left=kids[0], right=kids[1])
+        psi = absent_atom(formula.absent)
+        return replace(formula, left=kids[0], right=kids[1], absent=psi)
     if isinstance(formula, ast.Plus):
         return ast.Plus(kids[0], formula.contiguous, span=formula.span)
     assert isinstance(formula, ast.Filter)
@@ -185,3 +188,23 @@ def fold(pred: ast.Predicate) -> ast.Predicate:
                 return a if a.value == absorbing else b
         return type(pred)(left, right, span=pred.span)
     return pred
+
+
+def absent_atom(psi: ast.Formula) -> ast.Formula | None:
+    """ψ of ``φ1 ; !ψ ; φ2`` as ``E FILTER E[p]`` (``None``: ψ never holds, the gap is free).
+
+    ψ matches one event, so all its variables (its labels, AS names) denote that event: they
+    are renamed to the label and the filters merged, giving one unary predicate that the
+    alphabet tests per event, as the automaton's gap guard ``NOT ψ`` needs."""
+    preds = []
+    while isinstance(psi, (ast.As, ast.Filter)):
+        if isinstance(psi, ast.Filter):
+            preds.append(psi.predicate)
+        psi = psi.formula
+    assert isinstance(psi, ast.EventType), psi
+    if not preds:
+        return psi
+    pred = fold(conj([rename_var(p, None, psi.label) for p in reversed(preds)]))
+    if isinstance(pred, ast.BoolConst):
+        return psi if pred.value else None
+    return ast.Filter(psi, pred)
