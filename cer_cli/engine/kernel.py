@@ -2,9 +2,11 @@
 enumeration (Algorithm 2), over numpy arrays.
 
 Written over typed arrays so numba can compile it (``cache=True``: compiled once per
-machine). Without numba the very same functions run as plain Python (``njit`` is the
-identity), which is slow but lets the tests exercise this code with and without compilation
-(``NUMBA_DISABLE_JIT=1`` does the same with numba installed).
+machine). The module's names are the plain functions; ``compiled()`` imports numba and
+returns the compiled ones, which a run asks for only when its input is large
+(``want_jit``), so small logs never pay numba's import and cache load. Without numba, or
+with ``NUMBA_DISABLE_JIT=1``, the very same functions run as plain Python, which is slow but
+lets the tests exercise this code with and without compilation.
 
 The tECS (timed enumerable compact set, CORE §4.1–4.2 and App. B) is a DAG of three node
 kinds: a *bottom* is where a run started (its position, its window time, and in field ``B``
@@ -56,29 +58,72 @@ candidates the loop returns ``NEED_DECIDE`` without consuming, and the caller co
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import numpy as np
 
-try:  # pragma: no cover - exercised by whichever is installed
-    import numba
+#: numba is imported only when a run asks for the compiled kernel (``compiled``): importing
+#: it and loading the cached machine code costs ~1 s, more than a small log takes uncompiled.
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
-    def njit(f):
-        return numba.njit(cache=True, nogil=True)(f)
+#: name -> compile without reference counting? (the functions ``compiled`` compiles)
+_JIT: dict[str, bool] = {}
+_PLAIN: dict = {}  # name -> the plain function (to tell when a test replaced the name)
 
-    def njit_plain(f):
-        """Compiled without numba's reference counting (``_nrt=False``): such a function
-        cannot allocate, and in exchange pays nothing for the arrays it passes around —
-        with counting on, the atomic increments per call cost more than the algorithm."""
-        return numba.njit(cache=True, nogil=True, _nrt=False)(f)
 
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover
+def njit(f):
+    """Mark ``f`` for compilation; the module keeps the plain function (see ``compiled``)."""
+    _JIT[f.__name__], _PLAIN[f.__name__] = False, f
+    return f
 
-    def njit(f):
-        return f
 
-    njit_plain = njit
+def njit_plain(f):
+    """``njit`` without numba's reference counting (``_nrt=False``): such a function
+    cannot allocate, and in exchange pays nothing for the arrays it passes around —
+    with counting on, the atomic increments per call cost more than the algorithm."""
+    _JIT[f.__name__], _PLAIN[f.__name__] = True, f
+    return f
 
-    HAVE_NUMBA = False
+
+_compiled: dict | None = None
+
+
+def compiled() -> dict:
+    """The numba-compiled kernel functions by name (compiled with ``cache=True`` on first
+    call, then loaded from numba's cache). They are copies of this module's functions over a
+    copy of its globals in which every marked name is the compiled version, so compiled
+    code calls compiled code; the module's own names stay plain Python. Without numba, or
+    with ``NUMBA_DISABLE_JIT=1``, the plain functions themselves (so tests can patch them)."""
+    global _compiled
+    if _compiled is None:
+        if not HAVE_NUMBA or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+            _compiled = {}
+        else:
+            import types
+
+            import numba
+
+            g = dict(globals())
+            for name, no_nrt in _JIT.items():
+                f = globals()[name]
+                copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
+                copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, __name__, f.__doc__
+                opts = {"_nrt": False} if no_nrt else {}
+                g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
+            _compiled = {name: g[name] for name in _JIT}
+    return _compiled
+
+
+#: A run switches to the compiled functions once it has seen this many events (before
+#: that, plain Python costs less than numba's import and cache load, ~0.5-1 s).
+JIT_MIN_EVENTS = 20_000
+
+
+def jit_forced() -> bool | None:
+    """``CER_JIT=1`` / ``CER_JIT=0``: always / never compiled; otherwise ``None`` (by size)."""
+    forced = os.environ.get("CER_JIT", "")
+    return forced == "1" if forced in ("0", "1") else None
 
 BOTTOM, OUTPUT, UNION = 0, 1, 2
 KIND, POS, MX, A, B, LAB = 0, 1, 2, 3, 4, 5
@@ -802,8 +847,13 @@ class KernelState:
 
     def __init__(self, dfa, by_events: bool, bound, consume: str, compact_min: int,
                  float_times: bool, decide: bool = False, limit: int | None = None,
-                 split: bool = False, out_cap: int = OUT_CAP, budget: int = BUDGET_UNITS) -> None:
+                 split: bool = False, out_cap: int = OUT_CAP, budget: int = BUDGET_UNITS,
+                 jit: bool | None = None) -> None:
         self.dfa = dfa
+        #: compiled (``compiled``) if True, plain if False; ``None``: plain until the run has
+        #: seen ``JIT_MIN_EVENTS`` events, compiled from then on (both use the same arrays).
+        self.jit = jit
+        self._fns = compiled() if jit else {}
         self.split = split
         self.out_cap = max(1, out_cap)
         self.ev_cap = 4 * self.out_cap
@@ -862,6 +912,12 @@ class KernelState:
         # outputs, flushed to the caller when full
         self._reset_out()
         self._states()
+
+    def _fn(self, name: str):
+        """The kernel function ``name`` this state runs: compiled if ``jit``, unless the
+        module's name was replaced (tests wrap ``run_events`` to count calls)."""
+        f = globals()[name]
+        return self._fns.get(name, f) if f is _PLAIN[name] else f
 
     def _reset_out(self) -> None:
         """Output arrays at the cap (room for ``out_cap`` complex events)."""
@@ -976,6 +1032,8 @@ class KernelState:
         self._states()
         cols = self.columns(syms)
         n = len(cols)
+        if self.jit is None and int(self.st[EVENTS]) + n >= JIT_MIN_EVENTS:
+            self.jit, self._fns = True, compiled()
         if times is None:  # no window, or an EVENTS one (times are then partition indices)
             times = np.zeros(n, self.tdtype)
             hastime = np.ones(n, np.bool_)
@@ -989,7 +1047,7 @@ class KernelState:
             st[NEED_ES] = st[NEED_PATH] = 0
             if len(self.cnt) < len(self.mt):  # node counts beside the nodes
                 self.cnt = _pad(self.cnt, 0, len(self.mt), 0)
-            status, i = run_events(
+            status, i = self._fn("run_events")(
                 i, stop, cols, positions, keys, times, hastime, self.by_events,
                 self.has_bound, self.bound, self.consume_policy, emit, self.decide,
                 self.dfa.initial, self.final, self.tunm, self.toff, self.tcnt, self.mq, self.ml,
@@ -1137,8 +1195,9 @@ class KernelState:
 
     def compact(self) -> None:
         """Compact the tECS now (also what ``NEED_COMPACT`` does)."""
-        _compact_all(self.nodes, self.mt, self.st, self.tstate, self.tlen, self.ulen, self.ul,
-                     self.pcount, self.now, self.by_events, self.has_bound, self.bound)
+        self._fn("_compact_all")(
+            self.nodes, self.mt, self.st, self.tstate, self.tlen, self.ulen, self.ul,
+            self.pcount, self.now, self.by_events, self.has_bound, self.bound)
 
     def lowest_start(self) -> int | None:
         """The earliest start position of any stored partial match (``None``: none). After

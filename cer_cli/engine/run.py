@@ -209,6 +209,8 @@ class Engine:
         return syms, positions, keys, times, hastime
 
     def _new_kernel(self, float_times: bool) -> None:
+        """The kernel state: uncompiled until the run is large (``KernelState``'s ``jit``), so a
+        small log does not wait for numba's import and cache load; ``CER_JIT`` forces it."""
         bound = self._bound
         if bound is not None and not float_times:
             bound = int(bound)
@@ -217,6 +219,7 @@ class Engine:
             self._compact_min, float_times, decide=self._post_process and self.consume != "NONE",
             limit=self.limit if self._kernel_limit else None,
             split=not self._post_process, out_cap=self._out_cap, budget=self._budget,
+            jit=K.jit_forced(),
         )
 
     # ------------------------------------------------------------------ running

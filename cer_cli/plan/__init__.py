@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -32,14 +33,15 @@ from cer_cli.compiler.correlation import equality_to_partition, partition_plan, 
 from cer_cli.compiler.pcea import plan_pcea
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
-from cer_cli.engine.pcea import HashJoinEngine
 from cer_cli.engine.post_filter import PostFilter
 from cer_cli.engine.run import Engine
 from cer_cli.events import Match, Schema
 from cer_cli.plan.fanout import Fanout, fanout
-from cer_cli.plan.memory import memory_verdict
 from cer_cli.query import ast
 from cer_cli.query.checks import CheckReport
+
+if TYPE_CHECKING:  # loaded when used: most runs need neither (start-up time, issue #15)
+    from cer_cli.engine.pcea import HashJoinEngine
 
 __all__ = ["Plan", "RewriteResult", "PassResult", "plan", "PARTITION", "HASH_JOIN", "POST_FILTER"]
 
@@ -128,6 +130,8 @@ class Plan:
 
     @cached_property
     def _verdicts(self) -> dict:
+        from cer_cli.plan.memory import memory_verdict
+
         return {m: memory_verdict(self.query, self.rewritten, self.correlation_method, m, self.schema)
                 for m in ("match", "count", "distinct")}
 
@@ -137,6 +141,8 @@ class Plan:
         """A fresh executor. ``options`` tune the CEA executor (cache size, compaction)."""
         q = self.query
         if self.executor_kind == HASH_JOIN:
+            from cer_cli.engine.pcea import HashJoinEngine
+
             return HashJoinEngine(self.rewritten.pcea, window=q.within, partition_by=self.partition_by,
                                   limit=q.limit, streams=q.streams, strategy=q.strategy)
         return Engine(

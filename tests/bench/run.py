@@ -1,5 +1,7 @@
 """Run the benchmark suite: generate the logs, measure every workload on `cer` (end to end and
-engine only), CORE (pycer) and the polars limit, print a table, write ``report.md`` and a plot.
+engine only), CORE (pycer) and the polars limit, plus the whole-process start-up and ``--count``
+figures (``startup.py``); print a table, write ``bench-out/report.md`` and a plot there
+(``bench-out/`` is ignored by git: a run never modifies tracked files).
 
     .venv/bin/python tests/bench/run.py                      # everything, 1M-event logs
     .venv/bin/python tests/bench/run.py --size 100000 --groups uniformP3,Pn
@@ -30,9 +32,13 @@ import polars as pl  # noqa: E402
 
 from tests.bench import generators as gen  # noqa: E402
 from tests.bench import harness as h  # noqa: E402
+from tests.bench import startup  # noqa: E402
 from tests.bench.workloads import GROUPS, STRESS_LENGTHS, Workload, all_workloads  # noqa: E402
 
 SIDES = ("cer", "engine", "core", "polars")
+#: not a workload group: the start-up and whole-process ``--count`` figures (``startup.py``)
+STARTUP = "startup"
+OUT = h.REPO / "bench-out"
 
 
 @dataclass
@@ -64,15 +70,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="cer benchmark suite")
     p.add_argument("--size", type=int, default=gen.DEFAULT_SIZE, help="events per log (1M)")
     p.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
-    p.add_argument("--groups", default=",".join(GROUPS),
-                   help=f"comma-separated subset of {','.join(GROUPS)}")
+    p.add_argument("--groups", default=",".join((*GROUPS, STARTUP)),
+                   help=f"comma-separated subset of {','.join((*GROUPS, STARTUP))}")
     p.add_argument("--only", default="", help="comma-separated workload names (e.g. 'P3,F-Q1')")
     p.add_argument("--stress-lengths", default=",".join(map(str, STRESS_LENGTHS)))
     p.add_argument("--skip", default="", help=f"comma-separated sides to skip: {','.join(SIDES)}")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     p.add_argument("--data", type=Path, default=h.BENCH / "data", help="where logs are cached")
-    p.add_argument("--report", type=Path, default=h.BENCH / "report.md")
-    p.add_argument("--plot", type=Path, default=h.BENCH / "throughput.png")
+    p.add_argument("--repeats", type=int, default=3, help="runs per start-up figure (median)")
+    p.add_argument("--baseline", type=Path, default=None,
+                   help="another cer source tree (e.g. `git archive main`) to measure beside "
+                        "this one in the start-up figures")
+    p.add_argument("--report", type=Path, default=OUT / "report.md")
+    p.add_argument("--plot", type=Path, default=OUT / "throughput.png")
     extra = shlex.split(os.environ.get("CER_BENCH_ARGS", ""))
     return p.parse_args((sys.argv[1:] if argv is None else argv) + extra)
 
@@ -164,7 +174,8 @@ def plot(results: list[Result], path: Path) -> str:
     return f"plot written to {path}"
 
 
-def write_report(results: list[Result], args, notes: list[str], plot_msg: str) -> None:
+def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
+                 startup_lines: list[str] | None = None) -> None:
     rows = [row(r) for r in results]
     lines = [
         "# cer benchmark report",
@@ -187,6 +198,8 @@ def write_report(results: list[Result], args, notes: list[str], plot_msg: str) -
         md_table(rows),
         "",
     ]
+    if startup_lines:
+        lines += ["## Start-up and whole-process `--count` (issue #15)", "", *startup_lines, ""]
     if any(r.workload.group == "stress" for r in results):
         lines.append("Stress rows: `agree` also compares with the exact count computed from the "
                      "stream (every match ends at the trigger).")
@@ -205,6 +218,7 @@ def write_report(results: list[Result], args, notes: list[str], plot_msg: str) -
         lines += [f"![throughput]({args.plot.name})", ""]
     else:
         lines += [plot_msg, ""]
+    args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines))
 
 
@@ -285,11 +299,20 @@ def main(argv: list[str] | None = None) -> list[Result]:
                      and not run.error.startswith("CORE unavailable")})
     notes += errors
     notes += [f"{r.workload.name}: {r.workload.note}" for r in results if r.workload.note]
+    startup_lines = None
+    if STARTUP in groups:
+        print("[startup] start-up and whole-process --count", flush=True)
+        figs = startup.run(args.data, args.size, args.seed, args.repeats, args.timeout,
+                           args.baseline)
+        startup_lines = startup.report(figs, args.repeats)
     print()
     print(text_table([row(r) for r in results]))
+    if startup_lines:
+        print("\n".join(["", *startup_lines]))
+    args.plot.parent.mkdir(parents=True, exist_ok=True)
     plot_msg = plot(results, args.plot)
     print(plot_msg)
-    write_report(results, args, notes, plot_msg)
+    write_report(results, args, notes, plot_msg, startup_lines)
     print(f"report written to {args.report}")
     for n in notes:
         print(f"note: {n}")

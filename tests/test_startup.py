@@ -1,0 +1,102 @@
+"""Start-up (issue #15 item 2): a command imports only what it needs. `cer --help` and
+`cer check` load neither numba nor polars; `cer match` on a small log runs the kernel
+uncompiled and never imports numba (its import and cache load cost more than the run); a
+large run switches to the compiled kernel, and ``CER_JIT`` forces either. The times
+themselves are measured by the benchmark (``tests/bench/startup.py``), not here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cer_cli.engine import kernel as K
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("numba", "polars", "pyarrow")
+#: runs `python -m cer_cli ARGS` and, at exit, prints which heavy modules it imported
+PROBE = (
+    "import atexit, runpy, sys\n"
+    f"atexit.register(lambda: sys.stderr.write('\\nLOADED ' + ','.join(m for m in {HEAVY!r}"
+    " if m in sys.modules) + '\\n'))\n"
+    "sys.argv = ['cer'] + sys.argv[1:]\n"
+    "runpy.run_module('cer_cli', run_name='__main__')\n"
+)
+
+
+def _loaded(args: list[str], **env: str) -> tuple[set[str], subprocess.CompletedProcess]:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("CER_JIT", "NUMBA_DISABLE_JIT")}
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**full_env, **env})
+    line = [x for x in proc.stderr.splitlines() if x.startswith("LOADED ")][-1]
+    return set(filter(None, line[len("LOADED "):].split(","))), proc
+
+
+def test_help_and_check_import_neither_numba_nor_polars():
+    loaded, proc = _loaded(["--help"])
+    assert proc.returncode == 0 and "match" in proc.stdout
+    assert not loaded & {"numba", "polars"}, loaded
+    loaded, proc = _loaded(["check", "-e", "A ; B FILTER B[x > 1]"])
+    assert proc.returncode == 0, proc.stderr
+    assert not loaded & {"numba", "polars"}, loaded
+
+
+def _log(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / f"log{n}.csv"
+    path.write_text("type,t\n" + "".join(f"{'ABC'[i % 3]},{i}\n" for i in range(n)))
+    return path
+
+
+def test_match_on_a_small_log_runs_uncompiled_without_numba(tmp_path):
+    log = _log(tmp_path, 3)
+    loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(log), "--count"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1"
+    assert "numba" not in loaded
+    loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(log)])  # with output
+    assert proc.returncode == 0 and '"match": 0' in proc.stdout, proc.stderr
+    assert "numba" not in loaded
+
+
+@pytest.mark.skipif(not K.HAVE_NUMBA, reason="needs numba")
+def test_cer_jit_forces_the_compiled_kernel(tmp_path):
+    loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(_log(tmp_path, 3)), "--count"],
+                           CER_JIT="1")
+    assert proc.returncode == 0 and proc.stdout.strip() == "1", proc.stderr
+    assert "numba" in loaded
+
+
+def test_a_run_switches_to_the_compiled_kernel_once_large(monkeypatch):
+    """Plain until ``JIT_MIN_EVENTS`` events, then compiled, with the same counts; the
+    switch is safe because both run over the same numpy arrays."""
+    from cer_cli.api import compile_query
+    from tests.builders import events_frame
+
+    frame = events_frame([{"type": "ABC"[i % 3], "stream": "S"} for i in range(90)])
+    monkeypatch.setenv("CER_JIT", "0")
+    plain = compile_query("A ; B ; C WITHIN 5 EVENTS").executor()
+    want = [plain.count(frame.slice(0, 30)), plain.count(frame.slice(30))]
+    assert plain._k.jit is False and want[0] > 0 and want[1] > 0
+    monkeypatch.delenv("CER_JIT")
+    monkeypatch.setattr(K, "JIT_MIN_EVENTS", 60)
+    ex = compile_query("A ; B ; C WITHIN 5 EVENTS").executor()
+    assert ex.count(frame.slice(0, 30)) == want[0]
+    assert ex._k.jit is None and ex._k._fns == {}
+    assert ex.count(frame.slice(30)) == want[1]
+    assert ex._k.jit is True and ex._k._fns is K.compiled()
+
+
+def test_bench_writes_only_ignored_files(monkeypatch):
+    """`make bench` must not modify tracked files: its report and plot go to bench-out/,
+    which git ignores (issue #15 item 5)."""
+    from tests.bench.run import parse_args
+
+    monkeypatch.delenv("CER_BENCH_ARGS", raising=False)
+    args = parse_args([])
+    for path in (args.report, args.plot, args.data / "tiny.csv"):
+        rel = path.resolve().relative_to(ROOT)
+        proc = subprocess.run(["git", "check-ignore", "-q", str(rel)], cwd=ROOT)
+        assert proc.returncode == 0, f"{rel} is not ignored by git"
