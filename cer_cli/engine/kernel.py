@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 
 import numpy as np
 
@@ -87,6 +88,7 @@ def njit_plain(f):
 
 
 _compiled: dict | None = None
+_compiling = threading.Lock()
 
 
 def compiled() -> dict:
@@ -96,23 +98,27 @@ def compiled() -> dict:
     code calls compiled code; the module's own names stay plain Python. Without numba, or
     with ``NUMBA_DISABLE_JIT=1``, the plain functions themselves (so tests can patch them)."""
     global _compiled
-    if _compiled is None:
-        if not HAVE_NUMBA or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
-            _compiled = {}
-        else:
-            import types
-
-            import numba
-
-            g = dict(globals())
-            for name, no_nrt in _JIT.items():
-                f = globals()[name]
-                copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
-                copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, __name__, f.__doc__
-                opts = {"_nrt": False} if no_nrt else {}
-                g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
-            _compiled = {name: g[name] for name in _JIT}
+    with _compiling:
+        if _compiled is None:
+            _compiled = _compile_all()
     return _compiled
+
+
+def _compile_all() -> dict:
+    if not HAVE_NUMBA or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        return {}
+    import types
+
+    import numba
+
+    g = dict(globals())
+    for name, no_nrt in _JIT.items():
+        f = globals()[name]
+        copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
+        copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, __name__, f.__doc__
+        opts = {"_nrt": False} if no_nrt else {}
+        g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
+    return {name: g[name] for name in _JIT}
 
 
 #: A run switches to the compiled functions once it has seen this many events (before
