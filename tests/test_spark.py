@@ -182,6 +182,88 @@ def test_spark_write_equals_local_long_format(spark, tmp_path):
     assert got.sort("match", "position").equals(want.cast(got.schema))
 
 
+# --------------------------------------------------------------------------- DataFrames
+
+
+def _user_frame(spark, sample: str):
+    """The sample as a Spark user loads it: Spark's own readers (CSV with a header and
+    inferred types, as ``--spark`` reads it; Parquet)."""
+    if sample.endswith(".csv"):
+        return spark.read.csv(sample, header=True, inferSchema=True)
+    return spark.read.parquet(sample)
+
+
+def _cli_long(tmp_path: Path, query: str, sample: str) -> pl.DataFrame:
+    """What ``cer match QUERY SAMPLE -o out.parquet`` writes (local mode, long shape)."""
+    out = tmp_path / "cli.parquet"
+    result = _cli("match", query, sample, "-o", str(out), "--allow-unbounded")
+    assert result.exit_code == 0, result.output
+    return pl.read_parquet(out)
+
+
+@pytest.mark.parametrize(("sample", "query"), _pairs())
+def test_spark_frames_equal_cli_output(spark, tmp_path, sample, query):
+    """``cer_cli.spark.match`` on a Spark DataFrame gives the CLI's long output (the stream
+    named as the CLI names the file), every example query on its sample."""
+    from cer_cli.spark import match
+
+    want = _cli_long(tmp_path, query, sample)
+    result = match(_user_frame(spark, sample), Path(query).read_text(), stream=Path(sample).stem)
+    got = pl.from_arrow(result.toArrow())
+    assert got.columns == want.columns
+    assert got.equals(want.cast(got.schema).sort("match", "position"))
+    assert got.schema == want.cast(got.schema).schema
+    assert got.schema["vars"] == want.schema["vars"] and got.schema["row"] == want.schema["row"]
+
+
+def test_spark_frames_equal_local_frames(spark):
+    """The same rows as a polars frame through ``cer_cli.match`` and as a Spark frame through
+    ``cer_cli.spark.match`` give the same matches, with a type and time column named."""
+    import cer_cli
+    from cer_cli.spark import match
+
+    sample = str(ROOT / "samples" / "stocks.csv")
+    query = "SELECT * WHERE SELL AS s ; BUY AS b FILTER b[price > 100] WITHIN 5 EVENTS"
+    want = cer_cli.match(pl.read_csv(sample), query, type_column="type", time_column="ts")
+    assert want.height > 0
+    got = pl.from_arrow(match(_user_frame(spark, sample), query, type_column="type",
+                              time_column="ts").toArrow())
+    assert got.columns == want.columns
+    assert got.equals(want.cast(got.schema))
+
+
+def test_spark_match_is_lazy(spark):
+    """No Spark job runs before an action on the result (with a compiled Plan and a plan
+    that needs no ranges); the action then runs jobs in the same group."""
+    from cer_cli.spark import match
+
+    sample = str(ROOT / "samples" / "stocks.csv")
+    compiled = compile_query((ROOT / "queries" / "core_q2.cel").read_text(),
+                             schema=read_events([sample]).schema)
+    assert compiled.fanout.kind != RANGES
+    df = _user_frame(spark, sample)  # inferSchema reads the file: before the group
+    sc, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
+    sc.setJobGroup("cer-lazy", "cer_cli.spark.match laziness")
+    try:
+        result = match(df, compiled, stream="stocks")
+        assert list(tracker.getJobIdsForGroup("cer-lazy")) == []
+        n = len(result.collect())
+        assert list(tracker.getJobIdsForGroup("cer-lazy")) != []
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert n > 0
+
+
+def test_spark_match_refuses_wide_and_non_frames(spark):
+    from cer_cli.spark import match
+
+    df = _user_frame(spark, str(ROOT / "samples" / "stocks.csv"))
+    with pytest.raises(NotImplementedError, match="wide"):
+        match(df, "SELECT * WHERE SELL ; BUY", shape="wide")
+    with pytest.raises(TypeError):
+        match(pl.DataFrame({"type": ["A"]}), "SELECT * WHERE A")
+
+
 # --------------------------------------------------------------------------- errors
 
 

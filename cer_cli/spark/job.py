@@ -433,6 +433,10 @@ class _Log:
                                    self.time_column, self.time_unit)
 
 
+#: The format of an in-memory log (a user's DataFrame, ``_frame_log``), as in ``io.read``.
+FRAME = "frame"
+
+
 def _open(spark, specs: list[str], type_column, fmt, time_column=None) -> list[_Log]:
     """Load the logs and decide, per log, the type and time columns, the time unit and
     format, as the contract does for the local reader."""
@@ -441,11 +445,23 @@ def _open(spark, specs: list[str], type_column, fmt, time_column=None) -> list[_
     logs = []
     for i, spec in enumerate(specs):
         src = _source(spec, fmt)
-        df = _load(spark, src)
-        with _input():
-            contract.check_columns(src.path, df.columns)
-        logs.append(_Log(src, i, df, None))
+        logs.append(_Log(src, i, _load(spark, src), None))
+    return _decide(logs, type_column, time_column)
+
+
+def _frame_log(df: DataFrame, stream: str, type_column, time_column=None) -> list[_Log]:
+    """A user's DataFrame as the one log ``<stream>`` (named as ``io.read.read_frame``
+    names an in-memory log), with the contract's decisions of a file log."""
+    return _decide([_Log(_Source(stream, f"<{stream}>", FRAME), 0, df, None)], type_column,
+                   time_column)
+
+
+def _decide(logs: list[_Log], type_column, time_column) -> list[_Log]:
+    """The contract's decisions per log (columns, type and time columns, time unit and
+    format): one code path for files and DataFrames."""
     with _input():
+        for g in logs:
+            contract.check_columns(g.src.path, g.df.columns)
         tcols = contract.type_columns([(g.src.path, g.src.name, g.df.columns) for g in logs],
                                       type_column)
         for g, t in zip(logs, tcols, strict=True):
@@ -564,18 +580,26 @@ class _Events:
     frame: DataFrame
     columns: list[str]
     time_column: str | None
-    n: int
+    n: int | None  # None for a lazy run: counted only when a ``ranges`` plan needs it
     logs: list[_Log]
 
 
 class _Run:
-    """Holds what a run persisted, to release it at the end."""
+    """Holds what a run persisted, to release it at the end.
 
-    def __init__(self, spark: SparkSession) -> None:
+    A ``lazy`` run (``cer_cli.spark.match``) builds its result without any action: it
+    persists nothing (a lazy result has no end at which to unpersist), numbers rows by a
+    join with per-partition counts instead of collecting them, and reports bad rows by
+    ``raise_error`` when the result is computed instead of by a look-up up front."""
+
+    def __init__(self, spark: SparkSession, lazy: bool = False) -> None:
         self.spark = spark
+        self.lazy = lazy
         self.cached: list[DataFrame] = []
 
     def persist(self, df: DataFrame) -> DataFrame:
+        if self.lazy:
+            return df
         df = df.persist()
         self.cached.append(df)
         return df
@@ -584,10 +608,24 @@ class _Run:
         for df in self.cached:
             df.unpersist()
 
-    def index(self, df: DataFrame, name: str) -> tuple[DataFrame, int]:
-        """Number the rows 0.. in partition order: per-partition counts become offsets."""
+    def rank(self, df: DataFrame, name: str, *order) -> tuple[DataFrame, int | None]:
+        """Number the rows 0.. in ``order``. A lazy run ranks in one window: numbering a
+        sorted frame by partition offsets reads the sort twice, and each read samples its
+        own range bounds (seeded by the RDD's id), so offsets and rows would disagree."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
+        if not self.lazy:
+            return self.index(df.orderBy(*order), name)
+        return df.withColumn(name, F.row_number().over(Window.orderBy(*order)) - 1), None
+
+    def index(self, df: DataFrame, name: str) -> tuple[DataFrame, int | None]:
+        """Number the rows 0.. in partition order: per-partition counts become offsets
+        (the count is None for a lazy run, which never collects them)."""
+        from pyspark.sql import functions as F
+
+        if self.lazy:
+            return _number(df, name), None
         df = self.persist(df.withColumn(_MID, F.monotonically_increasing_id()))
         pid = F.shiftright(F.col(_MID), 33)  # monotonically_increasing_id's partition bits
         counts = dict(df.groupBy(pid.alias("p")).count().collect())
@@ -598,10 +636,14 @@ class _Run:
         return df.withColumn(name, value).drop(_MID), offsets[-1]
 
     def events(self, specs, type_column, time_column, fmt) -> _Events:
+        return self.event_frame(_open(self.spark, specs, type_column, fmt, time_column))
+
+    def event_frame(self, logs: list[_Log]) -> _Events:
+        """The event frame of opened logs (files or a DataFrame): TYPE, STREAM, TIME, ROW
+        and the widened columns, numbered by POS in the local reader's order."""
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        logs = _open(self.spark, specs, type_column, fmt, time_column)
         tc = next((g.time_column for g in logs if g.time_column), None)
         kinds: list[tuple[str, str]] = []
         with _input():
@@ -615,7 +657,8 @@ class _Run:
         time_type = _TIME_TYPES[contract.time_storage(time_kind or "int")]
         frames, columns = [], []
         for g in logs:
-            df = _with_rows(self.spark, g.df)
+            # a DataFrame has no files: ROW is its rank in the frame's partition order
+            df = self.index(g.df, ROW)[0] if g.src.format == FRAME else _with_rows(self.spark, g.df)
             widened = []
             tdtype = None if g.time_column is None else g.df.schema[g.time_column].dataType
             ttime = F.lit(None) if g.time_column is None else _time_expr(g, tdtype)
@@ -646,8 +689,9 @@ class _Run:
                 union = union.unionByName(f, allowMissingColumns=True)
         except Exception as e:
             raise _spark_error(e, what="the logs have incompatible columns: ") from None
-        ordered = union.orderBy(F.col(TIME).asc_nulls_first(), _ARG, ROW)
-        frame, n = self.index(ordered, POS)
+        frame, n = self.rank(union, POS, F.col(TIME).asc_nulls_first(), _ARG, ROW)
+        if self.lazy:
+            return _Events(_fail_on_bad_rows(frame, logs, tc).drop(_ARG), columns, tc, n, logs)
         bad = frame.filter(F.col(TYPE).isNull() | (F.col(TIME).isNull() if tc else F.lit(False)))
         row = bad.select(_ARG, ROW, F.col(TYPE).isNull().alias("t")).limit(1).collect()
         if row:
@@ -657,6 +701,46 @@ class _Run:
                                  f" in column {g.type_column!r}", input_error=True)
             raise _time_error(self.spark, g)
         return _Events(frame.drop(_ARG), columns, tc, n, logs)
+
+
+def _number(df: DataFrame, name: str) -> DataFrame:
+    """``_Run.index`` without an action: the per-partition counts stay a (small) frame whose
+    running sum, broadcast and joined back by partition id, gives each row its offset."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    pid, off = "__cer_pid", "__cer_off"
+    df = df.withColumn(_MID, F.monotonically_increasing_id())
+    df = df.withColumn(pid, F.shiftright(F.col(_MID), 33))
+    counts = df.groupBy(pid).count()
+    offsets = counts.select(pid, (F.sum("count").over(Window.orderBy(pid)) - F.col("count"))
+                            .alias(off))
+    value = F.col(off) + F.col(_MID) - F.shiftleft(F.col(pid), 33)
+    return (df.join(F.broadcast(offsets), pid).withColumn(name, value)
+            .drop(_MID, pid, off))
+
+
+def _fail_on_bad_rows(frame: DataFrame, logs: list[_Log], tc: str | None) -> DataFrame:
+    """The lazy run's check of ``_Run.event_frame``: an event without a type, or without a
+    readable time when the logs have a time column, fails the job that computes it."""
+    from pyspark.sql import functions as F
+
+    def where(what: str):
+        paths = F.array(*(F.lit(g.src.path) for g in logs))
+        path = F.element_at(paths, (F.col(_ARG) + 1).cast("int"))
+        return F.concat(path, F.lit(": data row "), F.col(ROW).cast("string"),
+                        F.lit(f" (0-based): {what}"))
+
+    cols = {}
+    types = ", ".join(repr(g.type_column) for g in logs if g.type_column) or "none"
+    cols[TYPE] = F.when(F.col(TYPE).isNull(),
+                        F.raise_error(where(f"no event type in column {types}"))
+                        ).otherwise(F.col(TYPE))
+    if tc is not None:
+        cols[TIME] = F.when(F.col(TIME).isNull(),
+                            F.raise_error(where(f"no readable time in column {tc!r}"))
+                            ).otherwise(F.col(TIME))
+    return frame.withColumns(cols)
 
 
 def _time_error(spark, g: _Log) -> SparkError:
@@ -689,10 +773,14 @@ def spark_schema(
 ) -> Schema:
     """The logs' ``Schema`` computed by Spark (for logs the driver cannot read locally):
     an event type's attributes are the columns non-null for at least one of its events."""
+    spark = spark_session(master, conf)
+    return _schema(_open(spark, logs, type_column, fmt, time_column))
+
+
+def _schema(opened: list[_Log]) -> Schema:
+    """The ``Schema`` of opened logs: one small aggregation (a row per event type)."""
     from pyspark.sql import functions as F
 
-    spark = spark_session(master, conf)
-    opened = _open(spark, logs, type_column, fmt, time_column)
     seen_logs = [g.log_columns for g in opened]
     with _input():
         tc = next((g.time_column for g in opened if g.time_column), None)
@@ -804,9 +892,12 @@ def _tasks(run: _Run, compiled: Plan, ev: _Events, ranges: int | None) -> DataFr
         return (frame.repartition(1).withColumns({_GROUP: F.lit(0), _OWN: F.lit(True)})
                 .sortWithinPartitions(POS))
     if q.streams is not None:
-        frame, n = run.index(frame, _QPOS)
+        # eager: ev.frame's partitions are already in POS order
+        frame, n = run.rank(frame, _QPOS, POS) if run.lazy else run.index(frame, _QPOS)
     else:
         frame, n = frame.withColumn(_QPOS, F.col(POS)), ev.n
+    if n is None:  # a lazy run: the ranges need the number of events
+        n = frame.count()
     r = max(1, min(nparts, n))
     size = math.ceil(n / r) if n else 1
     starts = [k * size for k in range(r)]
@@ -841,6 +932,41 @@ def _matches(run: _Run, compiled: Plan, ev: _Events, ranges: int | None) -> Data
     tasks = _tasks(run, compiled, ev, ranges)
     # Persisted: sorting by end samples its input first, which would run the engines twice.
     return run.persist(tasks.mapInArrow(_task(compiled), MATCH_SCHEMA))
+
+
+def _long(run: _Run, matches: DataFrame, ev: _Events, csv: bool = False
+          ) -> tuple[DataFrame, int | None]:
+    """The long format of local mode (one row per match x event: match, start, end,
+    position, stream, row, type, vars, start_time, end_time, partition (JSON text), then the
+    log's columns, ``log.``-prefixed on a clash), ordered by (match, position), and the
+    match count (None for a lazy run). ``csv`` joins vars with ``|``."""
+    from pyspark.sql import functions as F
+
+    numbered, total = run.rank(matches, "match", "end", "seq")
+    # start_time / end_time: the log's time column at the match's first and last event
+    tc = ev.time_column if ev.time_column in ev.columns else None
+    for side in ("start", "end"):
+        when = (ev.frame.select(F.col(POS).alias(side), F.col(f"`{tc}`").alias(f"{side}_time"))
+                if tc is not None else None)
+        numbered = (numbered.join(when, side, "left") if when is not None
+                    else numbered.withColumn(f"{side}_time", F.lit(None).cast("string")))
+    exploded = numbered.select("match", "start", "end", "start_time", "end_time",
+                               F.col("partition_json").alias("partition"),
+                               F.explode("events").alias("e"))
+    rows = exploded.select("match", "start", "end", "start_time", "end_time", "partition",
+                           F.col("e.position").alias("position"), F.col("e.vars").alias("vars"))
+    names = [f"log.{c}" if c in LONG_COLUMNS else c for c in ev.columns]
+    events = ev.frame.select(
+        F.col(POS).alias("position"), F.col(STREAM).alias("stream"), F.col(ROW).alias("row"),
+        F.col(TYPE).alias("type"),
+        *(F.col(f"`{c}`").alias(n) for c, n in zip(ev.columns, names, strict=True)),
+    )
+    vars_col = F.array_join("vars", "|") if csv else F.col("vars")
+    long = rows.join(events, "position").select(
+        "match", "start", "end", "position", "stream", "row", "type", vars_col.alias("vars"),
+        "start_time", "end_time", "partition", *(F.col(f"`{n}`") for n in names),
+    ).orderBy("match", "position")
+    return long, total
 
 
 # --------------------------------------------------------------------------- entry points
@@ -900,9 +1026,8 @@ def spark_write(
     start, end, position, stream, row, type, vars, start_time, end_time, partition (JSON
     text), then the log's columns, ``log.``-prefixed
     on a clash) as a ``parquet``, ``csv`` (vars joined with ``|``) or ``json`` directory,
-    ordered by (match, position). ``mode`` is Spark's save mode. Returns the match count."""
-    from pyspark.sql import functions as F
-
+    ordered by (match, position) (``_long``, shared with ``cer_cli.spark.match``). ``mode``
+    is Spark's save mode. Returns the match count."""
     if fmt == "jsonl":
         fmt = "json"
     if fmt not in WRITE_FORMATS:
@@ -912,31 +1037,7 @@ def spark_write(
     run = _Run(spark)
     try:
         ev = run.events(logs, type_column, time_column, log_format)
-        matches = _matches(run, compiled, ev, ranges).orderBy("end", "seq")
-        numbered, total = run.index(matches, "match")
-        # start_time / end_time: the log's time column at the match's first and last event
-        tc = ev.time_column if ev.time_column in ev.columns else None
-        for side in ("start", "end"):
-            when = (ev.frame.select(F.col(POS).alias(side), F.col(f"`{tc}`").alias(f"{side}_time"))
-                    if tc is not None else None)
-            numbered = (numbered.join(when, side, "left") if when is not None
-                        else numbered.withColumn(f"{side}_time", F.lit(None).cast("string")))
-        exploded = numbered.select("match", "start", "end", "start_time", "end_time",
-                                   F.col("partition_json").alias("partition"),
-                                   F.explode("events").alias("e"))
-        rows = exploded.select("match", "start", "end", "start_time", "end_time", "partition",
-                               F.col("e.position").alias("position"), F.col("e.vars").alias("vars"))
-        names = [f"log.{c}" if c in LONG_COLUMNS else c for c in ev.columns]
-        events = ev.frame.select(
-            F.col(POS).alias("position"), F.col(STREAM).alias("stream"), F.col(ROW).alias("row"),
-            F.col(TYPE).alias("type"),
-            *(F.col(f"`{c}`").alias(n) for c, n in zip(ev.columns, names, strict=True)),
-        )
-        vars_col = F.array_join("vars", "|") if fmt == "csv" else F.col("vars")
-        long = rows.join(events, "position").select(
-            "match", "start", "end", "position", "stream", "row", "type", vars_col.alias("vars"),
-            "start_time", "end_time", "partition", *(F.col(f"`{n}`") for n in names),
-        ).orderBy("match", "position")
+        long, total = _long(run, _matches(run, compiled, ev, ranges), ev, csv=fmt == "csv")
         writer = long.write.mode(mode)
         if fmt == "csv":
             writer = writer.option("header", True)

@@ -1,0 +1,90 @@
+"""``cer_cli.spark.match``: a query over a Spark DataFrame, the matches as a Spark DataFrame.
+
+::
+
+    from cer_cli.spark import match, spark_session
+
+    spark = spark_session()
+    df = spark.read.csv("samples/stocks.csv", header=True, inferSchema=True)
+    matches = match(df, "SELECT * WHERE SELL AS s ; BUY AS b WITHIN 10 EVENTS")
+    matches.groupBy("type").count().show()       # composes with the rest of a job
+
+The DataFrame goes through the code of ``cer match --spark`` (``job``): the log contract's
+decisions on type and time columns, the event frame, the plan's fan-out, ``Plan.executor()``
+in ``mapInArrow`` tasks, and the long format ``spark_write`` writes. It is the frame
+``cer_cli.match`` returns for the same rows as a polars frame.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cer_cli.io.contract import TimeOptions
+from cer_cli.plan import Plan, plan
+from cer_cli.query.checks import check_query
+from cer_cli.query.errors import QueryError
+from cer_cli.query.parser import parse
+from cer_cli.spark.job import _frame_log, _long, _matches, _Run, _schema, _ship_package
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["match"]
+
+
+def match(
+    df: DataFrame,
+    query: str | Plan,
+    *,
+    type_column: str | None = None,
+    time_column: str | None = None,
+    time_unit: str | None = None,
+    shape: str = "long",
+    stream: str = "events",
+    ranges: int | None = None,
+) -> DataFrame:
+    """The matches of ``query`` (CEQL text or a compiled ``Plan``) over ``df`` as a lazy
+    Spark DataFrame in the long shape (one row per match x event, ordered by (match,
+    position)): what ``cer match --spark -o DIR`` writes, and what ``cer_cli.match`` returns
+    for the same rows. ``stream`` names the log (``FROM``, ``S>E``); ``ranges`` is the
+    number of tasks of a ``ranges`` fan-out (default: Spark's default parallelism).
+
+    Lazy: Spark runs nothing until an action on the result, except small aggregations
+    the driver needs to build it: the schema for a query given as text (one row per event
+    type; pass a ``Plan`` compiled against the schema to skip it) and, for a ``ranges``
+    fan-out, the event count and the time window's reach. ROW is a row's rank in ``df``'s
+    partition order, so ``df`` should have a stable order (a file read, or a cached frame).
+    Nothing is persisted (there is no end of job at which to release it): cache the result
+    if several actions use it, since each action re-runs the engines. Rows without an event
+    type or a readable time fail the action that computes them. The session should carry
+    ``job.SESSION_DEFAULTS`` (``spark_session()`` sets them: UTC, naive timestamps).
+
+    Raises ``SparkError`` for a frame the contract refuses, ``QueryError`` for a query
+    mistake; ``shape="wide"`` is not implemented on Spark yet (``NotImplementedError``)."""
+    from pyspark.sql import DataFrame as SparkFrame
+
+    if shape == "wide":
+        raise NotImplementedError("cer_cli.spark.match: shape='wide' is not implemented on Spark;"
+                                  " use the long shape, or cer_cli.match on a polars frame")
+    if shape != "long":
+        raise ValueError(f"unknown shape {shape!r}; shapes: long")
+    if not isinstance(df, SparkFrame):
+        raise TypeError(f"expected a pyspark DataFrame, got {type(df).__name__}")
+    time: str | TimeOptions | None = time_column
+    if time_unit is not None:
+        time = TimeOptions(column=(time_column,) if time_column else (), unit=(time_unit,))
+    logs = _frame_log(df, stream, type_column, time)
+    if isinstance(query, Plan):
+        compiled = query
+    else:
+        try:  # as api.compile_query, which lies above spark/
+            parsed = parse(query)
+            schema = _schema(logs)
+            compiled = plan(parsed, schema, check_query(parsed, schema), query)
+        except QueryError as e:
+            raise e.with_source(query, None) from None
+    _ship_package(df.sparkSession)  # the executors import cer_cli
+    run = _Run(df.sparkSession, lazy=True)
+    ev = run.event_frame(logs)
+    return _long(run, _matches(run, compiled, ev, ranges), ev)[0]
+
