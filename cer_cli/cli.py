@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from cer_cli import __version__
+from cer_cli import __version__, signals
 from cer_cli.query.ast import Span
 from cer_cli.query.errors import QueryError, line_col
 
@@ -87,6 +87,7 @@ def user_errors(debug: bool) -> Iterator[None]:
             BrokenPipeError):  # a closed pipe (`| head`): click exits quietly
         raise
     except Exception as e:
+        signals.check()  # an exception caused by a swallowed signal ends as the signal
         if type(e).__name__ in ("SparkError", "OutputError") and hasattr(e, "exit_code"):
             console = _stderr()
             console.print(Text("error: ", style="bold red") + Text(e.message))  # type: ignore[attr-defined]
@@ -498,8 +499,13 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     from cer_cli.api import compile_query
     from cer_cli.io.read import read_events
     from cer_cli.io.write import EventLookup, write_matches
-    from cer_cli.spark.job import (check_output_dir, spark_match, spark_schema, spark_write,
-                                   unknown_conf_keys)
+    from cer_cli.spark.job import (
+        check_output_dir,
+        spark_match,
+        spark_schema,
+        spark_write,
+        unknown_conf_keys,
+    )
 
     # Pre-flight, before Spark starts (minutes on a cluster): the output directory, the
     # settings; spark_session checks the master URL and reaches a spark:// master.
@@ -597,6 +603,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long")
                 for m in executor.run(part):
                     stats["matches"] += 1
                     yield m
+                signals.check()
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=stats["matches"])
@@ -608,6 +615,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long")
                 for b in executor.run_batches(part):
                     stats["matches"] += len(b)
                     yield b
+                signals.check()
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=stats["matches"])
@@ -633,6 +641,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long")
             for offset in range(0, frame.height, COUNT_SLICE_ROWS):
                 part = frame.slice(offset, COUNT_SLICE_ROWS)
                 n += executor.count(part)
+                signals.check()
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=n)
@@ -712,12 +721,11 @@ def main() -> None:
     """Entry point: click's own error handling, except that a signal ends the run with one
     line and 128 + its number: Ctrl-C 130, SIGTERM 143, SIGHUP 129 (cer_cli/signals.py; the
     `cer` script installs it before importing this module, this call covers other callers)."""
-    from cer_cli import signals
-
     previous = signals.install()
     try:
         try:
             rv = cli.main(standalone_mode=False)
+            signals.check()
         except signals.Interrupted as e:
             signals.exit_for(e)
         except (KeyboardInterrupt, click.exceptions.Abort):

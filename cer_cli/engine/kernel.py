@@ -64,6 +64,8 @@ import threading
 
 import numpy as np
 
+from cer_cli import signals
+
 #: numba is imported only when a run asks for the compiled kernel (``compiled``): importing
 #: it and loading the cached machine code costs ~1 s, more than a small log takes uncompiled.
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
@@ -1065,6 +1067,7 @@ class KernelState:
                 self.o_pos, self.o_lab,
                 count_paths, self.cnt, self.cst,
             )
+            signals.check()  # the kernel returned (NEED_YIELD at least every ~2^20 steps)
             if status == NEED_BIGCOUNT:
                 self._big_count()
             elif status == NEED_LIMIT:
