@@ -297,3 +297,14 @@ def test_explain_names_the_method_and_its_cost():
     assert not join["bounded"] and "partial matches per join key" in join["cost"]
     text = cli("explain", "-e", "H AS x ; T AS y ; H AS z FILTER x.id = z.id").output
     assert "post-filtered relaxation" in text and "memory: grows with the log length" in text
+
+
+def test_partition_rewrite_is_refused_when_a_tied_variable_may_be_absent():
+    """Found by hypothesis: in the branch without ``q`` the equality holds vacuously, so the
+    event needs no ``k``; partitioning by ``k`` dropped it."""
+    query = parse("SELECT * WHERE (A OR (A ; (A AS q FILTER q.id < 0))) FILTER A.k = q.k")
+    attr, why = partition_plan(query)
+    assert attr is None and "'q' may be absent" in why
+    events = [{"type": "A", "stream": "S1", "time": 0, "ts": None, "v": 0, "id": 0}]
+    reference.assert_same_matches(engine_matches(query, events),
+                                  reference.reference_matches(query, events))
