@@ -144,7 +144,8 @@ def hundred(tmp_path_factory) -> str:
     """100 events A/B/C, one second apart (times repeat in pairs), attribute n = position."""
     path = tmp_path_factory.mktemp("hundred") / "s.csv"
     types = ("A", "B", "C", "B", "A", "C", "C")
-    rows = [{"type": types[i % 7], "time": (i // 2) * 1_000_000_000, "n": i} for i in range(100)]
+    rows = [{"type": types[i % 7], "time": f"2024-01-01T00:00:{i // 2:02d}Z", "n": i}
+            for i in range(100)]  # ISO times: a duration window needs no --time-unit
     pl.DataFrame(rows).write_csv(path)
     return str(path)
 
