@@ -64,8 +64,9 @@ def install() -> dict[int, object]:
     of a background job, SIGHUP under nohup) stay ignored; only the main thread can install.
     Returns the previous handlers, for ``restore`` (an in-process caller, e.g. a test)."""
     previous: dict[int, object] = {}
-    _state["raised"] = False
-    _state["signum"] = None
+    if signal.getsignal(signal.SIGINT) is not _handler:  # not nested: a fresh run
+        _state["raised"] = False
+        _state["signum"] = None
     for signum in EXITS:
         handler = signal.getsignal(signum)
         if handler is not signal.SIG_IGN:
@@ -82,6 +83,9 @@ def restore(previous: dict[int, object]) -> None:
     for signum, handler in previous.items():
         if handler is not None:
             signal.signal(signum, handler)  # type: ignore[arg-type]
+    if previous and previous.get(signal.SIGINT) is not _handler:  # the outermost run ended
+        _state["raised"] = False
+        _state["signum"] = None
 
 
 def exit_for(error: Interrupted) -> None:
