@@ -13,7 +13,11 @@ from cer_cli import signals
 def main() -> None:
     signals.install()
     try:
-        from cer_cli.cli import main as cli_main
+        try:
+            from cer_cli.cli import main as cli_main
+        except Exception:  # e.g. a RuntimeError wrapping the signal's exception (__set_name__)
+            signals.check()
+            raise
     except signals.Interrupted as e:
         signals.exit_for(e)
         return

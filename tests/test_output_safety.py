@@ -470,3 +470,27 @@ def test_a_signal_whose_exception_was_swallowed_still_stops_the_run(tmp_path: Pa
                           env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT)})
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "interrupted\n", "")
     assert _names(tmp_path) == ["big.csv", "swallowed.py"]
+
+
+def test_a_signal_wrapped_in_another_error_during_the_imports_is_still_the_signal(tmp_path):
+    """Python 3.11 wraps an exception raised in ``__set_name__`` (a dataclass field being
+    created when Ctrl-C arrives) in RuntimeError: the entry point must still end with the
+    signal's line and code, not a traceback."""
+    script = tmp_path / "wrapped.py"
+    script.write_text(
+        "import sys\n"
+        "from cer_cli import signals, __main__ as entry\n"
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def imp(name, *a, **k):\n"
+        "    if name == 'cer_cli.cli':\n"
+        "        signals._state.update(raised=True, signum=2)\n"
+        "        raise RuntimeError(\"Error calling __set_name__ on 'Field' instance\")\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = imp\n"
+        "sys.argv = ['cer', '--help']\n"
+        "entry.main()\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (proc.returncode, proc.stderr) == (130, "interrupted\n")
