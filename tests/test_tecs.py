@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cer_cli.engine import kernel as K
-from cer_cli.engine.kernel import A, B, BOTTOM, KIND, LAB, MX, OUTPUT, POS, UNION
+from cer_cli.engine.kernel import BOTTOM, KIND, LAB, MX, OUTPUT, POS, UNION, A, B
 
 NO_WINDOW = None
 

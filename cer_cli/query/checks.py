@@ -648,7 +648,7 @@ def iso_datetime(text: str) -> datetime.datetime | None:
     except ValueError:
         return None
     if value.tzinfo is not None:
-        value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
     return value
 
 
