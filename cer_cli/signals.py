@@ -18,7 +18,7 @@ if hasattr(signal, "SIGTERM"):
 if hasattr(signal, "SIGHUP"):
     EXITS[signal.SIGHUP] = (129, "terminated")
 
-_state: dict = {"raised": False, "signum": None}
+_state: dict = {"raised": False, "signum": None, "installed": set()}
 
 
 class Interrupted(BaseException):
@@ -75,6 +75,7 @@ def install() -> dict[int, object]:
             except ValueError:  # not the main thread: leave Python's handling alone
                 return previous
             previous[signum] = handler
+            _state["installed"].add(signum)
     return previous
 
 
@@ -86,6 +87,16 @@ def restore(previous: dict[int, object]) -> None:
     if previous and previous.get(signal.SIGINT) is not _handler:  # the outermost run ended
         _state["raised"] = False
         _state["signum"] = None
+        _state["installed"] = set()
+
+
+def reclaim() -> None:
+    """Put cer's handlers back where a library replaced them: pyspark's SparkContext installs
+    its own SIGINT handler, whose KeyboardInterrupt surfaces as py4j tracebacks. Only the
+    signals ``install`` routed (in this run) are taken back."""
+    for signum in _state["installed"]:
+        if signal.getsignal(signum) is not _handler:
+            signal.signal(signum, _handler)
 
 
 def exit_for(error: Interrupted) -> None:

@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -480,3 +481,26 @@ def test_shipped_package_is_removed_at_exit(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout.splitlines()) == 4
     assert not list(tmp_path.glob("cer-spark-*"))
+
+
+@pytest.mark.parametrize("signum, code, line", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line):
+    """pyspark's SparkContext installs its own SIGINT handler (py4j tracebacks); cer takes
+    its handlers back, so a Spark run ends like a local one: one line, 128 + the signal."""
+    log = tmp_path / "a.csv"
+    log.write_text("type\n" + "A\n" * 3000 + "B\n")  # A+ ; B: runs for ever in its task
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cer_cli", "match", "--spark", "--master", "local[1]",
+         "-e", "A+ ; B", str(log), "--format", "jsonl"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(15)  # the JVM is up and the task is running
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err[-2000:]
+    assert err.strip().splitlines()[-1] == line and "Traceback" not in err, err[-2000:]

@@ -41,6 +41,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
@@ -241,7 +242,9 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         try:
             spark = builder.getOrCreate()
         except Exception as e:
+            signals.check()  # a Ctrl-C while the JVM started ends as the signal
             raise _spark_error(e, master=master) from None
+        signals.reclaim()  # SparkContext replaced the SIGINT handler
     else:
         spark = active
         for k, v in conf.items():
@@ -792,6 +795,8 @@ def _schema(opened: list[_Log]) -> Schema:
             flags = [F.max(_col(c).isNotNull().cast("int")).alias(f"c{i}")
                      for i, c in enumerate(usable)]
             etype = F.lit(g.src.name) if g.type_column is None else _col(g.type_column)
+            # a log of types only has no attribute to flag (agg needs one expression)
+            flags = flags or [F.lit(0).alias("none")]
             rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*flags).collect()
             present.append({r[TYPE]: {c: bool(r[f"c{i}"]) for i, c in enumerate(usable)}
                             for r in rows})
