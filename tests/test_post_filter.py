@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cer_cli.compiler.correlation import Site
 from cer_cli.engine.post_filter import PostFilter
 from cer_cli.events import POS, Match, MatchBatch, batch_of
 from cer_cli.query import ast as A
+from cer_cli.query.errors import QueryError
 from tests import reference
 
 VARS = ("x", "y", "z")
@@ -136,7 +137,13 @@ def oracle(sites_: tuple[Site, ...], env: dict[str, frozenset[int]], log: list[d
 def test_keep_agrees_with_the_reference(data, sites_, log):
     envs = data.draw(valuations(len(log)))
     post = PostFilter(sites_, None)
-    got = post.keep(batch(envs), rows_frame(log))
+    try:
+        got = post.keep(batch(envs), rows_frame(log))
+    except QueryError as e:
+        # `cer check` refuses integer arithmetic that could leave 128 bits (x.a * (x.a + x.a)
+        # on Int64): such a predicate never reaches the post-filter.
+        assume("may exceed 128 bits" not in str(e))
+        raise
     assert got.dtype == bool and got.shape == (len(envs),)
     assert got.tolist() == [oracle(sites_, env, log) for env in envs]
 
