@@ -103,8 +103,8 @@ def correlation_plan(compiled: Plan) -> dict[str, Any] | None:
         return {
             "method": "hash join (PCEA)",
             "predicates": list(pcea.predicates),
-            "detail": "the engine runs this PCEA, not the CEA above (which lacks the"
-            " equalities): " + " | ".join(pcea.describe()),
+            "detail": "the engine runs this PCEA, not the CEA above (which lacks the predicates"
+            " between events): " + " | ".join(pcea.describe()),
             "cost": pcea_cost(pcea, q.within)
             + ("; memory: the runs within the window" if bounded else
                "; no WITHIN: exact, but memory grows with the partial matches per join key"),

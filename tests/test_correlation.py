@@ -191,7 +191,7 @@ B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
         # D1: the bounded-memory paper's worked example, positions as order
         ("U AS u ; T AS t ; S AS s FILTER t.B > 0 AND t.B < 5 AND s.A > t.B",
          ev("S:A=42 T:B=7 U:C=1 T:B=2 U:C=3 T:B=1 S:A=42 T:B=3"),
-         {(2, 3, 6), (2, 5, 6), (4, 5, 6)}, "post-filter"),
+         {(2, 3, 6), (2, 5, 6), (4, 5, 6)}, "hash join"),  # s.A > t.B: an ordered index
         # every event tied by id: partition rewrite
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id", B_STREAM,
          {(0, 1, 4)}, "partition"),
@@ -224,8 +224,9 @@ def test_across_batches_the_post_filter_remembers_earlier_events():
 
 
 def test_window_prunes_remembered_attributes():
-    # An inequality keeps the post-filter (an equality here would run as a hash join).
-    query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id <= z.id WITHIN 2 EVENTS")
+    # A difference keeps the post-filter (an equality here would run as a hash join, a
+    # comparison x.id <= z.id through the ordered index).
+    query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id - z.id <= 0 WITHIN 2 EVENTS")
     events = ev(" ".join(f"H:id={i % 3}" for i in range(60)))
     engine = plan(replace(query)).executor()
     engine._compact_min = engine._next_prune = 4
@@ -261,10 +262,10 @@ def cli(*args):
 
 
 def test_match_refuses_unbounded_post_filtered_queries():
-    text = "H AS x ; T AS y FILTER x.id < y.id"
+    text = "H AS x ; T AS y FILTER x.id - y.id < 0"  # a difference: post-filtered
     refused = cli("match", "-e", text, FIG1, "--format", "jsonl", "--no-progress")
     assert refused.exit_code == 2
-    assert "x.id < y.id" in refused.output and "--allow-unbounded" in refused.output
+    assert "x.id - y.id < 0" in refused.output and "--allow-unbounded" in refused.output
     allowed = cli("match", "-e", text, FIG1, "--format", "jsonl", "--no-progress", "--allow-unbounded")
     assert allowed.exit_code == 0 and allowed.output.strip()
     windowed = cli("match", "-e", f"SELECT * WHERE {text} WITHIN 5 EVENTS", FIG1, "--format",

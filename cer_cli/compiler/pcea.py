@@ -13,7 +13,10 @@ The supported fragment (``plan_pcea``; anything else keeps the other methods):
 * the rewritten (relaxed) formula is an OR of branches, each a ``;`` sequence of single
   events ``E`` / ``S>E`` with AS variables and unary filters — distributing ``;`` over
   OR, at most ``MAX_BRANCHES`` branches;
-* every predicate between events is an equality ``x.a = y.b`` of two attributes;
+* every predicate between events is an equality ``x.a = y.b`` of two attributes, or a
+  comparison ``e(x) rel e'(y)`` of two consecutive steps (``compiler.comparisons``: the
+  runs are found through an ordered index instead of a hash bucket, at most one
+  comparison per edge of the run tree);
 * strategy ALL or ANY, no CONSUME BY (SELECT, FROM, WITHIN, LIMIT and an explicit
   PARTITION BY are fine).
 
@@ -44,6 +47,7 @@ import math
 from dataclasses import dataclass, field
 from itertools import product
 
+from cer_cli.compiler.comparisons import Comparison, comparison, ordered_cost, oriented
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
 from cer_cli.query.scope import attr_refs, pred_vars, type_labels
@@ -114,12 +118,18 @@ class Transition:
     """``(P, U, B, L, q)`` into ``target``: reads an event taking the target's step (U),
     adopts one run from each of ``sources`` (P; empty: the transition starts a run), whose
     key on the classes ``keys[j]`` equals the new event's (B: composite-key equality; an
-    empty key always holds), and labels the node with ``labels`` (L)."""
+    empty key always holds), and labels the node with ``labels`` (L). ``compares[j]``, when
+    set, adds the comparison ``key(t') rel probe(t)`` with the run of ``sources[j]`` (B is
+    then the conjunction; the engine orders those runs by key)."""
 
     target: int
     sources: tuple[int, ...]
     keys: tuple[tuple[int, ...], ...]
     labels: frozenset[str]
+    compares: tuple[Comparison | None, ...] = ()
+
+    def compare(self, j: int) -> Comparison | None:
+        return self.compares[j] if self.compares else None
 
 
 @dataclass(frozen=True)
@@ -157,16 +167,25 @@ class PCEA:
                 out.update(attrs)
             for p in s.step.filters:
                 out.update(r.attr for r in attr_refs(p))
+        for t in self.transitions:
+            for c in t.compares:
+                if c is not None:
+                    out.update(r.attr for r in attr_refs(ast.Compare("=", c.key, c.probe)))
         return tuple(sorted(out))
 
+    @property
+    def ordered(self) -> bool:
+        """Some transition finds its runs through an ordered index (a comparison)."""
+        return any(c is not None for t in self.transitions for c in t.compares)
+
     def edge_text(self, child: int, parent: int) -> str:
-        keys = self.transitions[parent].keys[self.transitions[parent].sources.index(child)]
-        if not keys:
-            return "true"
+        t = self.transitions[parent]
+        j = t.sources.index(child)
         c, p = self.states[child], self.states[parent]
-        return ", ".join(
-            f"{c.step.var}.{c.attrs(k)[0]} = {p.step.var}.{p.attrs(k)[0]}" for k in keys
-        )
+        parts = [f"{c.step.var}.{c.attrs(k)[0]} = {p.step.var}.{p.attrs(k)[0]}" for k in t.keys[j]]
+        if t.compare(j) is not None:
+            parts.append(t.compare(j).text)
+        return ", ".join(parts) if parts else "true"
 
     def describe(self) -> list[str]:
         """One line per family: the chain with each edge's key, or the tree's transitions."""
@@ -354,9 +373,40 @@ class _Family:
     classes: list[list[tuple[int, str]]]
     orders: list[tuple[Step, ...]]
     tree: bool
+    compares: dict[int, Comparison] = field(default_factory=dict)  # child step -> its edge's
 
 
-def _family(chains: list[tuple[Step, ...]], atoms) -> _Family | str:
+def _compares(steps, parent, cmps) -> dict[int, Comparison] | str:
+    """The comparison on each tree edge (keyed by the child step), or why one cannot be
+    tested along the run trees. Like ``_classes``, a comparison whose variables or guards
+    the steps do not bind passes (an unbound variable has no events)."""
+    labels = set().union(*(s.labels for s in steps))
+    out: dict[int, Comparison] = {}
+    for p, guards in cmps:
+        x, _, _, y, _ = comparison(p)
+        if x not in labels or y not in labels or not set(guards) <= labels:
+            continue
+        text = to_text(p)
+        xs = [i for i, s in enumerate(steps) if x in s.labels]
+        ys = [i for i, s in enumerate(steps) if y in s.labels]
+        if len(xs) != 1 or len(ys) != 1:
+            return f"'{text}' compares a variable bound by several steps"
+        (i,), (j,) = xs, ys
+        if parent[i] == j:
+            child, low = i, x
+        elif parent[j] == i:
+            child, low = j, y
+        else:
+            return (f"'{text}' compares {x} and {y}, which are not consecutive steps: a run tree"
+                    " only compares an event with the runs it adopts")
+        if child in out:
+            return (f"'{out[child].text}' and '{text}' compare the same two steps; one ordered"
+                    " index answers one comparison")
+        out[child] = oriented(p, low)
+    return out
+
+
+def _family(chains: list[tuple[Step, ...]], atoms, cmps=()) -> _Family | str:
     """One family of branches (all orders of one tree), or a message saying why its
     equality classes cannot be checked along its run trees."""
     if len(chains) == 1:
@@ -373,7 +423,10 @@ def _family(chains: list[tuple[Step, ...]], atoms) -> _Family | str:
             if len(chains) == 1:
                 return _witness(steps, members)
             return "not connected"
-    return _Family(steps, parent, classes, list(dict.fromkeys(chains)), len(chains) > 1)
+    compares = _compares(steps, parent, cmps)
+    if isinstance(compares, str):
+        return compares if len(chains) == 1 else "not connected"
+    return _Family(steps, parent, classes, list(dict.fromkeys(chains)), len(chains) > 1, compares)
 
 
 def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCEA | None, str]:
@@ -387,13 +440,16 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
         return None, "the hash join does not implement CONSUME BY"
     if formula is None:
         return None, "the pattern never matches"
-    atoms = []
+    atoms, cmps = [], []
     for s in sites:
         eq = equality(s.predicate)
-        if eq is None:
+        if eq is not None:
+            atoms.append((eq, tuple(s.guards)))
+        elif comparison(s.predicate) is not None:
+            cmps.append((s.predicate, tuple(s.guards)))
+        else:
             return None, (f"'{to_text(s.predicate)}' is not an equality between attributes of"
-                          " two events")
-        atoms.append((eq, tuple(s.guards)))
+                          " two events, nor a comparison of two values each read from one event")
     try:
         chains = branches(formula)
     except _Unsupported as e:
@@ -404,18 +460,21 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
         groups.setdefault((frozenset(c), len(c)), []).append(c)
     families: list[_Family] = []
     for group in groups.values():
-        fam = _family(group, atoms) if len(set(group)) > 1 else "single"
+        fam = _family(group, atoms, cmps) if len(set(group)) > 1 else "single"
         if isinstance(fam, _Family):
             families.append(fam)
             continue
         for c in dict.fromkeys(group):
-            one = _family([c], atoms)
+            one = _family([c], atoms, cmps)
             if isinstance(one, str):
                 return None, one
             families.append(one)
     pcea = _build(query, families, sites)
     if pcea is None:
         return None, f"the PCEA would have more than {MAX_STATES} states"
+    if cmps:
+        return pcea, ("every equality class is connected along its run trees and every"
+                      " comparison relates an event to the runs it adopts")
     return pcea, "every equality class is connected along its run trees"
 
 
@@ -442,8 +501,10 @@ def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
         for i in range(len(fam.steps)):
             kids = [j for j in range(len(fam.steps)) if fam.parent[j] == i]
             keys = tuple(tuple(sorted(set(at_step[j]) & set(at_step[i]))) for j in kids)
+            compares = tuple(fam.compares.get(j) for j in kids)
             transitions.append(Transition(base + i, tuple(base + j for j in kids), keys,
-                                          fam.steps[i].labels))
+                                          fam.steps[i].labels,
+                                          compares if any(compares) else ()))
         # Families list their states leaves first, root last (chains: in order).
         order = sorted(range(len(fam.steps)), key=lambda i: -_depth(i, fam.parent))
         fam_states.append(tuple(ids[i] for i in (order if fam.tree else range(len(ids)))))
@@ -493,14 +554,15 @@ def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str
         w = "no window: log w becomes the log of the number of partial matches per key"
     else:
         w = f"w = the events within {to_text(window)}"
+    ordered = "" if not pcea.ordered else "; comparisons: " + ordered_cost(short)
     if short:
         return (f"update O(|P|·(|t| + log|P| + log w)) with |P| = {size}, |t| = {t}, {w};"
                 " output-linear delay" + ("" if pcea.dedupe is None else
-                                          " (matches de-duplicated per event)"))
+                                          " (matches de-duplicated per event)") + ordered)
     return (f"update O(|P|·(|t| + log|P| + log w)) per event with |P| = {size}"
             f" ({len(pcea.states)} states, {len(pcea.transitions)} transitions), |t| = {t}"
             f" attribute(s) read, {w}; independent of the number of partial matches"
             " (hash probes per transition, one persistent-heap insert per new run);"
             " output-linear delay"
             + ("" if pcea.dedupe is None else
-               f", except that matches are de-duplicated per event ({pcea.dedupe})"))
+               f", except that matches are de-duplicated per event ({pcea.dedupe})") + ordered)

@@ -22,6 +22,11 @@ Per event (``HashJoinEngine._loop``):
    the window, pruning sub-heaps by max-start. Each visited heap node yields at least one
    run, so the delay is linear in the size of each match.
 
+A transition whose edge to a source carries a comparison (``compiler.comparisons``) keeps
+that source's runs in an ordered index instead (``engine.ordered``: per join key, a search
+tree on the compared value that is also a max-start heap); the probe returns the few heaps
+holding exactly the runs in range, adopted together as a ``Bundle``.
+
 All transitions fire before any index changes, so an event never joins a run it created
 itself. ``H`` is keyed by (state, key): each state has one consuming transition. Entries
 whose heap left the window are forgotten through a FIFO of updates, so memory follows the
@@ -41,8 +46,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cer_cli.compiler.pcea import PCEA, pcea_cost
-from cer_cli.compiler.predicates import AttrTest, atom_expression
+from cer_cli.compiler.predicates import AttrTest, atom_expression, comparable, value_expression
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
+from cer_cli.engine.ordered import Bundle, insert, pieces
 from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
 from cer_cli.query import ast
 from cer_cli.query.scope import strip_var
@@ -192,18 +198,28 @@ def runs(h: Node, lo) -> Iterator[tuple[Node, ...]]:
         if not prod:
             yield (m,)
         elif len(prod) == 1:
-            for sub in runs(prod[0], lo):
+            for sub in adopted(prod[0], lo):
                 yield sub + (m,)
         else:
             for sub in _product(prod, 0, lo):
                 yield sub + (m,)
 
 
+def adopted(h, lo) -> Iterator[tuple[Node, ...]]:
+    """The runs of one adopted heap, or of every live piece of a ``Bundle``."""
+    if type(h) is Bundle:
+        for piece in h.pieces:
+            if piece.ms >= lo:
+                yield from runs(piece, lo)
+    else:
+        yield from runs(h, lo)
+
+
 def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
     if k == len(prod) - 1:
-        yield from runs(prod[k], lo)
+        yield from adopted(prod[k], lo)
         return
-    for a in runs(prod[k], lo):
+    for a in adopted(prod[k], lo):
         for b in _product(prod, k + 1, lo):
             yield a + b
 
@@ -249,6 +265,15 @@ class HashJoinEngine:
         self._timed = isinstance(window, ast.DurationWindow | ast.AttributeWindow)
         n = len(pcea.states)
         self._sources = [t.sources for t in pcea.transitions]
+        #: per transition, per source: the comparison's relation (None: hash bucket only)
+        self._rels = [tuple(None if t.compare(j) is None else t.compare(j).rel
+                            for j in range(len(t.sources))) for t in pcea.transitions]
+        #: states whose runs wait in an ordered index (their consumer compares)
+        self._ordered = [False] * n
+        for t in pcea.transitions:
+            for j, p in enumerate(t.sources):
+                if t.compare(j) is not None:
+                    self._ordered[p] = True
         self._final = [q in pcea.finals for q in range(n)]
         sel = pcea.select
         self._labels = [
@@ -367,11 +392,23 @@ class HashJoinEngine:
             return list(zip(*(values[s, c] for c in classes), strict=True))
 
         right, left = [], [None] * len(pcea.states)
+        probe, order = [], [None] * len(pcea.states)
         for q, t in enumerate(pcea.transitions):
             right.append([keys(q, k) for k in t.keys])
             for p, k in zip(t.sources, t.keys, strict=True):
                 left[p] = keys(p, k)
-        return act, right, left
+            probe.append([None] * len(t.sources))
+            for j, p in enumerate(t.sources):
+                c = t.compare(j)
+                if c is None:
+                    continue
+                key, at = value_expression(c.key, schema), value_expression(c.probe, schema)
+                if key is None or at is None or not comparable(key[1], at[1]):
+                    probe[q][j] = order[p] = [None] * n  # never computed, or never comparable
+                    continue
+                got = frame.select(key[0].alias("k"), at[0].alias("p"))
+                order[p], probe[q][j] = got["k"].to_list(), got["p"].to_list()
+        return act, right, left, probe, order
 
     # ------------------------------------------------------------------ the loop
 
@@ -381,12 +418,12 @@ class HashJoinEngine:
         frame = self._prepare(frame)
         if frame.height == 0:
             return
-        act, right, left = self._columns(frame)
+        act, right, left, probe, order = self._columns(frame)
         positions = frame[POS].to_list()
         times = frame[_WTIME].to_list() if self._timed else None
         keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
             if self.partition_by else None
-        yield from self._loop(act, right, left, positions, times, keys)
+        yield from self._loop(act, right, left, probe, order, positions, times, keys)
 
     def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
         """``run`` in columns, ``size`` matches per batch."""
@@ -408,8 +445,9 @@ class HashJoinEngine:
             out = self._active[mask] = tuple(s for s in range(len(self.pcea.states)) if mask >> s & 1)
         return out
 
-    def _loop(self, act, right, left, positions, times, keys) -> Iterator[Match]:
+    def _loop(self, act, right, left, probe, order, positions, times, keys) -> Iterator[Match]:
         sources, final, ops = self._sources, self._final, self.ops
+        rels, ordered = self._rels, self._ordered
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
@@ -448,6 +486,15 @@ class HashJoinEngine:
                     h = index[p].get(rq[j][r])
                     if h is None or h.ms < lo:
                         break
+                    rel = rels[q][j]
+                    if rel is not None:  # the ordered index: the runs whose key is in range
+                        v = probe[q][j][r]
+                        if v is None:
+                            break
+                        found = pieces(h, rel, v, lo)
+                        if not found:
+                            break
+                        h = found[0] if len(found) == 1 else Bundle(max(x.ms for x in found), found)
                     kids.append(h)
                 else:
                     new.append(extend(q, pos, t, ft, tuple(kids)))
@@ -462,12 +509,16 @@ class HashJoinEngine:
                     continue
                 k = left[q][r]
                 d = index[q]
+                if ordered[q]:
+                    v = order[q][r]
+                    if v is None:
+                        continue  # no value to compare: no run can adopt this one
                 h = d.get(k)
                 if h is None:
                     self._entries += 1
                     if self._entries > self._peak:
                         self._peak = self._entries
-                d[k] = union(h, node, lo, ops)
+                d[k] = insert(h, node, v, lo) if ordered[q] else union(h, node, lo, ops)
                 if windowed:
                     fifo.append((ft, part, q, k))
             if finals and (not timed or t is not None):

@@ -256,8 +256,10 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         pcea, reason = plan_pcea(rewritten_query, formula, sites)
         if pcea is not None:
             n = len(sites)
-            passes[1] = replace(passes[1], note=f"{n} equalit{'y' if n == 1 else 'ies'} between"
-                                " events joined by the hash join (PCEA), not by the automaton")
+            what = (f"{n} equalit{'y' if n == 1 else 'ies'}" if not pcea.ordered else
+                    f"{n} predicate{'' if n == 1 else 's'}")
+            passes[1] = replace(passes[1], note=f"{what} between events joined by the hash join"
+                                " (PCEA), not by the automaton")
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
                               tuple(sites), pcea, reason)
     if pcea is not None:

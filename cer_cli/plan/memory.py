@@ -1071,7 +1071,10 @@ def _engine(query: ast.Query, rewritten, method: str | None) -> tuple[str, str]:
         return LOG, (f"the post-filtered relaxation keeps every earlier candidate event and the"
                      f" attributes '{preds}' reads, whatever the output")
     if method == "hash join":
-        return LOG, "the hash join keeps the partial matches of every join key for the whole log"
+        pcea = getattr(rewritten, "pcea", None)
+        preds = "" if pcea is None else " joined on '" + "', '".join(pcea.predicates) + "'"
+        return LOG, ("the hash join keeps the partial matches of every join key (and compared"
+                     f" value){preds} for the whole log")
     culprit = _pattern_culprit(query.formula)
     if culprit is not None:
         return LOG, (f"its tECS keeps the partial matches of {culprit} for the whole log, also"
@@ -1137,6 +1140,11 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
     if win is None and method == "post-filter" and tier == LOG and analysed == "match":
         preds = ", ".join(text(s.predicate) for s in post)
         reason += f"; the post-filtered relaxation also keeps the attributes '{preds}' reads"
+    pcea = getattr(rewritten, "pcea", None)
+    if (win is None and method == "hash join" and pcea is not None and pcea.ordered
+            and tier == LOG and analysed == "match"):
+        preds = ", ".join(pcea.predicates)
+        reason += f"; the hash join's ordered index also keeps the values '{preds}' compares"
     etier, ereason = _engine(query, rewritten, method)
     if RANK[etier] <= RANK[tier]:
         etier = ereason = None

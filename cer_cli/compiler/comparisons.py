@@ -1,0 +1,83 @@
+"""Comparisons between events as ordered joins of the PCEA (issue #17, item 2).
+
+The PCEA paper lets ``B(p)``, the predicate between an adopted run's last event ``t'`` and
+the adopting event ``t``, be any binary predicate; the engine needs an index that finds
+the runs satisfying it without looking at the others. For a comparison whose sides each
+read one of the two events,
+
+    key(t') rel probe(t)      rel ∈ {<, <=, >, >=, =, !=}
+
+the runs of ``p`` are kept ordered by ``key`` (``cer_cli.engine.ordered``): a new event
+computes ``probe`` and adopts the union of exactly the runs in the range. Linear (indeed
+any) arithmetic on either side is just part of the side's expression: ``y.v > x.v * 1.1 + 2``
+orders x's runs by ``x.v * 1.1 + 2`` and probes with ``y.v``. ``!=`` is the two ranges around
+the probe. A bare equality ``x.a = y.b`` is left to the hash classes (``compiler.pcea``).
+
+Values follow ``compiler.predicates``: a side that cannot be computed (absent, null or NaN
+attribute, division by zero) relates to nothing, and a string never compares with a
+number or a date-time (then the comparison never holds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cer_cli.query import ast
+from cer_cli.query.printer import to_text
+from cer_cli.query.scope import pred_vars
+
+#: ``a op b`` is ``b FLIP[op] a``.
+FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+
+#: The method's name in plans and explain, and its cost per probe.
+ORDERED_INDEX = "ordered index"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``key rel probe`` where ``key`` reads only variable ``low`` (the adopted run's event)
+    and ``probe`` only ``high`` (the adopting event); ``text`` is the predicate as written."""
+
+    low: str
+    key: ast.Expr
+    rel: str
+    high: str
+    probe: ast.Expr
+    text: str
+
+
+def expr_vars(e: ast.Expr) -> frozenset[str]:
+    return pred_vars(ast.Compare("=", e, e))
+
+
+def comparison(p: ast.Predicate) -> tuple[str, ast.Expr, str, str, ast.Expr] | None:
+    """``(x, ex, op, y, ey)`` for an atom ``ex op ey`` whose sides read one variable each
+    (two different ones), except the bare attribute equality that the hash classes take."""
+    if not isinstance(p, ast.Compare):
+        return None
+    lv, rv = expr_vars(p.left), expr_vars(p.right)
+    if len(lv) != 1 or len(rv) != 1 or lv == rv:
+        return None
+    if p.op == "=" and isinstance(p.left, ast.AttrRef) and isinstance(p.right, ast.AttrRef):
+        return None
+    (x,), (y,) = lv, rv
+    return x, p.left, p.op, y, p.right
+
+
+def oriented(p: ast.Predicate, low: str) -> Comparison:
+    """The comparison ``p`` (see ``comparison``) written as ``key rel probe`` with the key
+    on variable ``low``."""
+    x, ex, op, y, ey = comparison(p)  # type: ignore[misc]
+    text = to_text(p)
+    if x == low:
+        return Comparison(x, ex, op, y, ey, text)
+    return Comparison(y, ey, FLIP[op], x, ex, text)
+
+
+def ordered_cost(short: bool = False) -> str:
+    if short:
+        return "O(log w) expected per probe and insert (ordered index)"
+    return ("ordered index: the runs of the adopted state are kept in a search tree on the"
+            " compared value that is also a max-start heap; a probe returns O(depth) heaps to"
+            " adopt, an insert copies one path: O(log w) expected, O(w) when the values are"
+            " monotone in time")
