@@ -22,10 +22,17 @@ The supported fragment (``plan_pcea``; anything else keeps the other methods):
 
 Per branch, union-find over (step, attribute) turns the equalities into *classes*; a class
 holds iff every pair of its members is equal, and a member whose event lacks the attribute
-fails it. A run tree can only compare a node with its direct children, so a class is
-enforced exactly when its steps are *connected* in the tree: for a sequence (a chain) the
-steps of each class must be contiguous. ``H AS x ; T AS y ; H AS z FILTER x.id = z.id`` is
-refused (y lies between x and z and carries no ``id`` of theirs); the post-filter runs it.
+fails it. A run tree can only compare a node with its direct children, so in a sequence (a
+chain) a class whose steps are not contiguous is *carried*: in
+``H AS x ; T AS y ; H AS z FILTER x.id = z.id`` the runs of y keep x.id (``State.carried``),
+a T event adopts the x runs of every live id separately (one node per value, indexed by it)
+and z probes y's runs by its own id. That is the PCEA paper's point (Proposition 3.4: a chain
+automaton cannot check ``R.y = S.y`` across T; a parallelized one indexes the inner run by
+the outer key). The work per T event is the number of live values, at most the x events in
+the window, never the number of partial matches; so a step may carry values from one
+earlier event only (``_carried``): ``x.a = w.a AND y.b = w.b`` over ``x ; y ; z ; w``
+would split z's runs by pairs (x.a, y.b), as many as the partial matches — the
+non-hierarchical case (Theorem 4.2) — and is refused; the post-filter runs it.
 
 Branches that are exactly all the orders of one set of steps — ``(T;S);R OR (S;T);R`` —
 form one *family*: the set of their orders is a partial order whose cover relation is a
@@ -108,9 +115,18 @@ class State:
     step: Step
     family: int
     classes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    #: Classes this state's runs *carry* without an attribute of their own (the class spans
+    #: the step in a chain), with the attribute of the earlier event the value comes from.
+    #: A run keeps its class value: the runs of one event are split by it.
+    carried: tuple[tuple[int, str], ...] = ()
 
     def attrs(self, cls: int) -> tuple[str, ...]:
         return dict(self.classes)[cls]
+
+    def ref(self, cls: int) -> str:
+        """``var.attr`` that gives this state's runs their value of class ``cls``."""
+        own = dict(self.classes)
+        return f"{self.step.var}.{own[cls][0]}" if cls in own else dict(self.carried)[cls]
 
 
 @dataclass(frozen=True)
@@ -118,7 +134,11 @@ class Transition:
     """``(P, U, B, L, q)`` into ``target``: reads an event taking the target's step (U),
     adopts one run from each of ``sources`` (P; empty: the transition starts a run), whose
     key on the classes ``keys[j]`` equals the new event's (B: composite-key equality; an
-    empty key always holds), and labels the node with ``labels`` (L). ``compares[j]``, when
+    empty key always holds), and labels the node with ``labels`` (L).
+
+    ``carried[j]``: the classes the target carries (``State.carried``), taken from the run
+    adopted from ``sources[j]``: the event has no value to probe them with, so it adopts
+    the runs of every live value separately (one node per value). ``compares[j]``, when
     set, adds the comparison ``key(t') rel probe(t)`` with the run of ``sources[j]`` (B is
     then the conjunction; the engine orders those runs by key)."""
 
@@ -126,6 +146,7 @@ class Transition:
     sources: tuple[int, ...]
     keys: tuple[tuple[int, ...], ...]
     labels: frozenset[str]
+    carried: tuple[tuple[int, ...], ...] = ()
     compares: tuple[Comparison | None, ...] = ()
 
     def compare(self, j: int) -> Comparison | None:
@@ -178,14 +199,20 @@ class PCEA:
         """Some transition finds its runs through an ordered index (a comparison)."""
         return any(c is not None for t in self.transitions for c in t.compares)
 
+    @property
+    def carries(self) -> bool:
+        """Some state carries a key from an earlier event (see ``State.carried``)."""
+        return any(s.carried for s in self.states)
+
     def edge_text(self, child: int, parent: int) -> str:
         t = self.transitions[parent]
         j = t.sources.index(child)
         c, p = self.states[child], self.states[parent]
-        parts = [f"{c.step.var}.{c.attrs(k)[0]} = {p.step.var}.{p.attrs(k)[0]}" for k in t.keys[j]]
+        out = [f"{c.ref(k)} = {p.step.var}.{p.attrs(k)[0]}" for k in t.keys[j]]
+        out += [f"carry {c.ref(k)}" for k in (t.carried[j] if t.carried else ())]
         if t.compare(j) is not None:
-            parts.append(t.compare(j).text)
-        return ", ".join(parts) if parts else "true"
+            out.append(t.compare(j).text)
+        return ", ".join(out) or "true"
 
     def describe(self) -> list[str]:
         """One line per family: the chain with each edge's key, or the tree's transitions."""
@@ -352,15 +379,35 @@ def _connected(members: set[int], parent: list[int | None]) -> bool:
     return sum(1 for u in members if parent[u] not in members) == 1
 
 
-def _witness(steps, members: list[tuple[int, str]]) -> str:
-    """Why a class is not contiguous in a chain: the first step inside its span without
-    a member, named with the class."""
-    at = sorted({i for i, _ in members})
-    gap = next(i for i in range(at[0], at[-1] + 1) if i not in at)
-    shown = ", ".join(f"{steps[i].var}.{a}" for i, a in members)
-    return (f"the equalities {{{shown}}} skip '{steps[gap].text()}' ({steps[gap].var}), which"
-            " has no attribute in them: a run tree only compares an event with the one before"
-            " it in the chain")
+def _carried(steps, classes) -> list[dict[int, tuple[int, str]]] | str:
+    """Per step of a chain, the classes it carries: those whose members lie before and
+    after it but not at it, each with the member (step, attribute) its value comes from
+    (the nearest one before). A run tree compares an event only with the one before it,
+    so the value travels in the runs of the steps between: the runs of such a step are
+    indexed by the carried value as if the event had it.
+
+    Refused (the message says why) when a step carries values from two different earlier
+    events (``x.a = w.a AND y.b = w.b`` over ``x ; y ; z ; w`` at z): its runs would then be
+    split by pairs of values, as many as the partial matches — the non-hierarchical case."""
+    out: list[dict[int, tuple[int, str]]] = [{} for _ in steps]
+    for k, members in enumerate(classes):
+        at = {i: a for i, a in reversed(members)}
+        lo, hi = min(at), max(at)
+        origin = (lo, at[lo])
+        for i in range(lo + 1, hi):
+            if i in at:
+                origin = (i, at[i])
+            else:
+                out[i][k] = origin
+    for i, carried in enumerate(out):
+        origins = {o for o, _ in carried.values()}
+        if len(origins) > 1:
+            a, b = sorted(origins)[:2]
+            return (f"'{steps[i].text()}' ({steps[i].var}) lies inside equalities of"
+                    f" {steps[a].var} and of {steps[b].var} and has no attribute in either:"
+                    " its runs would be split by pairs of values, as many as the partial"
+                    " matches (the equality classes are not hierarchical along the chain)")
+    return out
 
 
 # --------------------------------------------------------------------------- planning
@@ -373,6 +420,8 @@ class _Family:
     classes: list[list[tuple[int, str]]]
     orders: list[tuple[Step, ...]]
     tree: bool
+    #: per step, the classes its runs carry (``_carried``); empty for tree families
+    carried: list[dict[int, tuple[int, str]]] = field(default_factory=list)
     compares: dict[int, Comparison] = field(default_factory=dict)  # child step -> its edge's
 
 
@@ -418,15 +467,22 @@ def _family(chains: list[tuple[Step, ...]], atoms, cmps=()) -> _Family | str:
         return "not a tree"
     steps, parent = shape
     classes = _classes(steps, atoms)
+    if len(chains) == 1:
+        carried = _carried(steps, classes)
+        if isinstance(carried, str):
+            return carried
+        compares = _compares(steps, parent, cmps)
+        if isinstance(compares, str):
+            return compares
+        return _Family(steps, parent, classes, list(chains), False, carried, compares)
     for members in classes:
         if not _connected({i for i, _ in members}, parent):
-            if len(chains) == 1:
-                return _witness(steps, members)
             return "not connected"
     compares = _compares(steps, parent, cmps)
     if isinstance(compares, str):
-        return compares if len(chains) == 1 else "not connected"
-    return _Family(steps, parent, classes, list(dict.fromkeys(chains)), len(chains) > 1, compares)
+        return "not connected"
+    return _Family(steps, parent, classes, list(dict.fromkeys(chains)), True,
+                   [{} for _ in steps], compares)
 
 
 def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCEA | None, str]:
@@ -472,10 +528,11 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
     pcea = _build(query, families, sites)
     if pcea is None:
         return None, f"the PCEA would have more than {MAX_STATES} states"
-    if cmps:
-        return pcea, ("every equality class is connected along its run trees and every"
-                      " comparison relates an event to the runs it adopts")
-    return pcea, "every equality class is connected along its run trees"
+    return pcea, ("every equality class is connected along its run trees"
+                  + (" (keys carried through the steps between their events)"
+                     if pcea.carries else "")
+                  + (" and every comparison relates an event to the runs it adopts"
+                     if cmps else ""))
 
 
 def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
@@ -495,15 +552,20 @@ def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
         for k, group in enumerate(fam.classes):
             for i, a in group:
                 at_step[i].setdefault(cls_base + k, []).append(a)
+        carried = [{cls_base + k: f"{fam.steps[o].var}.{a}" for k, (o, a) in c.items()}
+                   for c in fam.carried]
         for i, s in enumerate(fam.steps):
-            states.append(State(s, f, tuple((k, tuple(v)) for k, v in sorted(at_step[i].items()))))
+            states.append(State(s, f, tuple((k, tuple(v)) for k, v in sorted(at_step[i].items())),
+                                tuple(sorted(carried[i].items()))))
             parents.append(None if fam.parent[i] is None else base + fam.parent[i])
         for i in range(len(fam.steps)):
             kids = [j for j in range(len(fam.steps)) if fam.parent[j] == i]
-            keys = tuple(tuple(sorted(set(at_step[j]) & set(at_step[i]))) for j in kids)
+            keys = tuple(tuple(sorted((set(at_step[j]) | set(carried[j])) & set(at_step[i])))
+                         for j in kids)
+            carry = tuple(tuple(sorted(carried[i])) for _ in kids)
             compares = tuple(fam.compares.get(j) for j in kids)
             transitions.append(Transition(base + i, tuple(base + j for j in kids), keys,
-                                          fam.steps[i].labels,
+                                          fam.steps[i].labels, carry if carried[i] else (),
                                           compares if any(compares) else ()))
         # Families list their states leaves first, root last (chains: in order).
         order = sorted(range(len(fam.steps)), key=lambda i: -_depth(i, fam.parent))
@@ -548,6 +610,12 @@ def _dedupe(families: list[_Family], select: frozenset[str] | None) -> str | Non
 def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str:
     """The update cost of Theorem 5.1 with this query's numbers."""
     size, t = pcea.size, len(pcea.attributes)
+    carry = ("; a step that carries a key ("
+             + ", ".join(f"{s.step.var} carries {', '.join(r for _, r in s.carried)}"
+                         for s in pcea.states if s.carried)
+             + ") adopts the runs of each live value separately: k more extends and heap"
+             " inserts per such event, k ≤ the events of one step in the window"
+             if pcea.carries else "")
     if isinstance(window, ast.EventsWindow):
         w = f"w = {window.count} events"
     elif window is None:
@@ -556,13 +624,14 @@ def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str
         w = f"w = the events within {to_text(window)}"
     ordered = "" if not pcea.ordered else "; comparisons: " + ordered_cost(short)
     if short:
-        return (f"update O(|P|·(|t| + log|P| + log w)) with |P| = {size}, |t| = {t}, {w};"
+        return (f"update O(|P|·(|t| + log|P| + log w)) with |P| = {size}, |t| = {t}, {w}{carry};"
                 " output-linear delay" + ("" if pcea.dedupe is None else
                                           " (matches de-duplicated per event)") + ordered)
     return (f"update O(|P|·(|t| + log|P| + log w)) per event with |P| = {size}"
             f" ({len(pcea.states)} states, {len(pcea.transitions)} transitions), |t| = {t}"
             f" attribute(s) read, {w}; independent of the number of partial matches"
-            " (hash probes per transition, one persistent-heap insert per new run);"
+            " (hash probes per transition, one persistent-heap insert per new run)"
+            f"{carry};"
             " output-linear delay"
             + ("" if pcea.dedupe is None else
                f", except that matches are de-duplicated per event ({pcea.dedupe})") + ordered)

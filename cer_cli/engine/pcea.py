@@ -281,6 +281,17 @@ class HashJoinEngine:
             for s in pcea.states
         ]
         self._sort = [s.family in pcea.tree_families for s in pcea.states]
+        # Carried keys (``State.carried``): a transition into q with ``carry[q]`` adopts the
+        # runs of every live carried value of its source, whose index is then nested:
+        # ``H[p][probe key][carried values] -> heap`` (``nest[p]``). States whose runs carry
+        # a value, or index under a nested key, build their key per run (``generic[p]``).
+        self._carry = [bool(t.carried) for t in pcea.transitions]
+        self._nest = [False] * n
+        for t in pcea.transitions:
+            if t.carried:
+                for p in t.sources:
+                    self._nest[p] = True
+        self._generic = [bool(s.carried) or self._nest[q] for q, s in enumerate(pcea.states)]
         self._parts: dict[tuple | None, _Partition] = {}
         self._fifo: deque = deque()  # time windows: one FIFO for all partitions
         self._ftime = NO_LOWER  # latest window time seen (an upper bound for later nulls)
@@ -395,8 +406,16 @@ class HashJoinEngine:
         probe, order = [], [None] * len(pcea.states)
         for q, t in enumerate(pcea.transitions):
             right.append([keys(q, k) for k in t.keys])
-            for p, k in zip(t.sources, t.keys, strict=True):
-                left[p] = keys(p, k)
+            for j, (p, k) in enumerate(zip(t.sources, t.keys, strict=True)):
+                if not self._generic[p]:
+                    left[p] = keys(p, k)
+                    continue
+                # per run: each class from the event's column or from the carried values
+                slot = {c: i for i, (c, _) in enumerate(pcea.states[p].carried)}
+                own = tuple((slot[c], None) if c in slot else (None, values[p, c]) for c in k)
+                car = tuple((slot[c], None) if c in slot else (None, values[p, c])
+                            for c in (t.carried[j] if t.carried else ()))
+                left[p] = (own, car)
             probe.append([None] * len(t.sources))
             for j, p in enumerate(t.sources):
                 c = t.compare(j)
@@ -448,6 +467,7 @@ class HashJoinEngine:
     def _loop(self, act, right, left, probe, order, positions, times, keys) -> Iterator[Match]:
         sources, final, ops = self._sources, self._final, self.ops
         rels, ordered = self._rels, self._ordered
+        carry, generic, nest = self._carry, self._generic, self._nest
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
@@ -475,13 +495,38 @@ class HashJoinEngine:
                     self._evict(fifo.popleft(), lo)
             # FireTransitions: every transition reads the indices as they were before this event.
             new = []
+            carried = None  # the carried values of each new node, when some state carries
             for q in states_of(a):
                 srcs = sources[q]
                 if not srcs:
                     new.append(Node(ft, pos, q, t))
+                    if carried is not None:
+                        carried.append(())
+                    continue
+                rq = right[q]
+                if carry[q]:  # a chain step: one node per live carried value of its source
+                    if carried is None:
+                        carried = [()] * len(new)
+                    sub = index[srcs[0]].get(rq[0][r])
+                    rel = rels[q][0]
+                    if sub and rel is not None:
+                        v = probe[q][0][r]
+                        if v is None:
+                            sub = None
+                    if sub:
+                        for ck, h in sub.items():
+                            if h.ms >= lo:
+                                if rel is not None:  # the ordered index, per carried value
+                                    found = pieces(h, rel, v, lo)
+                                    if not found:
+                                        continue
+                                    h = found[0] if len(found) == 1 else Bundle(
+                                        max(x.ms for x in found), found)
+                                new.append(extend(q, pos, t, ft, (h,)))
+                                carried.append(ck)
+                        ops.probes += len(sub)
                     continue
                 kids = []
-                rq = right[q]
                 for j, p in enumerate(srcs):
                     h = index[p].get(rq[j][r])
                     if h is None or h.ms < lo:
@@ -498,21 +543,32 @@ class HashJoinEngine:
                     kids.append(h)
                 else:
                     new.append(extend(q, pos, t, ft, tuple(kids)))
+                    if carried is not None:
+                        carried.append(())
                 ops.probes += len(srcs)
             ops.extends += len(new)
             # UpdateIndices, then the matches of the final states.
             finals = []
-            for node in new:
+            for i, node in enumerate(new):
                 q = node.state
                 if final[q]:
                     finals.append(node)
                     continue
-                k = left[q][r]
-                d = index[q]
                 if ordered[q]:
                     v = order[q][r]
                     if v is None:
                         continue  # no value to compare: no run can adopt this one
+                pk = None
+                if generic[q]:
+                    k, ck = self._generic_key(left[q], r, carried[i] if carried else ())
+                    d = index[q]
+                    if nest[q]:
+                        pk, d = k, d.get(k)
+                        if d is None:
+                            d = index[q][pk] = {}
+                        k = ck
+                else:
+                    k, d = left[q][r], index[q]
                 h = d.get(k)
                 if h is None:
                     self._entries += 1
@@ -520,19 +576,30 @@ class HashJoinEngine:
                         self._peak = self._entries
                 d[k] = insert(h, node, v, lo) if ordered[q] else union(h, node, lo, ops)
                 if windowed:
-                    fifo.append((ft, part, q, k))
+                    fifo.append((ft, part, q, k, d, pk))
             if finals and (not timed or t is not None):
                 yield from self._emit(finals, lo, pos, part.key)
 
+    @staticmethod
+    def _generic_key(spec, r: int, ck: tuple):
+        """``(probe key, carried values)`` of a run in a state with carried keys: each class
+        from the carried values ``ck`` or from the event's column (``_columns``)."""
+        own, car = spec
+        vals = tuple(ck[i] if col is None else col[r] for i, col in own)
+        key = vals[0] if len(vals) == 1 else vals
+        return key, tuple(ck[i] if col is None else col[r] for i, col in car)
+
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
-        (an entry updated since is found again later in the FIFO)."""
-        _, part, q, k = item
-        d = part.index[q]
+        (an entry updated since is found again later in the FIFO). ``d`` is the dict that
+        holds it: ``H[q]``, or for a nested index ``H[q][probe key]`` (emptied ones go too)."""
+        _, part, q, k, d, pk = item
         h = d.get(k)
         if h is not None and h.ms < lo:
             del d[k]
             self._entries -= 1
+            if not d and pk is not None and part.index[q].get(pk) is d:
+                del part.index[q][pk]
 
     def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
         """Enumerate the windowed runs of the new final nodes as matches (projected, and

@@ -54,3 +54,18 @@ def test_polars_limit_reads_the_query_columns():
         assert "type" in w.columns
         for a in w.atoms:
             assert isinstance(a, pl.Expr)
+
+
+def test_correlation_brute_force_equals_the_reference():
+    """The bench's numpy count of issue #17's queries is itself checked against the
+    brute-force reference on a small log."""
+    from cer_cli.query.parser import parse
+    from tests import reference
+    from tests.bench import correlation
+
+    df = correlation.log(300, seed=5)
+    events = df.to_dicts()
+    got = correlation.brute_counts(df, window=6)
+    for name, text in correlation.QUERIES.items():
+        query = parse(text.replace(f"WITHIN {correlation.WINDOW}", "WITHIN 6"))
+        assert got[name] == len(reference.reference_matches(query, events)), name
