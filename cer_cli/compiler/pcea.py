@@ -57,7 +57,7 @@ from itertools import product
 from cer_cli.compiler.comparisons import Comparison, comparison, ordered_cost, oriented
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
-from cer_cli.query.scope import attr_refs, pred_vars, type_labels
+from cer_cli.query.scope import attr_refs, pred_vars, prev_refs, type_labels
 
 #: Distributing ``;`` over OR may multiply branches; beyond this the query falls back.
 MAX_BRANCHES = 64
@@ -498,6 +498,9 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
         return None, "the pattern never matches"
     atoms, cmps = [], []
     for s in sites:
+        if prev_refs(s.predicate):
+            return None, (f"'{to_text(s.predicate)}' reads the previous iteration of a '+'"
+                          " (a register), which the PCEA does not evaluate")
         eq = equality(s.predicate)
         if eq is not None:
             atoms.append((eq, tuple(s.guards)))
