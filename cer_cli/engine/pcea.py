@@ -211,6 +211,28 @@ def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
 # --------------------------------------------------------------------------- the engine
 
 
+def _key_builder(own: tuple, car: tuple):
+    """``(row, carried values) -> (probe key, carried key)`` of a run in a state with carried
+    keys: each class from the run's carried values (``(slot, None)``) or from the event's
+    column (``(None, column)``). The one-class cases are the common ones: spelled out."""
+    if len(own) == 1 and not car:
+        (i, col), = own
+        if col is None:
+            return lambda r, ck: (ck[i], ())
+        return lambda r, ck: (col[r], ())
+    if not own and len(car) == 1 and car[0][1] is not None:
+        col = car[0][1]
+        return lambda r, ck: ((), (col[r],))
+
+    def build(r: int, ck: tuple):
+        vals = tuple(ck[i] if col is None else col[r] for i, col in own)
+        return (vals[0] if len(vals) == 1 else vals,
+                tuple(ck[i] if col is None else col[r] for i, col in car))
+
+    return build
+
+
+
 @dataclass
 class _Partition:
     """Algorithm-1 state of one PARTITION BY sub-stream: ``index[p]`` is ``H[p]`` (key ->
@@ -389,7 +411,7 @@ class HashJoinEngine:
                 own = tuple((slot[c], None) if c in slot else (None, values[p, c]) for c in k)
                 car = tuple((slot[c], None) if c in slot else (None, values[p, c])
                             for c in (t.carried[j] if t.carried else ()))
-                left[p] = (own, car)
+                left[p] = _key_builder(own, car)
         return act, right, left
 
     # ------------------------------------------------------------------ the loop
@@ -498,7 +520,7 @@ class HashJoinEngine:
                     continue
                 pk = None
                 if generic[q]:
-                    k, ck = self._generic_key(left[q], r, carried[i] if carried else ())
+                    k, ck = left[q](r, carried[i] if carried else ())
                     d = index[q]
                     if nest[q]:
                         pk, d = k, d.get(k)
@@ -512,20 +534,17 @@ class HashJoinEngine:
                     self._entries += 1
                     if self._entries > self._peak:
                         self._peak = self._entries
-                d[k] = union(h, node, lo, ops)
+                    d[k] = node  # union with the empty heap
+                    ops.unions += 1
+                    ops.union_nodes += 1
+                    if not ops.max_union_nodes:
+                        ops.max_union_nodes = 1
+                else:
+                    d[k] = union(h, node, lo, ops)
                 if windowed:
                     fifo.append((ft, part, q, k, d, pk))
             if finals and (not timed or t is not None):
                 yield from self._emit(finals, lo, pos, part.key)
-
-    @staticmethod
-    def _generic_key(spec, r: int, ck: tuple):
-        """``(probe key, carried values)`` of a run in a state with carried keys: each class
-        from the carried values ``ck`` or from the event's column (``_columns``)."""
-        own, car = spec
-        vals = tuple(ck[i] if col is None else col[r] for i, col in own)
-        key = vals[0] if len(vals) == 1 else vals
-        return key, tuple(ck[i] if col is None else col[r] for i, col in car)
 
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
