@@ -569,3 +569,29 @@ def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str
             " output-linear delay"
             + ("" if pcea.dedupe is None else
                f", except that matches are de-duplicated per event ({pcea.dedupe})"))
+
+
+def join_cost(pcea: PCEA, predicate: ast.Predicate) -> str:
+    """How the hash join checks one equality ``x.a = y.b`` of ``pcea.predicates``: on which
+    edges of the run trees it is a key, and the work that costs per event."""
+    eq = equality(predicate)
+    members: dict[int, set[tuple[str, str]]] = {}
+    for s in pcea.states:
+        for c, attrs in s.classes:
+            members.setdefault(c, set()).update((v, a) for v in s.step.labels for a in attrs)
+    ks = set() if eq is None else {
+        c for c, m in members.items() if (eq[0], eq[1]) in m and (eq[2], eq[3]) in m}
+    edges, carriers = [], []
+    for q, t in enumerate(pcea.transitions):
+        parent = pcea.states[q]
+        for j, p in enumerate(t.sources):
+            edges += [f"{pcea.states[p].ref(k)} = {parent.step.var}.{parent.attrs(k)[0]}"
+                      for k in t.keys[j] if k in ks]
+        carriers += [f"{parent.step.var} carries {ref}" for k, ref in parent.carried if k in ks]
+    out = ("a hash probe on the key " + "; ".join(dict.fromkeys(edges)) if edges
+           else "a hash probe on its key")
+    out += " per event: O(1) per transition, independent of the number of partial matches"
+    if carriers:
+        out += ("; " + ", ".join(dict.fromkeys(carriers)) + ": each such event adopts the runs"
+                " of every live value separately (at most the events of one step in the window)")
+    return out
