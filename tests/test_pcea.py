@@ -192,7 +192,9 @@ def test_b3_ordered_chain_over_a_non_hierarchical_join_graph():
         ("H AS x ; T AS y ; H AS z FILTER x.id < y.id", "post-filter", "not an equality"),
         ("SELECT NEXT * WHERE H AS x ; T AS y ; H AS z FILTER x.id = y.id", "post-filter", "NEXT"),
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id CONSUME BY ANY", "post-filter", "CONSUME"),
-        ("H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.hum", "post-filter", "'+'"),
+        ("H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.hum", "hash join", None),
+        ("H AS x ; (T AS y ; H AS z)+ FILTER x.id = z.hum", "post-filter", "'+' over more"),
+        ("H AS x ; (T AS y):+ ; H AS z FILTER x.id = z.hum", "post-filter", "':+'"),
         ("H AS x : T AS y FILTER x.id = y.hum", "post-filter", "':'"),
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id", "partition", None),
         ("SELECT * WHERE H AS x ; T AS y FILTER x.id = y.id WITHIN 3 EVENTS", "hash join", None),
@@ -334,6 +336,8 @@ def steps(draw, names: tuple[str, ...]) -> list[ast.Formula]:
             f = ast.As(f, name)
             if draw(st.integers(0, 3)) == 0:
                 f = ast.Filter(f, draw(unary_atoms(name)))
+        if draw(st.integers(0, 4)) == 0:  # an iterated step: equalities hold for every event
+            f = ast.Plus(f)
         out.append(f)
     return out
 
@@ -435,8 +439,8 @@ def chains_of(f: ast.Formula) -> list[list[frozenset[str]]]:
         return [[frozenset({f.name, f.label})]]
     if isinstance(f, ast.As):
         return [[s | {f.var} for s in b] for b in chains_of(f.formula)]
-    if isinstance(f, ast.Filter):
-        return chains_of(f.formula)
+    if isinstance(f, (ast.Filter, ast.Plus)):
+        return chains_of(f.formula if isinstance(f, ast.Filter) else f.body)
     if isinstance(f, ast.Seq):
         return [a + b for a in chains_of(f.left) for b in chains_of(f.right)]
     assert isinstance(f, ast.FOr)
@@ -540,3 +544,20 @@ def test_hash_join_equals_the_reference_long(shaped_query, events, one_by_one):
     except QueryError:
         assume(False)
     check_against_reference(query, events, one_by_one)
+
+
+def test_equalities_through_plus_are_a_loop_key():
+    """``(T AS y FILTER y.id = x.id)+`` with x fixed: every iteration adopts the previous one
+    on the key, so each T of the match has x's id (no PARTITION BY: z is not tied)."""
+    events = ev("H:id=1 T:id=1 T:id=2 T:id=1 H:id=2 T:id=1 H:id=1")
+    text = "H AS x ; (T AS y FILTER y.id = x.id)+ ; H AS z"
+    got = matches_of(text, events)
+    assert (4, (("x", 0), ("y", 1), ("y", 3), ("z", 4))) in got
+    assert not any(("y", 2) in m for _, m in got)
+    pcea = compile_query(text).rewritten.pcea
+    assert "(T AS y)+" in pcea.describe()[0]
+    # the key carried through the iterations, and the SELECT that hides them
+    matches_of("H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id", events)
+    matches_of("SELECT x, z WHERE H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id", events)
+    assert compile_query("SELECT x, z WHERE H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id"
+                         ).rewritten.pcea.dedupe
