@@ -309,3 +309,36 @@ def test_partition_rewrite_is_refused_when_a_tied_variable_may_be_absent():
     events = [{"type": "A", "stream": "S1", "time": 0, "ts": None, "v": 0, "id": 0}]
     reference.assert_same_matches(engine_matches(query, events),
                                   reference.reference_matches(query, events))
+
+
+@pytest.mark.parametrize(
+    "text, methods, words",
+    [
+        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id",
+         ["hash join"], ["y carries x.id"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id",
+         ["partition", "partition"], ["PARTITION BY [id]"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id < y.id AND x.id = z.id",
+         ["hash join", "hash join"], ["a comparison between events", "y carries x.id",
+                                      "ordered-index probe on the edge x → y"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id < z.id AND x.id = y.id",
+         ["post-filter", "post-filter"], ["a comparison between events",
+                                          "ordered index (hash join): no", "hash join: no"]),
+        ("(T AS y FILTER y.tmp > PREV(y).tmp)+ WITHIN 3 EVENTS",
+         ["post-filter"], ["previous iteration", "consecutive events"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id OR x.k = z.k",
+         ["post-filter"], ["neither an equality nor a comparison"]),
+    ],
+)
+def test_explain_gives_the_method_of_each_predicate(text, methods, words):
+    compiled = compile_query(text)
+    got = compiled.predicate_methods
+    assert [m.method for m in got] == methods
+    assert {m.method for m in got} == {compiled.correlation_method}
+    shown = " ".join(f"{m.reason} {m.cost}" for m in got)
+    assert all(w in shown for w in words), shown
+    corr = plan_of(text)["correlation"]
+    assert [m["method"] for m in corr["methods"]] == methods
+    out = cli("explain", "-e", text).output
+    for m in got:
+        assert f"{m.predicate}: {m.method} — " in out

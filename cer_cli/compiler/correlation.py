@@ -438,3 +438,22 @@ def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
         return query, ()
     relaxed = _drop(f, lambda _p, c: not is_correlation(c))
     return replace(query, formula=relaxed), tuple(found)
+
+
+#: Operators of a comparison between events (issue #17 item 2).
+COMPARISONS = ("<", "<=", ">", ">=", "!=")
+
+
+def predicate_class(p: ast.Predicate) -> str:
+    """The class of a conjunct between events, as ``explain`` names it: ``equality`` (two
+    attributes, ``x.a = y.b``), ``comparison`` (``<``, ``<=``, ``>``, ``>=``, ``!=``, or
+    ``=`` over arithmetic), ``register`` (an atom reading ``PREV(y).a``), or ``other`` (OR,
+    NOT, several atoms)."""
+    if prev_refs(p):
+        return "register"
+    if isinstance(p, ast.Compare):
+        plain = isinstance(p.left, ast.AttrRef) and isinstance(p.right, ast.AttrRef)
+        if p.op == "=" and plain:
+            return "equality"
+        return "comparison"
+    return "other"

@@ -11,8 +11,8 @@ there are (``cer_cli.engine.pcea`` runs the paper's Algorithm 1 on what is built
 The supported fragment (``plan_pcea``; anything else keeps the other methods):
 
 * the rewritten (relaxed) formula is an OR of branches, each a ``;`` sequence of single
-  events ``E`` / ``S>E`` with AS variables and unary filters — distributing ``;`` over
-  OR, at most ``MAX_BRANCHES`` branches;
+  events ``E`` / ``S>E`` with AS variables and unary filters, or of iterated single events
+  ``(E AS y)+`` — distributing ``;`` over OR, at most ``MAX_BRANCHES`` branches;
 * every predicate between events is an equality ``x.a = y.b`` of two attributes, or a
   comparison ``e(x) rel e'(y)`` of two consecutive steps (``compiler.comparisons``: the
   runs are found through an ordered index instead of a hash bucket, at most one
@@ -33,6 +33,11 @@ the window, never the number of partial matches; so a step may carry values from
 earlier event only (``_carried``): ``x.a = w.a AND y.b = w.b`` over ``x ; y ; z ; w``
 would split z's runs by pairs (x.a, y.b), as many as the partial matches — the
 non-hierarchical case (Theorem 4.2) — and is refused; the post-filter runs it.
+
+An iterated step ``(T AS y)+`` is a state with a loop transition: each iteration adopts the
+run of the previous one, probing a second index keyed by all the step's classes, so an
+equality through ``+`` (``(T AS y FILTER y.id = x.id)+`` with x fixed) is a key that every
+iteration meets, and a carried key passes through the iterations unchanged.
 
 Branches that are exactly all the orders of one set of steps — ``(T;S);R OR (S;T);R`` —
 form one *family*: the set of their orders is a partial order whose cover relation is a
@@ -79,6 +84,9 @@ class Step:
     stream: str | None
     labels: frozenset[str]
     filters: frozenset[ast.Predicate] = frozenset()
+    #: ``(E AS y)+``: one or more events, each adopting the run of the previous one (a loop
+    #: transition keyed by the step's classes, so every iteration has the class values)
+    loop: bool = False
 
     @property
     def var(self) -> str:
@@ -95,7 +103,7 @@ class Step:
         out = self.label + "".join(f" AS {v}" for v in own)
         if self.filters:
             out += " [" + " AND ".join(sorted(to_text(p) for p in self.filters)) + "]"
-        return out
+        return f"({out})+" if self.loop else out
 
     def exclusive(self, other: Step) -> bool:
         """No event can take both steps (different types, or different streams)."""
@@ -176,7 +184,9 @@ class PCEA:
     def size(self) -> int:
         """|P| = |Q| + Σ over transitions of (|P_e| + |L_e|), as in the paper."""
         return len(self.states) + sum(
-            len(t.sources) + len(self.states[t.target].step.labels) for t in self.transitions
+            (len(t.sources) + len(self.states[t.target].step.labels))
+            * (2 if self.states[t.target].step.loop else 1)
+            for t in self.transitions
         )
 
     @property
@@ -251,7 +261,7 @@ def branches(f: ast.Formula) -> list[tuple[Step, ...]]:
         return [(Step(f.name, f.stream, type_labels(f)),)]
     if isinstance(f, ast.As):
         return [
-            tuple(Step(s.name, s.stream, s.labels | {f.var}, s.filters) for s in b)
+            tuple(Step(s.name, s.stream, s.labels | {f.var}, s.filters, s.loop) for s in b)
             for b in branches(f.formula)
         ]
     if isinstance(f, ast.Filter):
@@ -265,7 +275,7 @@ def branches(f: ast.Formula) -> list[tuple[Step, ...]]:
                 raise _Unsupported(f"a filter on '{v}' sits outside the pattern that binds it")
         return [
             tuple(
-                Step(s.name, s.stream, s.labels, s.filters | {f.predicate})
+                Step(s.name, s.stream, s.labels, s.filters | {f.predicate}, s.loop)
                 if not vs or vs <= s.labels else s
                 for s in b
             )
@@ -285,7 +295,14 @@ def branches(f: ast.Formula) -> list[tuple[Step, ...]]:
             raise _Unsupported(f"the pattern has more than {MAX_BRANCHES} OR branches")
         return out
     if isinstance(f, ast.Plus):
-        raise _Unsupported("'+' (iteration) is not supported by the hash join")
+        if f.contiguous:
+            raise _Unsupported("':+' (contiguous iteration) is not supported by the hash join")
+        inner = branches(f.body)
+        if len(inner) != 1 or len(inner[0]) != 1 or inner[0][0].loop:
+            raise _Unsupported("'+' over more than one single event is not supported by the"
+                               " hash join")
+        (s,), = inner
+        return [(Step(s.name, s.stream, s.labels, s.filters, True),)]
     if isinstance(f, ast.FNot):
         raise _Unsupported("NOT(…) is not supported by the hash join")
     raise _Unsupported(f"unsupported pattern {to_text(f)}")
@@ -340,7 +357,7 @@ def _tree(chains: list[tuple[Step, ...]]) -> tuple[list[Step], list[int | None]]
     ``chains`` (all orders of the same steps), or None when no tree has exactly them."""
     steps = list(chains[0])
     n = len(steps)
-    if len(set(steps)) != n or n > MAX_FAMILY_STEPS:
+    if len(set(steps)) != n or n > MAX_FAMILY_STEPS or any(s.loop for s in steps):
         return None
     index = [{s: i for i, s in enumerate(c)} for c in chains]
     before = [[all(ix[steps[u]] < ix[steps[v]] for ix in index) for v in range(n)] for u in range(n)]
@@ -596,10 +613,15 @@ def _dedupe(families: list[_Family], select: frozenset[str] | None) -> str | Non
     for fam in families:
         n = len(fam.steps)
         for i, s in enumerate(fam.steps):
-            kept_anyway = (not fam.tree and i in (0, n - 1)) or fam.parent[i] is None
+            # the first and last events of a chain are the match's interval, unless iterated
+            kept_anyway = not s.loop and ((not fam.tree and i in (0, n - 1))
+                                          or fam.parent[i] is None)
             if not shown(s) and not kept_anyway:
                 return (f"SELECT drops every variable of '{s.text()}', so runs that differ only"
                         " there report the same match")
+    if len(families) > 1 and any(s.loop for fam in families for s in fam.steps):
+        return ("an OR branch iterates an event with '+': two branches can report the same"
+                " match with a different number of steps")
     seen: set[tuple] = set()
     for fam in families:
         for order in fam.orders:  # the orders of one family are distinct sequences too
@@ -638,3 +660,44 @@ def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str
             " output-linear delay"
             + ("" if pcea.dedupe is None else
                f", except that matches are de-duplicated per event ({pcea.dedupe})") + ordered)
+
+
+def join_cost(pcea: PCEA, predicate: ast.Predicate) -> str:
+    """How the hash join checks one predicate of ``pcea.predicates``: for an equality
+    ``x.a = y.b``, on which edges of the run trees it is a key, and the work that costs per
+    event; for a comparison, the edge whose ordered index answers it."""
+    if comparison(predicate) is not None:
+        return compare_cost(pcea, predicate)
+    eq = equality(predicate)
+    members: dict[int, set[tuple[str, str]]] = {}
+    for s in pcea.states:
+        for c, attrs in s.classes:
+            members.setdefault(c, set()).update((v, a) for v in s.step.labels for a in attrs)
+    ks = set() if eq is None else {
+        c for c, m in members.items() if (eq[0], eq[1]) in m and (eq[2], eq[3]) in m}
+    edges, carriers = [], []
+    for q, t in enumerate(pcea.transitions):
+        parent = pcea.states[q]
+        for j, p in enumerate(t.sources):
+            edges += [f"{pcea.states[p].ref(k)} = {parent.step.var}.{parent.attrs(k)[0]}"
+                      for k in t.keys[j] if k in ks]
+        carriers += [f"{parent.step.var} carries {ref}" for k, ref in parent.carried if k in ks]
+    out = ("a hash probe on the key " + "; ".join(dict.fromkeys(edges)) if edges
+           else "a hash probe on its key")
+    out += " per event: O(1) per transition, independent of the number of partial matches"
+    if carriers:
+        out += ("; " + ", ".join(dict.fromkeys(carriers)) + ": each such event adopts the runs"
+                " of every live value separately (at most the events of one step in the window)")
+    return out
+
+
+def compare_cost(pcea: PCEA, predicate: ast.Predicate) -> str:
+    """How the ordered index answers one comparison of ``pcea.predicates``."""
+    text = to_text(predicate)
+    edges = [f"{pcea.states[p].step.var} → {pcea.states[q].step.var}"
+             for q, t in enumerate(pcea.transitions) for j, p in enumerate(t.sources)
+             if t.compare(j) is not None and t.compare(j).text == text]
+    where = ("on the edge " + ", ".join(dict.fromkeys(edges))) if edges else "on its edge"
+    return (f"an ordered-index probe {where}: the runs waiting there are kept sorted by the"
+            f" compared value; {ordered_cost(short=True)}, O(w) at worst, independent of the"
+            " number of partial matches")

@@ -227,10 +227,34 @@ def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
 # --------------------------------------------------------------------------- the engine
 
 
+def _key_builder(own: tuple, car: tuple):
+    """``(row, carried values) -> (probe key, carried key)`` of a run in a state with carried
+    keys: each class from the run's carried values (``(slot, None)``) or from the event's
+    column (``(None, column)``). The one-class cases are the common ones: spelled out."""
+    if len(own) == 1 and not car:
+        (i, col), = own
+        if col is None:
+            return lambda r, ck: (ck[i], ())
+        return lambda r, ck: (col[r], ())
+    if not own and len(car) == 1 and car[0][1] is not None:
+        col = car[0][1]
+        return lambda r, ck: ((), (col[r],))
+
+    def build(r: int, ck: tuple):
+        vals = tuple(ck[i] if col is None else col[r] for i, col in own)
+        return (vals[0] if len(vals) == 1 else vals,
+                tuple(ck[i] if col is None else col[r] for i, col in car))
+
+    return build
+
+
+
 @dataclass
 class _Partition:
     """Algorithm-1 state of one PARTITION BY sub-stream: ``index[p]`` is ``H[p]`` (key ->
-    heap of the runs ending in ``p``), ``count`` its events so far (EVENTS windows)."""
+    heap of the runs ending in ``p``, as ``p``'s parent probes it), ``index[n + p]`` the
+    loop index of an iterated state (keyed by all its classes), ``count`` its events so far
+    (EVENTS windows)."""
 
     key: tuple | None
     index: list[dict]
@@ -292,6 +316,13 @@ class HashJoinEngine:
                 for p in t.sources:
                     self._nest[p] = True
         self._generic = [bool(s.carried) or self._nest[q] for q, s in enumerate(pcea.states)]
+        # Iterated steps ``(E AS y)+``: a loop transition adopts the run of the previous
+        # iteration, probing a second index (slot ``n + q``) keyed by all of q's classes.
+        self._loops = [s.step.loop for s in pcea.states]
+        self._nest += [bool(s.carried) for s in pcea.states]
+        self._generic += [bool(s.carried) for s in pcea.states]
+        self._slots = [((q,) if q not in pcea.finals else ()) + ((n + q,) if s.step.loop else ())
+                       for q, s in enumerate(pcea.states)]
         self._parts: dict[tuple | None, _Partition] = {}
         self._fifo: deque = deque()  # time windows: one FIFO for all partitions
         self._ftime = NO_LOWER  # latest window time seen (an upper bound for later nulls)
@@ -415,7 +446,22 @@ class HashJoinEngine:
                 own = tuple((slot[c], None) if c in slot else (None, values[p, c]) for c in k)
                 car = tuple((slot[c], None) if c in slot else (None, values[p, c])
                             for c in (t.carried[j] if t.carried else ()))
-                left[p] = (own, car)
+                left[p] = _key_builder(own, car)
+        left += [None] * len(pcea.states)
+        rloop = [None] * len(pcea.states)
+        for q, state in enumerate(pcea.states):
+            if not state.step.loop:
+                continue
+            own = tuple(c for c, _ in state.classes)
+            rloop[q] = keys(q, own)
+            if state.carried:
+                left[len(pcea.states) + q] = _key_builder(
+                    tuple((None, values[q, c]) for c in own),
+                    tuple((i, None) for i in range(len(state.carried))))
+            else:
+                left[len(pcea.states) + q] = rloop[q]
+        self._rloop = rloop
+        for q, t in enumerate(pcea.transitions):
             probe.append([None] * len(t.sources))
             for j, p in enumerate(t.sources):
                 c = t.compare(j)
@@ -455,7 +501,7 @@ class HashJoinEngine:
     def _partition(self, key) -> _Partition:
         part = self._parts.get(key)
         if part is None:
-            part = self._parts[key] = _Partition(key, [{} for _ in self.pcea.states])
+            part = self._parts[key] = _Partition(key, [{} for _ in range(2 * len(self.pcea.states))])
         return part
 
     def _states_of(self, mask: int) -> tuple[int, ...]:
@@ -468,6 +514,8 @@ class HashJoinEngine:
         sources, final, ops = self._sources, self._final, self.ops
         rels, ordered = self._rels, self._ordered
         carry, generic, nest = self._carry, self._generic, self._nest
+        loop, slots, n = self._loops, self._slots, len(self.pcea.states)
+        rloop = self._rloop
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
@@ -498,13 +546,12 @@ class HashJoinEngine:
             carried = None  # the carried values of each new node, when some state carries
             for q in states_of(a):
                 srcs = sources[q]
+                rq = right[q]
                 if not srcs:
                     new.append(Node(ft, pos, q, t))
                     if carried is not None:
                         carried.append(())
-                    continue
-                rq = right[q]
-                if carry[q]:  # a chain step: one node per live carried value of its source
+                elif carry[q]:  # a chain step: one node per live carried value of its source
                     if carried is None:
                         carried = [()] * len(new)
                     sub = index[srcs[0]].get(rq[0][r])
@@ -525,81 +572,103 @@ class HashJoinEngine:
                                 new.append(extend(q, pos, t, ft, (h,)))
                                 carried.append(ck)
                         ops.probes += len(sub)
-                    continue
-                kids = []
-                for j, p in enumerate(srcs):
-                    h = index[p].get(rq[j][r])
-                    if h is None or h.ms < lo:
-                        break
-                    rel = rels[q][j]
-                    if rel is not None:  # the ordered index: the runs whose key is in range
-                        v = probe[q][j][r]
-                        if v is None:
-                            break
-                        found = pieces(h, rel, v, lo)
-                        if not found:
-                            break
-                        h = found[0] if len(found) == 1 else Bundle(max(x.ms for x in found), found)
-                    kids.append(h)
                 else:
-                    new.append(extend(q, pos, t, ft, tuple(kids)))
-                    if carried is not None:
-                        carried.append(())
-                ops.probes += len(srcs)
+                    kids = []
+                    for j, p in enumerate(srcs):
+                        h = index[p].get(rq[j][r])
+                        if h is None or h.ms < lo:
+                            break
+                        rel = rels[q][j]
+                        if rel is not None:  # the ordered index: the runs whose key is in range
+                            v = probe[q][j][r]
+                            if v is None:
+                                break
+                            found = pieces(h, rel, v, lo)
+                            if not found:
+                                break
+                            h = found[0] if len(found) == 1 else Bundle(
+                                max(x.ms for x in found), found)
+                        kids.append(h)
+                    else:
+                        new.append(extend(q, pos, t, ft, tuple(kids)))
+                        if carried is not None:
+                            carried.append(())
+                    ops.probes += len(srcs)
+                if loop[q]:  # (E AS y)+: adopt the runs whose last iteration has this key
+                    sub = index[n + q].get(rloop[q][r])
+                    ops.probes += 1
+                    if sub is None:
+                        continue
+                    if nest[n + q]:
+                        if carried is None:
+                            carried = [()] * len(new)
+                        for ck, h in sub.items():
+                            if h.ms >= lo:
+                                new.append(extend(q, pos, t, ft, (h,)))
+                                carried.append(ck)
+                    elif sub.ms >= lo:
+                        new.append(extend(q, pos, t, ft, (sub,)))
+                        if carried is not None:
+                            carried.append(())
             ops.extends += len(new)
-            # UpdateIndices, then the matches of the final states.
+            # UpdateIndices (the parent's index, and the loop's for an iterated step), then
+            # the matches of the final states.
             finals = []
             for i, node in enumerate(new):
                 q = node.state
                 if final[q]:
                     finals.append(node)
-                    continue
-                if ordered[q]:
-                    v = order[q][r]
-                    if v is None:
-                        continue  # no value to compare: no run can adopt this one
-                pk = None
-                if generic[q]:
-                    k, ck = self._generic_key(left[q], r, carried[i] if carried else ())
-                    d = index[q]
-                    if nest[q]:
-                        pk, d = k, d.get(k)
-                        if d is None:
-                            d = index[q][pk] = {}
-                        k = ck
-                else:
-                    k, d = left[q][r], index[q]
-                h = d.get(k)
-                if h is None:
-                    self._entries += 1
-                    if self._entries > self._peak:
-                        self._peak = self._entries
-                d[k] = insert(h, node, v, lo) if ordered[q] else union(h, node, lo, ops)
-                if windowed:
-                    fifo.append((ft, part, q, k, d, pk))
+                for slot in slots[q]:
+                    if slot < n and ordered[slot]:
+                        v = order[slot][r]
+                        if v is None:
+                            continue  # no value to compare: the parent never adopts this run
+                    pk = None
+                    top = index[slot]
+                    if generic[slot]:
+                        k, ck = left[slot](r, carried[i] if carried else ())
+                        d = top
+                        if nest[slot]:
+                            pk, d = k, top.get(k)
+                            if d is None:
+                                d = top[pk] = {}
+                            k = ck
+                    else:
+                        k, d = left[slot][r], top
+                    h = d.get(k)
+                    if slot < n and ordered[slot]:  # the ordered index (a TNode tree)
+                        if h is None:
+                            self._entries += 1
+                            if self._entries > self._peak:
+                                self._peak = self._entries
+                        d[k] = insert(h, node, v, lo)
+                    elif h is None:
+                        self._entries += 1
+                        if self._entries > self._peak:
+                            self._peak = self._entries
+                        d[k] = node  # union with the empty heap
+                        ops.unions += 1
+                        ops.union_nodes += 1
+                        if not ops.max_union_nodes:
+                            ops.max_union_nodes = 1
+                    else:
+                        d[k] = union(h, node, lo, ops)
+                    if windowed:
+                        fifo.append((ft, top, k, d, pk))
             if finals and (not timed or t is not None):
                 yield from self._emit(finals, lo, pos, part.key)
-
-    @staticmethod
-    def _generic_key(spec, r: int, ck: tuple):
-        """``(probe key, carried values)`` of a run in a state with carried keys: each class
-        from the carried values ``ck`` or from the event's column (``_columns``)."""
-        own, car = spec
-        vals = tuple(ck[i] if col is None else col[r] for i, col in own)
-        key = vals[0] if len(vals) == 1 else vals
-        return key, tuple(ck[i] if col is None else col[r] for i, col in car)
 
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
         (an entry updated since is found again later in the FIFO). ``d`` is the dict that
         holds it: ``H[q]``, or for a nested index ``H[q][probe key]`` (emptied ones go too)."""
-        _, part, q, k, d, pk = item
+        _, top, k, d, pk = item
         h = d.get(k)
         if h is not None and h.ms < lo:
             del d[k]
             self._entries -= 1
-            if not d and pk is not None and part.index[q].get(pk) is d:
-                del part.index[q][pk]
+            if not d and pk is not None and top.get(pk) is d:
+                del top[pk]
 
     def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
         """Enumerate the windowed runs of the new final nodes as matches (projected, and

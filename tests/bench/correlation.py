@@ -13,6 +13,7 @@ target: within 3×), as the median of a few runs.
 from __future__ import annotations
 
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,8 @@ class Figure:
     matches: int | None
     expected: int
     error: str | None = None
+    cpu: float | None = None
+    side: str = "this tree"
 
 
 def log(n: int = SIZE, seed: int = 17) -> pl.DataFrame:
@@ -83,28 +86,36 @@ def brute_counts(df: pl.DataFrame, window: int = WINDOW) -> dict[str, int]:
     return {names[0]: plain, names[1]: chain, names[2]: equal}
 
 
-def run(data: Path, timeout: float = 600.0, repeats: int = 3) -> list[Figure]:
-    """Median wall time of ``repeats`` runs per query, after one unmeasured warm-up run of
-    the plain pattern (numba fills its cache on the first run of a fresh tree)."""
+def run(data: Path, timeout: float = 600.0, repeats: int = 3,
+        baseline: Path | None = None) -> list[Figure]:
+    """Median wall and CPU time of ``repeats`` runs per query, after one unmeasured warm-up
+    run of the plain pattern (numba fills its cache on the first run of a fresh tree). With
+    ``baseline`` (another cer source tree, e.g. ``git archive main``) its figures too, run
+    as ``python -m cer_cli`` there: before and after in one run, on the same machine load."""
     path = ensure_log(data)
     expected = brute_counts(pl.read_csv(path))
-    cer = h.cer_command()
-    h.spawn(cer + ["match", "-e", PLAIN, str(path), "--count"], timeout, cwd=h.REPO)
+    sides = [("this tree", h.cer_command(), h.REPO)]
+    if baseline is not None:
+        sides.append((f"baseline {baseline}", [sys.executable, "-m", "cer_cli"], baseline))
     figs = []
-    for name, query in QUERIES.items():
-        cmd = cer + ["match", "-e", query, str(path), "--count"]
-        times, count, error = [], None, None
-        for _ in range(max(1, repeats)):
-            proc = h.spawn(cmd, timeout, cwd=h.REPO)
-            if proc.rc != 0 or proc.timed_out:
-                error = h._reason(proc)
-                break
-            times.append(proc.wall_s)
-            digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
-                             if c.isdigit())
-            count = int(digits) if digits else None
-        secs = None if error else statistics.median(times)
-        figs.append(Figure(name, query, cmd, secs, count, expected[name], error))
+    for side, cer, cwd in sides:
+        h.spawn(cer + ["match", "-e", PLAIN, str(path), "--count"], timeout, cwd=cwd)
+        for name, query in QUERIES.items():
+            cmd = cer + ["match", "-e", query, str(path), "--count"]
+            walls, cpus, count, error = [], [], None, None
+            for _ in range(max(1, repeats)):
+                proc = h.spawn(cmd, timeout, cwd=cwd)
+                if proc.rc != 0 or proc.timed_out:
+                    error = h._reason(proc)
+                    break
+                walls.append(proc.wall_s)
+                cpus.append(proc.cpu_s)
+                digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
+                                 if c.isdigit())
+                count = int(digits) if digits else None
+            figs.append(Figure(name, query, cmd, None if error else statistics.median(walls),
+                               count, expected[name], error,
+                               None if error else statistics.median(cpus), side))
     return figs
 
 
@@ -113,20 +124,33 @@ def agree(figs: list[Figure]) -> bool:
 
 
 def report(figs: list[Figure]) -> list[str]:
-    """Markdown lines: the table with counts, brute-force agreement and ratios, then commands."""
-    plain = next((f for f in figs if f.name == "plain"), None)
-    base = plain.seconds if plain is not None else None
-    lines = [f"{SIZE:,} events (types A/B, `v` uniform 0–999, `time` = position), median"
-             " wall time (after a warm-up run) of `cer match -e QUERY LOG --count`; counts checked by a numpy"
-             f" brute force; target: ≤ {TARGET:g}× the plain pattern.", "",
-             "| query | matches | brute force | agree | seconds | vs plain |", "|---|---|---|---|---|---|"]
-    for f in figs:
-        secs = f"{f.seconds:.2f}" if f.seconds is not None else f"failed: {f.error}"
-        ratio = f"{f.seconds / base:.2f}×" if f.seconds and base else "–"
-        ok = "–" if f.matches is None else ("yes" if f.matches == f.expected else "NO")
-        lines.append(f"| `{f.query}` | {'–' if f.matches is None else f'{f.matches:,}'} |"
-                     f" {f.expected:,} | {ok} | {secs} | {ratio} |")
-    lines += ["", "Commands:", ""]
+    """Markdown lines: per side, the table with counts, brute-force agreement, wall and CPU
+    time and their ratios to the plain pattern; then the commands."""
+    lines = [f"{SIZE:,} events (types A/B, `v` uniform 0–999, `time` = position): median wall"
+             " and CPU (user + system) time, after a warm-up run, of"
+             " `cer match -e QUERY LOG --count`; counts checked by a numpy brute force;"
+             f" target: ≤ {TARGET:g}× the plain pattern.", ""]
+    for side in dict.fromkeys(f.side for f in figs):
+        rows = [f for f in figs if f.side == side]
+        plain = next((f for f in rows if f.name == "plain"), None)
+        lines += [f"{side}:", "",
+                  "| query | matches | brute force | agree | wall s | vs plain | CPU s | vs plain |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for f in rows:
+            ok = "–" if f.matches is None else ("yes" if f.matches == f.expected else "NO")
+            if f.seconds is None:
+                times = f"failed: {f.error} | – | – | –"
+            else:
+                times = " | ".join([f"{f.seconds:.2f}", _ratio(f.seconds, plain and plain.seconds),
+                                    f"{f.cpu:.2f}", _ratio(f.cpu, plain and plain.cpu)])
+            lines.append(f"| `{f.query}` | {'–' if f.matches is None else f'{f.matches:,}'} |"
+                         f" {f.expected:,} | {ok} | {times} |")
+        lines.append("")
+    lines += ["Commands:", ""]
     lines += ["- `" + " ".join(repr(c) if any(ch in c for ch in " ;'") else c
                                for c in f.command) + "`" for f in figs]
     return lines
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if a is None or not b else f"{a / b:.2f}×"

@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
     correlation_lines = None
     if CORRELATION in groups:
         print("[correlation] correlated queries against the plain pattern", flush=True)
-        cfigs = correlation.run(args.data, args.timeout, args.repeats)
+        cfigs = correlation.run(args.data, args.timeout, args.repeats, args.baseline)
         correlation_lines = correlation.report(cfigs)
         if not correlation.agree(cfigs):
             notes.append("correlation: a count differs from the brute force")
