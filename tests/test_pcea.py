@@ -561,3 +561,20 @@ def test_equalities_through_plus_are_a_loop_key():
     matches_of("SELECT x, z WHERE H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id", events)
     assert compile_query("SELECT x, z WHERE H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id"
                          ).rewritten.pcea.dedupe
+
+
+def test_pcea_paper_q0_in_any_order_of_arrival():
+    """The paper's HCQ Q0(x, y) <- T(x), S(x, y), R(x, y) as every order of the three events
+    (its P_Q0, Figure 2): each of the 6 arrival orders of T(2), S(2,11), R(2,11) is exactly
+    one match; orders where S and R are apart carry S's y through T."""
+    from itertools import permutations
+
+    steps = {"T": "T AS t", "S": "S AS s", "R": "R AS r"}
+    orders = " OR ".join("(" + " ; ".join(steps[v] for v in p) + ")" for p in permutations("TSR"))
+    text = f"SELECT * WHERE ({orders}) FILTER t.a = s.a AND s.a = r.a AND s.b = r.b"
+    assert compile_query(text).rewritten.pcea.dedupe is None
+    tuples = {"T": "T:a=2", "S": "S:a=2,b=11", "R": "R:a=2,b=11"}
+    for p in permutations("TSR"):
+        events = ev(" ".join(tuples[v] for v in p) + " S:a=2,b=12 R:a=3,b=11")
+        assert len(matches_of(text, events)) == 1
+    assert len(matches_of(text, S0)) == 2

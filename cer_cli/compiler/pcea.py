@@ -484,9 +484,25 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
     pcea = _build(query, families, sites)
     if pcea is None:
         return None, f"the PCEA would have more than {MAX_STATES} states"
-    return pcea, ("every equality class is connected along its run trees"
-                  + (" (keys carried through the steps between their events)"
-                     if pcea.carries else ""))
+    return pcea, pcea_class(pcea)
+
+
+def pcea_class(pcea: PCEA) -> str:
+    """The part of the hash join's class the PCEA uses, for ``explain``: every equality
+    class is connected along its run trees, through adjacent events, carried keys,
+    iterations or any-order trees."""
+    how = ["keys between adjacent events"]
+    carriers = [f"{s.step.var} carries {', '.join(r for _, r in s.carried)}"
+                for s in pcea.states if s.carried]
+    if carriers:
+        how.append("keys carried through the events between (" + "; ".join(carriers) + ")")
+    loops = [s.step.text() for s in pcea.states if s.step.loop]
+    if loops:
+        how.append("iterations joined on their keys (" + ", ".join(loops) + ")")
+    if pcea.tree_families:
+        how.append("any order of some events before a common one (one tree)")
+    return ("hierarchical: every equality class is connected along its run trees — "
+            + ", ".join(how))
 
 
 def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
