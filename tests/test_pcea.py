@@ -578,3 +578,19 @@ def test_pcea_paper_q0_in_any_order_of_arrival():
         events = ev(" ".join(tuples[v] for v in p) + " S:a=2,b=12 R:a=3,b=11")
         assert len(matches_of(text, events)) == 1
     assert len(matches_of(text, S0)) == 2
+
+
+@pytest.mark.parametrize("window, keys", [(16, 1), (256, 1), (256, 4)])
+def test_carried_key_work_follows_the_live_keys_not_the_partial_matches(window, keys):
+    """``x.v = z.v`` across y: a B event adopts the A runs of each live value of x.v, so it
+    makes one run per distinct key however many A runs (and A;B partial matches) wait."""
+    text = f"SELECT * WHERE A AS x ; B AS y ; C AS z FILTER x.v = z.v WITHIN {window} EVENTS"
+    engine = plan(parse(text)).executor()
+    assert isinstance(engine, HashJoinEngine) and engine.pcea.carries
+    n = 4000
+    events = [{"type": "AB"[i % 2], "v": (i // 2) % keys} for i in range(n)]
+    engine.count(events_frame(events))
+    ops = engine.ops
+    assert ops.extends <= n // 2 + (n // 2) * keys  # one per A, at most `keys` per B
+    assert ops.max_union_nodes <= 2 * math.log2(window) + 4
+    assert engine.stats.live_nodes <= 2 * keys + 1  # one heap per (state, key)
