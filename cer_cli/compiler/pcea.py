@@ -588,6 +588,8 @@ def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str
                          for s in pcea.states if s.carried)
              + ") adopts the runs of each live value separately: k more extends and heap"
              " inserts per such event, k ≤ the events of one step in the window"
+             + ("" if window is not None else
+                " (no window: every value seen so far stays live)")
              if pcea.carries else "")
     if isinstance(window, ast.EventsWindow):
         w = f"w = {window.count} events"
