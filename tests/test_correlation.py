@@ -342,3 +342,18 @@ def test_explain_gives_the_method_of_each_predicate(text, methods, words):
     out = cli("explain", "-e", text).output
     for m in got:
         assert f"{m.predicate}: {m.method} — " in out
+
+
+def test_issue_17_queries_count_as_the_brute_force():
+    """The three queries of issue #17's table (the bench's, ``tests/bench/correlation.py``)
+    on a small log of the same kind: counts equal a numpy brute force over position offsets;
+    the equality across y runs as a hash join with a carried key."""
+    from tests.bench import correlation as bench
+
+    df = bench.log(3000, seed=3)
+    expected = bench.brute_counts(df)
+    frame = events_frame([dict(e, time=i) for i, e in enumerate(df.to_dicts())])
+    for name, text in bench.QUERIES.items():
+        compiled = compile_query(text)
+        assert compiled.executor().count(frame) == expected[name], name
+    assert compile_query(bench.QUERIES["x.v = z.v (y between)"]).correlation_method == "hash join"

@@ -567,6 +567,39 @@ def test_equalities_through_plus_are_a_loop_key():
                          ).rewritten.pcea.dedupe
 
 
+def test_pcea_paper_q0_in_any_order_of_arrival():
+    """The paper's HCQ Q0(x, y) <- T(x), S(x, y), R(x, y) as every order of the three events
+    (its P_Q0, Figure 2): each of the 6 arrival orders of T(2), S(2,11), R(2,11) is exactly
+    one match; orders where S and R are apart carry S's y through T."""
+    from itertools import permutations
+
+    steps = {"T": "T AS t", "S": "S AS s", "R": "R AS r"}
+    orders = " OR ".join("(" + " ; ".join(steps[v] for v in p) + ")" for p in permutations("TSR"))
+    text = f"SELECT * WHERE ({orders}) FILTER t.a = s.a AND s.a = r.a AND s.b = r.b"
+    assert compile_query(text).rewritten.pcea.dedupe is None
+    tuples = {"T": "T:a=2", "S": "S:a=2,b=11", "R": "R:a=2,b=11"}
+    for p in permutations("TSR"):
+        events = ev(" ".join(tuples[v] for v in p) + " S:a=2,b=12 R:a=3,b=11")
+        assert len(matches_of(text, events)) == 1
+    assert len(matches_of(text, S0)) == 2
+
+
+@pytest.mark.parametrize("window, keys", [(16, 1), (256, 1), (256, 4)])
+def test_carried_key_work_follows_the_live_keys_not_the_partial_matches(window, keys):
+    """``x.v = z.v`` across y: a B event adopts the A runs of each live value of x.v, so it
+    makes one run per distinct key however many A runs (and A;B partial matches) wait."""
+    text = f"SELECT * WHERE A AS x ; B AS y ; C AS z FILTER x.v = z.v WITHIN {window} EVENTS"
+    engine = plan(parse(text)).executor()
+    assert isinstance(engine, HashJoinEngine) and engine.pcea.carries
+    n = 4000
+    events = [{"type": "AB"[i % 2], "v": (i // 2) % keys} for i in range(n)]
+    engine.count(events_frame(events))
+    ops = engine.ops
+    assert ops.extends <= n // 2 + (n // 2) * keys  # one per A, at most `keys` per B
+    assert ops.max_union_nodes <= 2 * math.log2(window) + 4
+    assert engine.stats.live_nodes <= 2 * keys + 1  # one heap per (state, key)
+
+
 # --------------------------------------------------------------------------- comparisons (ordered index)
 
 CMP_OPS = ("<", "<=", ">", ">=", "!=", "=")

@@ -548,11 +548,31 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
     pcea = _build(query, families, sites)
     if pcea is None:
         return None, f"the PCEA would have more than {MAX_STATES} states"
-    return pcea, ("every equality class is connected along its run trees"
-                  + (" (keys carried through the steps between their events)"
-                     if pcea.carries else "")
-                  + (" and every comparison relates an event to the runs it adopts"
-                     if cmps else ""))
+    return pcea, pcea_class(pcea)
+
+
+def pcea_class(pcea: PCEA) -> str:
+    """The part of the hash join's class the PCEA uses, for ``explain``: every equality
+    class is connected along its run trees, through adjacent events, carried keys,
+    iterations or any-order trees."""
+    how = ["keys between adjacent events"]
+    carriers = [f"{s.step.var} carries {', '.join(r for _, r in s.carried)}"
+                for s in pcea.states if s.carried]
+    if carriers:
+        how.append("keys carried through the events between (" + "; ".join(carriers) + ")")
+    loops = [s.step.text() for s in pcea.states if s.step.loop]
+    if loops:
+        how.append("iterations joined on their keys (" + ", ".join(loops) + ")")
+    if pcea.tree_families:
+        how.append("any order of some events before a common one (one tree)")
+    compares = [f"{c.text} ({pcea.states[p].step.var} → {pcea.states[q].step.var})"
+                for q, t in enumerate(pcea.transitions) for j, p in enumerate(t.sources)
+                if (c := t.compare(j)) is not None]
+    if compares:
+        how.append("comparisons between an event and the runs it adopts, by ordered index ("
+                   + "; ".join(compares) + ")")
+    return ("hierarchical: every equality class is connected along its run trees — "
+            + ", ".join(how))
 
 
 def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
@@ -640,6 +660,8 @@ def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str
                          for s in pcea.states if s.carried)
              + ") adopts the runs of each live value separately: k more extends and heap"
              " inserts per such event, k ≤ the events of one step in the window"
+             + ("" if window is not None else
+                " (no window: every value seen so far stays live)")
              if pcea.carries else "")
     if isinstance(window, ast.EventsWindow):
         w = f"w = {window.count} events"

@@ -45,6 +45,13 @@ def test_benchmark_suite():
     assert results
     disagree = [r.workload.name for r in results if r.agree() == "NO" and not r.workload.note]
     assert not disagree, f"match counts differ between cer, CORE and the exact count: {disagree}"
+    from tests.bench.run import OUT
+
+    head = "## Predicates between events (issue #17)"
+    report = (OUT / "report.md").read_text()
+    if head in report:
+        correlation = report.split(head)[1].split("\n## ")[0]
+        assert "| NO |" not in correlation, "a correlation count differs from the brute force"
 
 
 def test_polars_limit_reads_the_query_columns():
