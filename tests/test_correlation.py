@@ -325,6 +325,8 @@ def test_partition_rewrite_is_refused_when_a_tied_variable_may_be_absent():
          ["post-filter", "post-filter"], ["a comparison between events",
                                           "ordered index (hash join): no", "hash join: no"]),
         ("(T AS y FILTER y.tmp > PREV(y).tmp)+ WITHIN 3 EVENTS",
+         ["hash join"], ["previous iteration", "a register: (T AS y)+ keeps its runs"]),
+        ("(T AS y FILTER y.tmp - PREV(y).tmp > 1)+ WITHIN 3 EVENTS",
          ["post-filter"], ["previous iteration", "consecutive events"]),
         ("H AS x ; T AS y ; H AS z FILTER x.id = z.id OR x.k = z.k",
          ["post-filter"], ["neither an equality nor a comparison"]),

@@ -24,6 +24,7 @@ from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from cer_cli.query.printer import to_text
+from cer_cli.query.scope import conjuncts
 from tests import reference
 from tests.builders import events_frame
 from tests.test_pcea import check_against_reference, valued_streams
@@ -126,12 +127,19 @@ def test_rising_subsequences_counted_directly():
 
 
 def test_explain_says_how_the_register_runs():
-    from cer_cli.explain import explanation
-
-    corr = explanation(compile_query(
-        "SELECT * WHERE (T AS y FILTER y.value > PREV(y).value)+ WITHIN 5 EVENTS"))["plan"]["correlation"]
-    assert "y.value > PREV(y).value" in corr["predicates"][0]
-    assert "previous iteration" in corr["detail"]
+    """One comparison with PREV(y) on an iterated event is the PCEA's register; another
+    shape of it is the post-filter's, and explain says which per predicate."""
+    text = "SELECT * WHERE (T AS y FILTER y.value > PREV(y).value)+ WITHIN 5 EVENTS"
+    compiled = compile_query(text)
+    assert compiled.correlation_method == "hash join"
+    assert compiled.rewritten.pcea.registers
+    (m,) = compiled.predicate_methods
+    assert "register" in m.reason and "ordered index" in m.cost
+    out = CliRunner().invoke(cli, ["explain", "-e", text]).output
+    assert "(y.value > PREV(y).value): hash join — " in out
+    text = "SELECT * WHERE (T AS y FILTER y.value - PREV(y).value > 1)+ WITHIN 5 EVENTS"
+    (m,) = compile_query(text).predicate_methods
+    assert m.method == "post-filter" and "consecutive events" in m.reason
 
 
 # --------------------------------------------------------------------------- property
@@ -195,5 +203,24 @@ def test_registers_equal_the_reference(query, events, one_by_one):
         compiled = plan(query)
     except QueryError:
         assume(False)
-    assert compiled.correlation_method in ("post-filter", None)
+    if compiled.rewritten.formula is not None:
+        assert (compiled.correlation_method == "hash join") == engine_register(query)
     check_against_reference(query, events, one_by_one)
+
+
+def engine_register(query: ast.Query) -> bool:
+    """The criterion for the PCEA's register, decided here from the generator's shape: a
+    skipping ``+`` of one event, one comparison with PREV(y), strategy ALL/ANY, no CONSUME."""
+    plus = next(n for n in _walk(query.formula) if isinstance(n, ast.Plus))
+    body = plus.body
+    registers = [c for c in conjuncts(body.predicate) if "PREV(" in to_text(c)]
+    return (not plus.contiguous and isinstance(body.formula, ast.As)
+            and len(registers) == 1 and query.strategy in ("ALL", "ANY")
+            and query.consume == "NONE")
+
+
+def _walk(f: ast.Formula):
+    yield f
+    for child in (getattr(f, "left", None), getattr(f, "right", None), getattr(f, "body", None)):
+        if isinstance(child, (ast.Seq, ast.Plus, ast.As, ast.EventType, ast.Filter)):
+            yield from _walk(child)

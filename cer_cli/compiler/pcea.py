@@ -56,10 +56,10 @@ output-linear delay its guarantee, not correctness).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 
-from cer_cli.compiler.comparisons import Comparison, comparison, ordered_cost, oriented
+from cer_cli.compiler.comparisons import Comparison, comparison, ordered_cost, oriented, register
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
 from cer_cli.query.scope import attr_refs, pred_vars, prev_refs, type_labels
@@ -179,6 +179,12 @@ class PCEA:
     select: frozenset[str] | None = None
     dedupe: str | None = None
     tree_families: frozenset[int] = field(default=frozenset())
+    #: ``(state, comparison)``: the loop of that iterated state adopts only the previous
+    #: iterations related to the new event by the comparison (a register, ``PREV(y).a``)
+    registers: tuple[tuple[int, Comparison], ...] = ()
+
+    def register(self, q: int) -> Comparison | None:
+        return dict(self.registers).get(q)
 
     @property
     def size(self) -> int:
@@ -198,16 +204,17 @@ class PCEA:
                 out.update(attrs)
             for p in s.step.filters:
                 out.update(r.attr for r in attr_refs(p))
-        for t in self.transitions:
-            for c in t.compares:
-                if c is not None:
-                    out.update(r.attr for r in attr_refs(ast.Compare("=", c.key, c.probe)))
+        cmps = [c for t in self.transitions for c in t.compares if c is not None]
+        for c in cmps + [c for _, c in self.registers]:
+            out.update(r.attr for r in attr_refs(ast.Compare("=", c.key, c.probe)))
         return tuple(sorted(out))
 
     @property
     def ordered(self) -> bool:
-        """Some transition finds its runs through an ordered index (a comparison)."""
-        return any(c is not None for t in self.transitions for c in t.compares)
+        """Some transition finds its runs through an ordered index (a comparison or a
+        register)."""
+        return bool(self.registers) or any(c is not None for t in self.transitions
+                                           for c in t.compares)
 
     @property
     def carries(self) -> bool:
@@ -513,11 +520,15 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
         return None, "the hash join does not implement CONSUME BY"
     if formula is None:
         return None, "the pattern never matches"
-    atoms, cmps = [], []
+    atoms, cmps, regs = [], [], []
     for s in sites:
         if prev_refs(s.predicate):
-            return None, (f"'{to_text(s.predicate)}' reads the previous iteration of a '+'"
-                          " (a register), which the PCEA does not evaluate")
+            reg = register(s.predicate)
+            if reg is None:
+                return None, (f"'{to_text(s.predicate)}' compares PREV({sorted(prev_refs(s.predicate))[0]})"
+                              " with the new event other than as one side each")
+            regs.append(reg)
+            continue
         eq = equality(s.predicate)
         if eq is not None:
             atoms.append((eq, tuple(s.guards)))
@@ -548,6 +559,19 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
     pcea = _build(query, families, sites)
     if pcea is None:
         return None, f"the PCEA would have more than {MAX_STATES} states"
+    if regs:
+        loops: dict[int, Comparison] = {}
+        for reg in regs:
+            at = [q for q, s in enumerate(pcea.states) if s.step.loop and reg.low in s.step.labels]
+            if not at and any(reg.low in s.step.labels for s in pcea.states):
+                return None, (f"'{reg.text}' reads the previous iteration of a '+' that is not"
+                              " one iterated event")
+            for q in at:
+                if q in loops:
+                    return None, (f"'{loops[q].text}' and '{reg.text}' both compare iterations"
+                                  " of one '+'; one ordered index answers one comparison")
+                loops[q] = reg
+        pcea = replace(pcea, registers=tuple(sorted(loops.items(), key=lambda kv: kv[0])))
     return pcea, pcea_class(pcea)
 
 
@@ -571,6 +595,10 @@ def pcea_class(pcea: PCEA) -> str:
     if compares:
         how.append("comparisons between an event and the runs it adopts, by ordered index ("
                    + "; ".join(compares) + ")")
+    if pcea.registers:
+        how.append("registers: an iteration adopts the previous ones in range, by ordered index ("
+                   + "; ".join(f"{c.text} ({pcea.states[q].step.text()})"
+                               for q, c in pcea.registers) + ")")
     return ("hierarchical: every equality class is connected along its run trees — "
             + ", ".join(how))
 
@@ -690,6 +718,11 @@ def join_cost(pcea: PCEA, predicate: ast.Predicate) -> str:
     event; for a comparison, the edge whose ordered index answers it."""
     if comparison(predicate) is not None:
         return compare_cost(pcea, predicate)
+    if prev_refs(predicate):
+        return (f"a register: {', '.join(pcea.states[q].step.text() for q, _ in pcea.registers)}"
+                " keeps its runs in an ordered index on the compared value of their last"
+                " iteration, and a new iteration adopts exactly those in range; "
+                + ordered_cost(short=True) + ", independent of the number of partial matches")
     eq = equality(predicate)
     members: dict[int, set[tuple[str, str]]] = {}
     for s in pcea.states:

@@ -319,6 +319,9 @@ class HashJoinEngine:
         # Iterated steps ``(E AS y)+``: a loop transition adopts the run of the previous
         # iteration, probing a second index (slot ``n + q``) keyed by all of q's classes.
         self._loops = [s.step.loop for s in pcea.states]
+        #: per iterated state, the relation of its register (None: the loop adopts on keys)
+        self._lrels = [None if pcea.register(q) is None else pcea.register(q).rel
+                       for q in range(n)]
         self._nest += [bool(s.carried) for s in pcea.states]
         self._generic += [bool(s.carried) for s in pcea.states]
         self._slots = [((q,) if q not in pcea.finals else ()) + ((n + q,) if s.step.loop else ())
@@ -473,6 +476,15 @@ class HashJoinEngine:
                     continue
                 got = frame.select(key[0].alias("k"), at[0].alias("p"))
                 order[p], probe[q][j] = got["k"].to_list(), got["p"].to_list()
+        # registers: the loop's key on the event as the previous iteration, probe as the new
+        self._lorder, self._lprobe = [None] * len(pcea.states), [None] * len(pcea.states)
+        for q, c in pcea.registers:
+            key, at = value_expression(c.key, schema), value_expression(c.probe, schema)
+            if key is None or at is None or not comparable(key[1], at[1]):
+                self._lorder[q] = self._lprobe[q] = [None] * n
+                continue
+            got = frame.select(key[0].alias("k"), at[0].alias("p"))
+            self._lorder[q], self._lprobe[q] = got["k"].to_list(), got["p"].to_list()
         return act, right, left, probe, order
 
     # ------------------------------------------------------------------ the loop
@@ -516,6 +528,7 @@ class HashJoinEngine:
         carry, generic, nest = self._carry, self._generic, self._nest
         loop, slots, n = self._loops, self._slots, len(self.pcea.states)
         rloop = self._rloop
+        lrels, lorder, lprobe = self._lrels, self._lorder, self._lprobe
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
@@ -599,14 +612,31 @@ class HashJoinEngine:
                     ops.probes += 1
                     if sub is None:
                         continue
+                    lrel = lrels[q]
+                    if lrel is not None:  # a register: only the previous iterations in range
+                        lv = lprobe[q][r]
+                        if lv is None:
+                            continue
                     if nest[n + q]:
                         if carried is None:
                             carried = [()] * len(new)
                         for ck, h in sub.items():
                             if h.ms >= lo:
+                                if lrel is not None:
+                                    found = pieces(h, lrel, lv, lo)
+                                    if not found:
+                                        continue
+                                    h = found[0] if len(found) == 1 else Bundle(
+                                        max(x.ms for x in found), found)
                                 new.append(extend(q, pos, t, ft, (h,)))
                                 carried.append(ck)
                     elif sub.ms >= lo:
+                        if lrel is not None:
+                            found = pieces(sub, lrel, lv, lo)
+                            if not found:
+                                continue
+                            sub = found[0] if len(found) == 1 else Bundle(
+                                max(x.ms for x in found), found)
                         new.append(extend(q, pos, t, ft, (sub,)))
                         if carried is not None:
                             carried.append(())
@@ -619,10 +649,11 @@ class HashJoinEngine:
                 if final[q]:
                     finals.append(node)
                 for slot in slots[q]:
-                    if slot < n and ordered[slot]:
-                        v = order[slot][r]
+                    tree = ordered[slot] if slot < n else lrels[slot - n] is not None
+                    if tree:
+                        v = order[slot][r] if slot < n else lorder[slot - n][r]
                         if v is None:
-                            continue  # no value to compare: the parent never adopts this run
+                            continue  # no value to compare: never adopted through this index
                     pk = None
                     top = index[slot]
                     if generic[slot]:
@@ -636,7 +667,7 @@ class HashJoinEngine:
                     else:
                         k, d = left[slot][r], top
                     h = d.get(k)
-                    if slot < n and ordered[slot]:  # the ordered index (a TNode tree)
+                    if tree:  # the ordered index (a TNode tree)
                         if h is None:
                             self._entries += 1
                             if self._entries > self._peak:
