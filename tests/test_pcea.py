@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from cer_cli.api import compile_query
 from cer_cli.compiler.correlation import partition_plan
+from cer_cli.engine import ordered
 from cer_cli.engine.pcea import HashJoinEngine, Node, depth, heap_nodes, runs, union
 from cer_cli.plan import plan
 from cer_cli.query import ast
@@ -754,3 +755,53 @@ def test_the_issue_comparison_query_against_brute_force():
         and events[k]["v"] > events[j]["v"]
     )
     assert compiled.executor().count(events_frame(events)) == expected
+
+
+# --------------------------------------------------------------------------- the ordered index
+
+
+def tnodes(t):
+    stack = [t] if t is not None else []
+    while stack:
+        m = stack.pop()
+        yield m
+        stack += [c for c in (m.left, m.right) if c is not None]
+
+
+def _rel(rel: str, k, v) -> bool:
+    return {"<": k < v, "<=": k <= v, ">": k > v, ">=": k >= v, "=": k == v, "!=": k != v}[rel]
+
+
+@pytest.mark.parametrize("w", [8, 64])
+def test_ordered_index_pieces_are_exactly_the_live_runs_in_range(w):
+    """Random keys with ties, a sliding window: the pieces of every probe hold exactly the
+    live runs whose key is in range, each once; older versions never change."""
+    rng = random.Random(w)
+    t, versions = None, []
+    alive = []
+    for pos in range(1500):
+        lo = pos - w
+        key = rng.randrange(20)
+        ms = pos - rng.randint(0, 3)
+        t = ordered.insert(t, leaf(ms, pos), key, lo)
+        alive.append((ms, pos, key))
+        if pos % 100 == 0:
+            versions.append((t, frozenset((n.ms, n.pos) for n in tnodes(t))))
+        for rel in ("<", "<=", ">", ">=", "=", "!="):
+            v = rng.randrange(21)
+            got = [(n.ms, n.pos) for piece in ordered.pieces(t, rel, v, lo)
+                   for run in runs(piece, lo) for n in run]
+            want = sorted((m, p) for m, p, k in alive if m >= lo and _rel(rel, k, v))
+            assert sorted(got) == want
+            assert len(got) == len(set(got))
+    for old, content in versions:
+        assert frozenset((n.ms, n.pos) for n in tnodes(old)) == content
+
+
+def test_ordered_index_depth_is_logarithmic_for_values_unrelated_to_time():
+    rng = random.Random(5)
+    w, t, worst = 256, None, 0
+    for pos in range(20_000):
+        t = ordered.insert(t, leaf(pos, pos), rng.random(), pos - w)
+        worst = max(worst, depth(t))
+    assert worst <= 4 * math.log2(w) + 4
