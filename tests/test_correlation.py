@@ -276,6 +276,21 @@ def test_match_refuses_unbounded_post_filtered_queries():
     assert partition.exit_code == 0  # rewritten to PARTITION BY: not refused
 
 
+def test_match_refuses_unbounded_carried_keys():
+    """A carried key without a window keeps every value seen live (cost grows with the
+    log, as the post-filter it replaces): refused unless --allow-unbounded; fine with WITHIN."""
+    text = "H AS x ; T AS y ; H AS z FILTER x.id = z.id"
+    assert compile_query(text).rewritten.pcea.carries
+    refused = cli("match", "-e", text, FIG1, "--count")
+    assert refused.exit_code == 2 and "'T AS y' carries x.id" in refused.output
+    assert "--allow-unbounded" in refused.output
+    allowed = cli("match", "-e", text, FIG1, "--count", "--allow-unbounded")
+    windowed = cli("match", "-e", f"SELECT * WHERE {text} WITHIN 5 EVENTS", FIG1, "--count")
+    assert allowed.exit_code == 0 and windowed.exit_code == 0
+    adjacent = cli("match", "-e", "H AS x ; T AS y ; H AS z FILTER x.id = y.id", FIG1, "--count")
+    assert adjacent.exit_code == 0  # no carried key: the hash join runs without a window
+
+
 def plan_of(text: str) -> dict:
     from cer_cli.explain import explanation
 

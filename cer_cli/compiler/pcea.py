@@ -683,6 +683,7 @@ def _dedupe(families: list[_Family], select: frozenset[str] | None) -> str | Non
 def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str:
     """The update cost of Theorem 5.1 with this query's numbers."""
     size, t = pcea.size, len(pcea.attributes)
+    n_transitions = len(pcea.transitions) + sum(s.step.loop for s in pcea.states)  # + loops
     carry = ("; a step that carries a key ("
              + ", ".join(f"{s.step.var} carries {', '.join(r for _, r in s.carried)}"
                          for s in pcea.states if s.carried)
@@ -703,7 +704,7 @@ def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str
                 " output-linear delay" + ("" if pcea.dedupe is None else
                                           " (matches de-duplicated per event)") + ordered)
     return (f"update O(|P|·(|t| + log|P| + log w)) per event with |P| = {size}"
-            f" ({len(pcea.states)} states, {len(pcea.transitions)} transitions), |t| = {t}"
+            f" ({len(pcea.states)} states, {n_transitions} transitions), |t| = {t}"
             f" attribute(s) read, {w}; independent of the number of partial matches"
             " (hash probes per transition, one persistent-heap insert per new run)"
             f"{carry};"
