@@ -579,7 +579,8 @@ def pcea_class(pcea: PCEA) -> str:
     """The part of the hash join's class the PCEA uses, for ``explain``: every equality
     class is connected along its run trees, through adjacent events, carried keys,
     iterations or any-order trees."""
-    how = ["keys between adjacent events"]
+    keyed = any(k for t in pcea.transitions for k in t.keys) or not pcea.ordered
+    how = ["keys between adjacent events"] if keyed else []
     carriers = [f"{s.step.var} carries {', '.join(r for _, r in s.carried)}"
                 for s in pcea.states if s.carried]
     if carriers:
