@@ -805,3 +805,30 @@ def test_ordered_index_depth_is_logarithmic_for_values_unrelated_to_time():
         t = ordered.insert(t, leaf(pos, pos), rng.random(), pos - w)
         worst = max(worst, depth(t))
     assert worst <= 4 * math.log2(w) + 4
+
+
+@pytest.mark.parametrize("w", [32, 512])
+def test_ordered_index_work_does_not_grow_with_partial_matches(w, monkeypatch):
+    """Every A is a partial match that a later B may extend; each B's probe returns at most
+    O(depth) heaps, and the trees it probes stay O(log w) deep (values unrelated to time),
+    however many runs wait: the work counted, not timed."""
+    import cer_cli.engine.pcea as engine_module
+
+    seen = []
+
+    def counted(t, rel, v, lo):
+        found = ordered.pieces(t, rel, v, lo)
+        seen.append((len(found), depth(t)))
+        return found
+
+    monkeypatch.setattr(engine_module, "pieces", counted)
+    rng = random.Random(w)
+    text = f"SELECT * WHERE A AS x ; B AS y FILTER y.v > x.v * 2 - 100 WITHIN {w} EVENTS"
+    engine = plan(parse(text)).executor()
+    events = [{"type": "A" if rng.random() < 0.7 else "B", "v": rng.randrange(1000)}
+              for _ in range(6000)]
+    engine.count(events_frame(events))
+    assert len(seen) > 1000
+    bound = 4 * math.log2(w) + 4
+    assert max(d for _, d in seen) <= bound
+    assert max(k for k, _ in seen) <= 2 * bound
