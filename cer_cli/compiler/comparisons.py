@@ -28,13 +28,10 @@ from dataclasses import dataclass
 
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
-from cer_cli.query.scope import attr_refs, pred_vars
+from cer_cli.query.scope import attr_refs, pred_vars, prev_refs
 
 #: ``a op b`` is ``b FLIP[op] a``.
 FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
-
-#: The method's name in plans and explain, and its cost per probe.
-ORDERED_INDEX = "ordered index"
 
 
 @dataclass(frozen=True)
@@ -51,14 +48,15 @@ class Comparison:
 
 
 def expr_vars(e: ast.Expr) -> frozenset[str]:
-    return pred_vars(ast.Compare("=", e, e))
+    """Variables a value expression reads (``PREV(y).a`` reads y)."""
+    return pred_vars(e)
 
 
 def comparison(p: ast.Predicate) -> tuple[str, ast.Expr, str, str, ast.Expr] | None:
     """``(x, ex, op, y, ey)`` for an atom ``ex op ey`` whose sides read one variable each
     (two different ones), except the bare attribute equality that the hash classes take."""
-    if not isinstance(p, ast.Compare):
-        return None
+    if not isinstance(p, ast.Compare) or prev_refs(p):
+        return None  # PREV(y): a register of a loop (``register``), not between two steps
     lv, rv = expr_vars(p.left), expr_vars(p.right)
     if len(lv) != 1 or len(rv) != 1 or lv == rv:
         return None
