@@ -543,8 +543,23 @@ def _refuse_unbounded(compiled, filename) -> None:
     may be part of a candidate, so cost and memory grow with the log. Refuse (exit 2)."""
     from cer_cli.query.errors import QueryError
 
+    if compiled.query.within is not None:
+        return
+    pcea = compiled.rewritten.pcea
+    if pcea is not None and pcea.carries:
+        # a carried key keeps every value seen live: each event between adopts them all
+        step = next(s for s in pcea.states if s.carried)
+        site = compiled.rewritten.post_filters[0]
+        raise QueryError(
+            f"'{step.step.text()}' carries {', '.join(r for _, r in step.carried)} to a later"
+            " equality and the query has no WITHIN window: each such event adopts the partial"
+            " matches of every value seen so far, so the cost and memory grow with the log",
+            site.predicate.span,
+            hints=["add a window (WITHIN 10 minutes, WITHIN 100 EVENTS), or pass"
+                   " --allow-unbounded"],
+        ).with_source(compiled.text, filename)
     post = compiled.post_filter
-    if post is None or compiled.query.within is not None:
+    if post is None:
         return
     site = post.sites[0]
     raise QueryError(

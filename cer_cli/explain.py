@@ -81,7 +81,16 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
 
 
 def correlation_plan(compiled: Plan) -> dict[str, Any] | None:
-    """Which method evaluates the predicates between events, and what it costs."""
+    """Which method evaluates the predicates between events, and what it costs: for the
+    query, then per predicate (``methods``, the planner's ``Plan.predicate_methods``)."""
+    out = _correlation_plan(compiled)
+    if out is not None:
+        out["methods"] = [{"predicate": m.predicate, "method": m.method, "cost": m.cost,
+                           "reason": m.reason} for m in compiled.predicate_methods]
+    return out
+
+
+def _correlation_plan(compiled: Plan) -> dict[str, Any] | None:
     method = compiled.correlation_method
     if method is None:
         return None
@@ -103,8 +112,8 @@ def correlation_plan(compiled: Plan) -> dict[str, Any] | None:
         return {
             "method": "hash join (PCEA)",
             "predicates": list(pcea.predicates),
-            "detail": "the engine runs this PCEA, not the CEA above (which lacks the"
-            " equalities): " + " | ".join(pcea.describe()),
+            "detail": "the engine runs this PCEA, not the CEA above (which lacks the predicates"
+            " between events): " + " | ".join(pcea.describe()),
             "cost": pcea_cost(pcea, q.within)
             + ("; memory: the runs within the window" if bounded else
                "; no WITHIN: exact, but memory grows with the partial matches per join key"),
@@ -233,6 +242,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
         lines.append(f"correlation: {corr['method']} of " + "; ".join(corr["predicates"]))
         lines.append(f"  {corr['detail']}")
         lines.append(f"  cost: {corr['cost']}")
+        for m in corr.get("methods", ()):
+            lines.append(f"  {m['predicate']}: {m['method']} — {m['reason']}; cost: {m['cost']}")
     if plan.get("output_growth"):
         lines.append(f"output: exponential — {plan['output_growth']}")
     mem = plan.get("memory")

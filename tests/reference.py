@@ -97,7 +97,14 @@ def bound(f: ast.Formula) -> frozenset[str]:
     raise TypeError(f)
 
 
+def prev_name(var: str) -> str:
+    """The pseudo-variable ``PREV(y)`` stands for: y's events in the previous iteration."""
+    return f"PREV({var})"
+
+
 def predicate_vars(p: ast.Predicate | ast.Expr) -> frozenset[str]:
+    if isinstance(p, ast.PrevRef):
+        return frozenset({prev_name(p.var)})
     if isinstance(p, ast.AttrRef):
         return frozenset({p.var})
     if isinstance(p, (ast.Literal, ast.BoolConst)):
@@ -130,7 +137,8 @@ def eval_expr(e: ast.Expr, assignment: dict[str, Event]):
     if isinstance(e, ast.Literal):
         return e.value
     if isinstance(e, ast.AttrRef):
-        value = assignment[e.var].get(e.attr)
+        who = prev_name(e.var) if isinstance(e, ast.PrevRef) else e.var
+        value = assignment[who].get(e.attr)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             raise _Missing(e)  # absent, null or NaN: no value
         return value
@@ -347,6 +355,8 @@ def _raw_matches(f: ast.Formula, stream: list[Event]) -> set[Valuation]:
             Valuation(v.start, v.end, v.mu, frozenset(), v.pending)
             for v in formula_matches(f.body, stream)
         }
+        if any(_prevs(pred) for v in body for pred, _ in v.pending):
+            return _plus_with_registers(f, body, stream)
         result = set(body)
         while True:
             longer = {
@@ -361,6 +371,49 @@ def _raw_matches(f: ast.Formula, stream: list[Event]) -> set[Valuation]:
     if isinstance(f, ast.Filter):
         return {w for v in formula_matches(f.formula, stream) if (w := _filter(f, v, stream))}
     raise TypeError(f)
+
+
+def _prevs(pred: ast.Predicate) -> frozenset[str]:
+    return frozenset(x for x in predicate_vars(pred) if x.startswith("PREV("))
+
+
+def _resolve_prev(v: Valuation, prev: Valuation | None, stream) -> Valuation | None:
+    """docs/language.md, "Registers": an iteration's atoms on ``PREV(y)`` read y's events in
+    the previous iteration ``prev`` (none in the first: the atom passes, as for an unbound
+    variable). ``None`` when such an atom fails."""
+    pending = set()
+    for pred, env in v.pending:
+        env_d = dict(env)
+        todo = _prevs(pred) - env_d.keys()
+        if not todo:
+            pending.add((pred, env))
+            continue
+        for x in todo:
+            env_d[x] = frozenset() if prev is None else prev.positions(x[len("PREV("):-1])
+        if env_d.keys() >= predicate_vars(pred):
+            if not truth(pred, env_d, stream):
+                return None
+        else:
+            pending.add((pred, tuple(sorted(env_d.items()))))
+    return Valuation(v.start, v.end, v.mu, v.defined, frozenset(pending))
+
+
+def _plus_with_registers(f: ast.Plus, body: set[Valuation], stream) -> set[Valuation]:
+    """``φ+`` whose iterations read the previous one: sequences μ1 ; … ; μk of ``body``
+    built left to right, each μi checked against μ(i-1)."""
+    frontier = {(w, b) for b in body if (w := _resolve_prev(b, None, stream)) is not None}
+    seen = set(frontier)
+    while frontier:
+        longer = set()
+        for acc, last in frontier:
+            for b in body:
+                if _follows(acc, b, f.contiguous):
+                    w = _resolve_prev(b, last, stream)
+                    if w is not None and (pair := (_concat(acc, w, frozenset()), b)) not in seen:
+                        longer.add(pair)
+        seen |= longer
+        frontier = longer
+    return {acc for acc, _ in seen}
 
 
 def _filter(f: ast.Filter, v: Valuation, stream: list[Event]) -> Valuation | None:

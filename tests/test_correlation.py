@@ -177,9 +177,9 @@ B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
         # B1: chain with an equality on a prefix (y is tied, z is not): hash join
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id", B_STREAM,
          {(0, 1, 2), (0, 1, 4), (2, 3, 4)}, "hash join"),
-        # B2: non-contiguous class: post-filter
+        # B2: x.id carried through the unconstrained y: hash join
         ("H AS x ; T AS y ; H AS z FILTER x.id = z.id", B_STREAM, {(0, 1, 4), (0, 3, 4)},
-         "post-filter"),
+         "hash join"),
         # B3: ordered chain over a non-hierarchical join graph
         ("R AS r ; S AS s ; T AS t FILTER r.x = s.x AND s.y = t.y",
          ev("R:x=1 S:x=1,y=2 T:y=2 S:x=1,y=3 T:y=3 T:y=2"),
@@ -191,7 +191,7 @@ B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
         # D1: the bounded-memory paper's worked example, positions as order
         ("U AS u ; T AS t ; S AS s FILTER t.B > 0 AND t.B < 5 AND s.A > t.B",
          ev("S:A=42 T:B=7 U:C=1 T:B=2 U:C=3 T:B=1 S:A=42 T:B=3"),
-         {(2, 3, 6), (2, 5, 6), (4, 5, 6)}, "post-filter"),
+         {(2, 3, 6), (2, 5, 6), (4, 5, 6)}, "hash join"),  # s.A > t.B: an ordered index
         # every event tied by id: partition rewrite
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id", B_STREAM,
          {(0, 1, 4)}, "partition"),
@@ -224,8 +224,9 @@ def test_across_batches_the_post_filter_remembers_earlier_events():
 
 
 def test_window_prunes_remembered_attributes():
-    # An inequality keeps the post-filter (an equality here would run as a hash join).
-    query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id <= z.id WITHIN 2 EVENTS")
+    # A difference keeps the post-filter (an equality here would run as a hash join, a
+    # comparison x.id <= z.id through the ordered index).
+    query = parse("SELECT * WHERE H AS x ; H AS z FILTER x.id - z.id <= 0 WITHIN 2 EVENTS")
     events = ev(" ".join(f"H:id={i % 3}" for i in range(60)))
     engine = plan(replace(query)).executor()
     engine._compact_min = engine._next_prune = 4
@@ -261,10 +262,10 @@ def cli(*args):
 
 
 def test_match_refuses_unbounded_post_filtered_queries():
-    text = "H AS x ; T AS y FILTER x.id < y.id"
+    text = "H AS x ; T AS y FILTER x.id - y.id < 0"  # a difference: post-filtered
     refused = cli("match", "-e", text, FIG1, "--format", "jsonl", "--no-progress")
     assert refused.exit_code == 2
-    assert "x.id < y.id" in refused.output and "--allow-unbounded" in refused.output
+    assert "x.id - y.id < 0" in refused.output and "--allow-unbounded" in refused.output
     allowed = cli("match", "-e", text, FIG1, "--format", "jsonl", "--no-progress", "--allow-unbounded")
     assert allowed.exit_code == 0 and allowed.output.strip()
     windowed = cli("match", "-e", f"SELECT * WHERE {text} WITHIN 5 EVENTS", FIG1, "--format",
@@ -273,6 +274,21 @@ def test_match_refuses_unbounded_post_filtered_queries():
     partition = cli("match", "-e", "H AS x ; H AS z FILTER x.id = z.id", FIG1, "--format",
                     "jsonl", "--no-progress")
     assert partition.exit_code == 0  # rewritten to PARTITION BY: not refused
+
+
+def test_match_refuses_unbounded_carried_keys():
+    """A carried key without a window keeps every value seen live (cost grows with the
+    log, as the post-filter it replaces): refused unless --allow-unbounded; fine with WITHIN."""
+    text = "H AS x ; T AS y ; H AS z FILTER x.id = z.id"
+    assert compile_query(text).rewritten.pcea.carries
+    refused = cli("match", "-e", text, FIG1, "--count")
+    assert refused.exit_code == 2 and "'T AS y' carries x.id" in refused.output
+    assert "--allow-unbounded" in refused.output
+    allowed = cli("match", "-e", text, FIG1, "--count", "--allow-unbounded")
+    windowed = cli("match", "-e", f"SELECT * WHERE {text} WITHIN 5 EVENTS", FIG1, "--count")
+    assert allowed.exit_code == 0 and windowed.exit_code == 0
+    adjacent = cli("match", "-e", "H AS x ; T AS y ; H AS z FILTER x.id = y.id", FIG1, "--count")
+    assert adjacent.exit_code == 0  # no carried key: the hash join runs without a window
 
 
 def plan_of(text: str) -> dict:
@@ -285,7 +301,7 @@ def plan_of(text: str) -> dict:
 
 
 def test_explain_names_the_method_and_its_cost():
-    post = plan_of("H AS x ; T AS y ; H AS z FILTER x.id = z.id")["correlation"]
+    post = plan_of("H AS x ; T AS y ; H AS z FILTER x.id = z.id OR x.k = z.k")["correlation"]
     assert post["method"] == "post-filtered relaxation" and "exponentially" in post["cost"]
     assert not post["bounded"] and "--allow-unbounded" in post["cost"]
     part = plan_of(PHI4)["correlation"]
@@ -295,7 +311,7 @@ def test_explain_names_the_method_and_its_cost():
     assert join["method"] == "hash join (PCEA)" and "x.id = y.id" in join["detail"]
     assert "|P| = " in join["cost"] and "output-linear delay" in join["cost"]
     assert not join["bounded"] and "partial matches per join key" in join["cost"]
-    text = cli("explain", "-e", "H AS x ; T AS y ; H AS z FILTER x.id = z.id").output
+    text = cli("explain", "-e", "H AS x ; T AS y ; H AS z FILTER x.id = z.id OR x.k = z.k").output
     assert "post-filtered relaxation" in text and "memory: grows with the log length" in text
 
 
@@ -308,3 +324,53 @@ def test_partition_rewrite_is_refused_when_a_tied_variable_may_be_absent():
     events = [{"type": "A", "stream": "S1", "time": 0, "ts": None, "v": 0, "id": 0}]
     reference.assert_same_matches(engine_matches(query, events),
                                   reference.reference_matches(query, events))
+
+
+@pytest.mark.parametrize(
+    "text, methods, words",
+    [
+        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id",
+         ["hash join"], ["y carries x.id"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id",
+         ["partition", "partition"], ["PARTITION BY [id]"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id < y.id AND x.id = z.id",
+         ["hash join", "hash join"], ["a comparison between events", "y carries x.id",
+                                      "ordered-index probe on the edge x → y"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id < z.id AND x.id = y.id",
+         ["post-filter", "post-filter"], ["a comparison between events",
+                                          "ordered index (hash join): no", "hash join: no"]),
+        ("(T AS y FILTER y.tmp > PREV(y).tmp)+ WITHIN 3 EVENTS",
+         ["hash join"], ["previous iteration", "a register: (T AS y)+ keeps its runs"]),
+        ("(T AS y FILTER y.tmp - PREV(y).tmp > 1)+ WITHIN 3 EVENTS",
+         ["post-filter"], ["previous iteration", "consecutive events"]),
+        ("H AS x ; T AS y ; H AS z FILTER x.id = z.id OR x.k = z.k",
+         ["post-filter"], ["neither an equality nor a comparison"]),
+    ],
+)
+def test_explain_gives_the_method_of_each_predicate(text, methods, words):
+    compiled = compile_query(text)
+    got = compiled.predicate_methods
+    assert [m.method for m in got] == methods
+    assert {m.method for m in got} == {compiled.correlation_method}
+    shown = " ".join(f"{m.reason} {m.cost}" for m in got)
+    assert all(w in shown for w in words), shown
+    corr = plan_of(text)["correlation"]
+    assert [m["method"] for m in corr["methods"]] == methods
+    out = cli("explain", "-e", text).output
+    for m in got:
+        assert f"{m.predicate}: {m.method} — " in out
+
+
+def test_issue_17_queries_count_as_the_brute_force():
+    """The three queries of issue #17's table (the bench's, ``tests/bench/correlation.py``)
+    on a small log of the same kind: counts equal a numpy brute force over position offsets;
+    the equality across y runs as a hash join with a carried key."""
+    from tests.bench import correlation as bench
+
+    df = bench.log(3000, seed=3)
+    expected = bench.brute_counts(df)
+    frame = events_frame([dict(e, time=i) for i, e in enumerate(df.to_dicts())])
+    for name, text in bench.QUERIES.items():
+        compiled = compile_query(text)
+        assert compiled.executor().count(frame) == expected[name], name
+    assert compile_query(bench.QUERIES["x.v = z.v (y between)"]).correlation_method == "hash join"

@@ -88,7 +88,7 @@ def test_d2_enumeration_without_window_grows_with_the_log():
     v = verdict(D1, "match", INTS)
     assert v.verdict == LOG
     assert not conditions(v)["C3"] and "position of u" in v.reason and "SELECT *" in v.reason
-    assert "s.A > t.B" in v.reason  # the post-filter keeps its attributes too
+    assert "s.A > t.B" in v.reason  # the ordered index keeps the compared values too
     windowed = verdict(f"SELECT * WHERE {D1} WITHIN 10 EVENTS", "match", INTS)
     assert windowed.verdict == WINDOW and "WITHIN 10 EVENTS" in windowed.reason
 

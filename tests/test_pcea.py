@@ -4,7 +4,7 @@ reference on random chain queries (fallbacks included), and the update-work boun
 
 Expected outputs of the worked examples come from the paper's definitions (A1-A3, B1-B3),
 not from the implementation; the property tests decide the fragment criterion with their
-own union-find (``contiguous_classes``) rather than the compiler's.
+own union-find (``carried_from_one_event``) rather than the compiler's.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from cer_cli.api import compile_query
 from cer_cli.compiler.correlation import partition_plan
+from cer_cli.engine import ordered
 from cer_cli.engine.pcea import HashJoinEngine, Node, depth, heap_nodes, runs, union
 from cer_cli.plan import plan
 from cer_cli.query import ast
@@ -158,12 +159,24 @@ def test_b1_chain_with_an_equality_on_a_prefix(window, expected):
     assert matches_of(text, B_STREAM) == expected
 
 
-def test_b2_non_contiguous_class_falls_back_with_the_witness():
+def test_b2_equality_across_an_unconstrained_step_is_carried():
+    """``x.id = z.id`` with ``y`` between: y's runs carry x.id (Proposition 3.4's pattern,
+    which a chain automaton cannot check), so the hash join runs it."""
     text = "H AS x ; T AS y ; H AS z FILTER x.id = z.id"
-    assert matches_of(text, B_STREAM, "post-filter") == {
+    assert matches_of(text, B_STREAM) == {
         (4, (("x", 0), ("y", 1), ("z", 4))), (4, (("x", 0), ("y", 3), ("z", 4)))}
+    pcea = compile_query(text).rewritten.pcea
+    assert pcea.carries and "carry x.id" in pcea.describe()[0]
+    assert matches_of(text + " WITHIN 3 EVENTS", B_STREAM) == set()
+
+
+def test_values_carried_from_two_events_fall_back_with_the_witness():
+    text = "H AS x ; T AS y ; R AS u ; H AS z FILTER x.id = z.id AND y.id = z.k"
+    events = ev("H:id=1 T:id=2 R:id=3 H:id=1,k=2 H:id=2,k=2")
+    assert matches_of(text, events, "post-filter") == {
+        (3, (("u", 2), ("x", 0), ("y", 1), ("z", 3)))}
     reason = compile_query(text).rewritten.pcea_reason
-    assert "x.id, z.id" in reason and "'T AS y'" in reason
+    assert "'R AS u'" in reason and "x and of y" in reason
 
 
 def test_b3_ordered_chain_over_a_non_hierarchical_join_graph():
@@ -177,10 +190,16 @@ def test_b3_ordered_chain_over_a_non_hierarchical_join_graph():
 @pytest.mark.parametrize(
     "text, method, words",
     [
-        ("H AS x ; T AS y ; H AS z FILTER x.id < y.id", "post-filter", "not an equality"),
+        ("H AS x ; T AS y ; H AS z FILTER x.id + y.id > 3", "post-filter", "not an equality"),
+        ("H AS x ; T AS y ; H AS z FILTER x.id < z.id", "post-filter", "not consecutive"),
+        ("H AS x ; T AS y FILTER x.id < y.id AND x.tmp > y.tmp", "post-filter", "same two steps"),
+        ("H AS x ; T AS y ; H AS z FILTER x.id < y.id", "hash join", None),
+        ("H AS x ; T AS y ; H AS z FILTER y.id * 2 != z.tmp - 1 AND x.id = y.id", "hash join", None),
         ("SELECT NEXT * WHERE H AS x ; T AS y ; H AS z FILTER x.id = y.id", "post-filter", "NEXT"),
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id CONSUME BY ANY", "post-filter", "CONSUME"),
-        ("H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.hum", "post-filter", "'+'"),
+        ("H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.hum", "hash join", None),
+        ("H AS x ; (T AS y ; H AS z)+ FILTER x.id = z.hum", "post-filter", "'+' over more"),
+        ("H AS x ; (T AS y):+ ; H AS z FILTER x.id = z.hum", "post-filter", "':+'"),
         ("H AS x : T AS y FILTER x.id = y.hum", "post-filter", "':'"),
         ("H AS x ; T AS y ; H AS z FILTER x.id = y.id AND y.id = z.id", "partition", None),
         ("SELECT * WHERE H AS x ; T AS y FILTER x.id = y.id WITHIN 3 EVENTS", "hash join", None),
@@ -322,6 +341,8 @@ def steps(draw, names: tuple[str, ...]) -> list[ast.Formula]:
             f = ast.As(f, name)
             if draw(st.integers(0, 3)) == 0:
                 f = ast.Filter(f, draw(unary_atoms(name)))
+        if draw(st.integers(0, 4)) == 0:  # an iterated step: equalities hold for every event
+            f = ast.Plus(f)
         out.append(f)
     return out
 
@@ -423,18 +444,20 @@ def chains_of(f: ast.Formula) -> list[list[frozenset[str]]]:
         return [[frozenset({f.name, f.label})]]
     if isinstance(f, ast.As):
         return [[s | {f.var} for s in b] for b in chains_of(f.formula)]
-    if isinstance(f, ast.Filter):
-        return chains_of(f.formula)
+    if isinstance(f, (ast.Filter, ast.Plus)):
+        return chains_of(f.formula if isinstance(f, ast.Filter) else f.body)
     if isinstance(f, ast.Seq):
         return [a + b for a in chains_of(f.left) for b in chains_of(f.right)]
     assert isinstance(f, ast.FOr)
     return chains_of(f.left) + chains_of(f.right)
 
 
-def contiguous_classes(query: ast.Query) -> bool:
+def carried_from_one_event(query: ast.Query) -> bool:
     """The fragment criterion, decided independently: per branch, union-find over (step,
-    attribute) joined by the equalities whose variables the branch binds; every class
-    must cover a contiguous block of steps. (Only for equalities around the pattern.)"""
+    attribute) joined by the equalities whose variables the branch binds; a step inside a
+    class's span without a member carries the class's value from the class's last member
+    before it, and the values a step carries must all come from one step (else its runs
+    split by pairs of values). (Only for equalities around the pattern.)"""
     atoms = [(a.left.var, a.left.attr, a.right.var, a.right.attr)
              for a in conjuncts(query.formula.predicate)]
     for chain in chains_of(query.formula.formula):
@@ -455,9 +478,13 @@ def contiguous_classes(query: ast.Query) -> bool:
         classes: dict = {}
         for u in list(parent):
             classes.setdefault(find(u), set()).add(u[0])
+        origins: dict = {}
         for steps_ in classes.values():
-            if max(steps_) - min(steps_) + 1 != len(steps_):
-                return False
+            for i in range(min(steps_), max(steps_)):
+                if i not in steps_:
+                    origins.setdefault(i, set()).add(max(j for j in steps_ if j < i))
+        if any(len(o) > 1 for o in origins.values()):
+            return False
     return True
 
 
@@ -481,9 +508,14 @@ def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_qu
                                                                        one_by_one):
     shaped, query = shaped_query
     try:
-        result = plan(query).rewritten
+        planned = plan(query)
     except QueryError:
         assume(False)
+    result = planned.rewritten
+    # explain's per-predicate methods: one per predicate the method evaluates, all the same
+    assert {m.method for m in planned.predicate_methods} <= {planned.correlation_method}
+    if planned.correlation_method in ("hash join", "post-filter"):
+        assert len(planned.predicate_methods) == len(result.post_filters)
     possible = (
         partition_plan(query)[0] is None
         and query.strategy in ("ALL", "ANY")
@@ -494,7 +526,7 @@ def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_qu
         len(reference.predicate_vars(c)) == 2 for c in conjuncts(query.formula.predicate))
     if not around:
         assert result.pcea is None or possible
-    elif possible and contiguous_classes(query):
+    elif possible and carried_from_one_event(query):
         assert result.pcea is not None, result.pcea_reason
     elif not possible or not shaped:
         # unless simplification dropped the branches that bind the joined variables (e.g.
@@ -517,3 +549,286 @@ def test_hash_join_equals_the_reference_long(shaped_query, events, one_by_one):
     except QueryError:
         assume(False)
     check_against_reference(query, events, one_by_one)
+
+
+def test_equalities_through_plus_are_a_loop_key():
+    """``(T AS y FILTER y.id = x.id)+`` with x fixed: every iteration adopts the previous one
+    on the key, so each T of the match has x's id (no PARTITION BY: z is not tied)."""
+    events = ev("H:id=1 T:id=1 T:id=2 T:id=1 H:id=2 T:id=1 H:id=1")
+    text = "H AS x ; (T AS y FILTER y.id = x.id)+ ; H AS z"
+    got = matches_of(text, events)
+    assert (4, (("x", 0), ("y", 1), ("y", 3), ("z", 4))) in got
+    assert not any(("y", 2) in m for _, m in got)
+    pcea = compile_query(text).rewritten.pcea
+    assert "(T AS y)+" in pcea.describe()[0]
+    # the key carried through the iterations, and the SELECT that hides them
+    matches_of("H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id", events)
+    matches_of("SELECT x, z WHERE H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id", events)
+    assert compile_query("SELECT x, z WHERE H AS x ; (T AS y)+ ; H AS z FILTER x.id = z.id"
+                         ).rewritten.pcea.dedupe
+
+
+def test_pcea_paper_q0_in_any_order_of_arrival():
+    """The paper's HCQ Q0(x, y) <- T(x), S(x, y), R(x, y) as every order of the three events
+    (its P_Q0, Figure 2): each of the 6 arrival orders of T(2), S(2,11), R(2,11) is exactly
+    one match; orders where S and R are apart carry S's y through T."""
+    from itertools import permutations
+
+    steps = {"T": "T AS t", "S": "S AS s", "R": "R AS r"}
+    orders = " OR ".join("(" + " ; ".join(steps[v] for v in p) + ")" for p in permutations("TSR"))
+    text = f"SELECT * WHERE ({orders}) FILTER t.a = s.a AND s.a = r.a AND s.b = r.b"
+    assert compile_query(text).rewritten.pcea.dedupe is None
+    tuples = {"T": "T:a=2", "S": "S:a=2,b=11", "R": "R:a=2,b=11"}
+    for p in permutations("TSR"):
+        events = ev(" ".join(tuples[v] for v in p) + " S:a=2,b=12 R:a=3,b=11")
+        assert len(matches_of(text, events)) == 1
+    assert len(matches_of(text, S0)) == 2
+
+
+@pytest.mark.parametrize("window, keys", [(16, 1), (256, 1), (256, 4)])
+def test_carried_key_work_follows_the_live_keys_not_the_partial_matches(window, keys):
+    """``x.v = z.v`` across y: a B event adopts the A runs of each live value of x.v, so it
+    makes one run per distinct key however many A runs (and A;B partial matches) wait."""
+    text = f"SELECT * WHERE A AS x ; B AS y ; C AS z FILTER x.v = z.v WITHIN {window} EVENTS"
+    engine = plan(parse(text)).executor()
+    assert isinstance(engine, HashJoinEngine) and engine.pcea.carries
+    n = 4000
+    events = [{"type": "AB"[i % 2], "v": (i // 2) % keys} for i in range(n)]
+    engine.count(events_frame(events))
+    ops = engine.ops
+    assert ops.extends <= n // 2 + (n // 2) * keys  # one per A, at most `keys` per B
+    assert ops.max_union_nodes <= 2 * math.log2(window) + 4
+    assert engine.stats.live_nodes <= 2 * keys + 1  # one heap per (state, key)
+
+
+# --------------------------------------------------------------------------- comparisons (ordered index)
+
+CMP_OPS = ("<", "<=", ">", ">=", "!=", "=")
+
+
+@st.composite
+def sides(draw, var: str, attr: str) -> ast.Expr:
+    """A value of one event: the attribute, or linear arithmetic on it."""
+    ref = ast.AttrRef(var, attr)
+    if attr == "s":
+        return ref
+    kind = draw(st.integers(0, 4))
+    if kind == 0:
+        return ast.BinOp("*", ref, ast.Literal(draw(st.sampled_from((2, -1, 1.5)))))
+    if kind == 1:
+        return ast.BinOp("+", ref, ast.Literal(draw(st.sampled_from((1, -2, 0.5)))))
+    if kind == 2:
+        return ast.BinOp("-", ast.BinOp("*", ref, ast.Literal(3)), ast.Literal(1))
+    return ref
+
+
+@st.composite
+def comparison_queries(draw):
+    """An OR of 1-2 ``;`` chains with random comparisons between their AS variables
+    (sides with linear arithmetic, all six operators, string and float attributes), and
+    sometimes an equality; random window, SELECT, FROM, PARTITION BY, strategy, LIMIT."""
+    branches, names_of = [], []
+    for _ in range(draw(st.integers(1, 2))):
+        k = draw(st.integers(2, 4))
+        names = draw(st.lists(st.sampled_from(VARS), min_size=k, max_size=k, unique=True))
+        branches.append(seq(draw(steps(tuple(names)))))
+        names_of += names
+    pool = sorted(set(names_of))
+    atoms = []
+    for _ in range(draw(st.integers(1, 3))):
+        x, y = draw(st.lists(st.sampled_from(pool), min_size=2, max_size=2, unique=True))
+        attr = draw(st.sampled_from(("v", "v", "k", "f", "s")))
+        other = attr if attr == "s" else draw(st.sampled_from(("v", "k", "f", "id")))
+        op = draw(st.sampled_from(CMP_OPS))
+        atoms.append(ast.Compare(op, draw(sides(x, attr)), draw(sides(y, other))))
+    if draw(st.integers(0, 4)) == 0:
+        x, y = draw(st.lists(st.sampled_from(pool), min_size=2, max_size=2, unique=True))
+        atoms.append(ast.Compare("=", ast.AttrRef(x, "id"), ast.AttrRef(y, "id")))
+    pred = atoms[0]
+    for a in atoms[1:]:
+        pred = ast.And(pred, a)
+    f = branches[0]
+    for b in branches[1:]:
+        f = ast.FOr(f, b)
+    f = ast.Filter(f, pred)
+    labels = sorted(reference.vdef(f))
+    select = draw(st.sampled_from(("all", "all", "some")))
+    projection = None if select == "all" else tuple(
+        ast.SelectItem(v) for v in draw(st.lists(st.sampled_from(labels), min_size=1, max_size=3,
+                                                 unique=True)))
+    window = draw(st.one_of(
+        st.none(), st.builds(ast.EventsWindow, st.integers(1, 5)),
+        st.builds(ast.DurationWindow, st.just(((1, "second"),))),
+        st.builds(ast.AttributeWindow, st.integers(1, 3), st.just("ts")),
+    ))
+    return ast.Query(
+        formula=f,
+        strategy=draw(st.sampled_from(("ALL", "ALL", "ALL", "ANY", "NEXT"))),
+        select=projection,
+        streams=draw(st.sampled_from((None, None, ("S1",)))),
+        partition_by=draw(st.sampled_from(((), (), (("id",),)))),
+        within=window,
+        consume="NONE",
+        limit=draw(st.sampled_from((None, None, None, 2))),
+    )
+
+
+@st.composite
+def valued_streams(draw):
+    """``ragged_streams`` plus a float ``f`` (sometimes NaN or absent) and a string ``s``."""
+    out = []
+    for e in draw(ragged_streams()):
+        e = dict(e)
+        f = draw(st.sampled_from((None, 0.5, 1.0, 2.0, float("nan"))))
+        if f is not None:
+            e["f"] = f
+        e["s"] = draw(st.sampled_from(("a", "b", "ab")))
+        out.append(e)
+    return out
+
+
+def bare_equality(c: ast.Predicate) -> bool:
+    return c.op == "=" and isinstance(c.left, ast.AttrRef) and isinstance(c.right, ast.AttrRef)
+
+
+def orderable(query: ast.Query) -> bool | None:
+    """The ordered-index criterion, decided independently: in every branch, each
+    comparison whose variables the branch binds relates two consecutive steps (each
+    variable on one step), and no two comparisons relate the same pair. None (not
+    decided here) when an equality (on ``id``) skips a step: whether its key can be carried
+    is the hash join's own criterion, tested with ``chain_queries``."""
+    cmps = list(conjuncts(query.formula.predicate))
+    for chain in chains_of(query.formula.formula):
+        used = set()
+        for c in cmps:
+            vs = sorted(reference.predicate_vars(c))
+            at = [[i for i, s in enumerate(chain) if v in s] for v in vs]
+            if not all(at):
+                continue  # not bound in this branch: vacuous
+            if any(len(a) != 1 for a in at) or abs(at[0][0] - at[1][0]) != 1:
+                if bare_equality(c):
+                    return None
+                return False
+            if not bare_equality(c):
+                pair = frozenset((at[0][0], at[1][0]))
+                if pair in used:
+                    return False
+                used.add(pair)
+    return True
+
+
+@given(comparison_queries(), valued_streams(), st.booleans())
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def test_ordered_index_is_chosen_by_the_criterion_and_equals_the_reference(query, events,
+                                                                          one_by_one):
+    try:
+        result = plan(query).rewritten
+    except QueryError:
+        assume(False)
+    possible = (partition_plan(query)[0] is None and query.strategy in ("ALL", "ANY")
+                and result.formula is not None)
+    criterion = orderable(query)
+    if possible and criterion:
+        assert result.pcea is not None, result.pcea_reason
+    elif result.pcea is not None and criterion is not None:  # only when simplification left no join to get wrong
+        joined = {v for c in conjuncts(query.formula.predicate) for v in reference.predicate_vars(c)}
+        assert possible and not joined <= reference.bound(result.formula)
+    check_against_reference(query, events, one_by_one)
+
+
+def test_the_issue_comparison_query_against_brute_force():
+    """``A AS x ; B AS y ; A AS z FILTER y.v > x.v AND z.v > y.v WITHIN w EVENTS`` on a
+    random log, counted by a direct triple loop (the issue's table, smaller)."""
+    rng = random.Random(17)
+    n, w = 3000, 20
+    events = [{"type": rng.choice("AB"), "v": rng.randrange(1000), "time": i} for i in range(n)]
+    text = f"A AS x ; B AS y ; A AS z FILTER y.v > x.v AND z.v > y.v WITHIN {w} EVENTS"
+    compiled = compile_query(text)
+    assert compiled.rewritten.pcea is not None and compiled.rewritten.pcea.ordered
+    expected = sum(
+        1
+        for i in range(n) if events[i]["type"] == "A"
+        for j in range(i + 1, min(n, i + w + 1)) if events[j]["type"] == "B"
+        and events[j]["v"] > events[i]["v"]
+        for k in range(j + 1, min(n, i + w + 1)) if events[k]["type"] == "A"
+        and events[k]["v"] > events[j]["v"]
+    )
+    assert compiled.executor().count(events_frame(events)) == expected
+
+
+# --------------------------------------------------------------------------- the ordered index
+
+
+def tnodes(t):
+    stack = [t] if t is not None else []
+    while stack:
+        m = stack.pop()
+        yield m
+        stack += [c for c in (m.left, m.right) if c is not None]
+
+
+def _rel(rel: str, k, v) -> bool:
+    return {"<": k < v, "<=": k <= v, ">": k > v, ">=": k >= v, "=": k == v, "!=": k != v}[rel]
+
+
+@pytest.mark.parametrize("w", [8, 64])
+def test_ordered_index_pieces_are_exactly_the_live_runs_in_range(w):
+    """Random keys with ties, a sliding window: the pieces of every probe hold exactly the
+    live runs whose key is in range, each once; older versions never change."""
+    rng = random.Random(w)
+    t, versions = None, []
+    alive = []
+    for pos in range(1500):
+        lo = pos - w
+        key = rng.randrange(20)
+        ms = pos - rng.randint(0, 3)
+        t = ordered.insert(t, leaf(ms, pos), key, lo)
+        alive.append((ms, pos, key))
+        if pos % 100 == 0:
+            versions.append((t, frozenset((n.ms, n.pos) for n in tnodes(t))))
+        for rel in ("<", "<=", ">", ">=", "=", "!="):
+            v = rng.randrange(21)
+            got = [(n.ms, n.pos) for piece in ordered.pieces(t, rel, v, lo)
+                   for run in runs(piece, lo) for n in run]
+            want = sorted((m, p) for m, p, k in alive if m >= lo and _rel(rel, k, v))
+            assert sorted(got) == want
+            assert len(got) == len(set(got))
+    for old, content in versions:
+        assert frozenset((n.ms, n.pos) for n in tnodes(old)) == content
+
+
+def test_ordered_index_depth_is_logarithmic_for_values_unrelated_to_time():
+    rng = random.Random(5)
+    w, t, worst = 256, None, 0
+    for pos in range(20_000):
+        t = ordered.insert(t, leaf(pos, pos), rng.random(), pos - w)
+        worst = max(worst, depth(t))
+    assert worst <= 4 * math.log2(w) + 4
+
+
+@pytest.mark.parametrize("w", [32, 512])
+def test_ordered_index_work_does_not_grow_with_partial_matches(w, monkeypatch):
+    """Every A is a partial match that a later B may extend; each B's probe returns at most
+    O(depth) heaps, and the trees it probes stay O(log w) deep (values unrelated to time),
+    however many runs wait: the work counted, not timed."""
+    import cer_cli.engine.pcea as engine_module
+
+    seen = []
+
+    def counted(t, rel, v, lo):
+        found = ordered.pieces(t, rel, v, lo)
+        seen.append((len(found), depth(t)))
+        return found
+
+    monkeypatch.setattr(engine_module, "pieces", counted)
+    rng = random.Random(w)
+    text = f"SELECT * WHERE A AS x ; B AS y FILTER y.v > x.v * 2 - 100 WITHIN {w} EVENTS"
+    engine = plan(parse(text)).executor()
+    events = [{"type": "A" if rng.random() < 0.7 else "B", "v": rng.randrange(1000)}
+              for _ in range(6000)]
+    engine.count(events_frame(events))
+    assert len(seen) > 1000
+    bound = 4 * math.log2(w) + 4
+    assert max(d for _, d in seen) <= bound
+    assert max(k for k, _ in seen) <= 2 * bound

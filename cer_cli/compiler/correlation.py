@@ -50,6 +50,7 @@ from cer_cli.query.scope import (
     is_atom,
     nodes,
     pred_vars,
+    prev_refs,
     with_children,
 )
 
@@ -57,9 +58,10 @@ from cer_cli.query.scope import (
 
 
 def between_atoms(p: ast.Predicate) -> Iterator[ast.Predicate]:
-    """Atoms of ``p`` that read two or more variables."""
+    """Atoms of ``p`` that read two or more variables, or an event of the previous iteration
+    (``PREV(y).a``: a register, docs/language.md)."""
     if is_atom(p):
-        if len(pred_vars(p)) >= 2:
+        if len(pred_vars(p)) >= 2 or prev_refs(p):
             yield p
         return
     if isinstance(p, (ast.And, ast.Or)):
@@ -147,6 +149,10 @@ def site_problem(formula: ast.Formula, path: Path, c: ast.Predicate) -> str | tu
     local = defines(site.formula)
     vs = pred_vars(c)
     text = shown(c)
+    if prev_refs(c):
+        problem = _register_problem(formula, path, c)
+        if problem is not None:
+            return problem
     guards: list[str] = []
     plus_seen = False
     for depth in range(len(path)):
@@ -210,6 +216,72 @@ def site_problem(formula: ast.Formula, path: Path, c: ast.Predicate) -> str | tu
                 f" outside it; a match's events of '{v}' mix both"
             )
     return tuple(guards)
+
+
+_REGISTER_HINT = ("PREV(y).a reads y's event in the previous iteration of the '+' around the"
+                  " filter: write (T AS y FILTER y.v > PREV(y).v)+, one event of y per iteration")
+
+
+def _register_problem(formula: ast.Formula, path: Path, c: ast.Predicate) -> str | None:
+    """Why ``PREV(y).a`` in the conjunct ``c`` cannot be read from a match, or None.
+
+    A match's events of y are the events of every iteration of y's ``+``; they say which
+    event was the previous iteration's when each iteration binds y exactly once (then the
+    iterations are y's events in order) and the ``+`` runs once per match."""
+    text = shown(c)
+    (y, *more) = sorted(prev_refs(c))
+    if more or pred_vars(c) != {y} or not is_atom(c):
+        return (f"'{text}' must be one comparison that reads only {y} and PREV({y}) (a register"
+                " of the iteration)")
+    pluses = [d for d in range(len(path)) if isinstance(at(formula, path[:d]), ast.Plus)]
+    if not pluses:
+        return f"'{text}' reads PREV({y}) outside any '+': there is no previous iteration"
+    plus = at(formula, path[:pluses[-1]])
+    if y not in defines(plus.body):
+        return f"'{text}' reads PREV({y}) but the enclosing '+' does not bind {y}"
+    if len(pluses) > 1:
+        return (f"'{text}' reads PREV({y}) inside a '+' that is itself repeated; a match's events"
+                " do not say where each inner sequence starts")
+    if _once(plus.body, y) != 1:
+        return (f"'{text}' reads PREV({y}), but an iteration of its '+' may bind {y} to several"
+                " events (or none); bind it to exactly one event per iteration")
+    return None
+
+
+def _once(f: ast.Formula, y: str) -> int | None:
+    """How many events every match of ``f`` binds to ``y`` (None: it varies)."""
+    if isinstance(f, ast.EventType):
+        return int(y in (f.name, f.label))
+    if isinstance(f, ast.FNot):
+        return 0
+    if isinstance(f, ast.As):
+        if f.var != y:
+            return _once(f.formula, y)
+        return _once_size(f.formula)  # every event the inner formula reports
+    if isinstance(f, ast.Filter):
+        return _once(f.formula, y)
+    if isinstance(f, ast.Plus):
+        return 0 if _once(f.body, y) == 0 else None
+    left, right = _once(f.left, y), _once(f.right, y)
+    if isinstance(f, ast.Seq):
+        return None if left is None or right is None else left + right
+    return left if left == right else None
+
+
+def _once_size(f: ast.Formula) -> int | None:
+    """How many events every match of ``f`` reports (None: it varies)."""
+    if isinstance(f, ast.EventType):
+        return 1
+    if isinstance(f, ast.FNot):
+        return 0
+    if isinstance(f, (ast.As, ast.Filter)):
+        return _once_size(children(f)[0])
+    if isinstance(f, ast.Plus):
+        return None
+    left, right = _once_size(f.left), _once_size(f.right)
+    if isinstance(f, ast.Seq):
+        return None if left is None or right is None else left + right
+    return left if left == right else None
 
 
 # --------------------------------------------------------------------------- pass 1: partition
@@ -357,7 +429,8 @@ def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
             raise QueryError(
                 f"cannot evaluate the predicate between events {problem}",
                 c.span or at(f, path).span,
-                hints=["move the predicate to a filter around the whole pattern, or bind its"
+                hints=[_REGISTER_HINT if prev_refs(c) else
+                       "move the predicate to a filter around the whole pattern, or bind its"
                        " variables outside the OR / '+'"],
             )
         found.append(Site(c, path, problem))
@@ -365,3 +438,22 @@ def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
         return query, ()
     relaxed = _drop(f, lambda _p, c: not is_correlation(c))
     return replace(query, formula=relaxed), tuple(found)
+
+
+#: Operators of a comparison between events (issue #17 item 2).
+COMPARISONS = ("<", "<=", ">", ">=", "!=")
+
+
+def predicate_class(p: ast.Predicate) -> str:
+    """The class of a conjunct between events, as ``explain`` names it: ``equality`` (two
+    attributes, ``x.a = y.b``), ``comparison`` (``<``, ``<=``, ``>``, ``>=``, ``!=``, or
+    ``=`` over arithmetic), ``register`` (an atom reading ``PREV(y).a``), or ``other`` (OR,
+    NOT, several atoms)."""
+    if prev_refs(p):
+        return "register"
+    if isinstance(p, ast.Compare):
+        plain = isinstance(p.left, ast.AttrRef) and isinstance(p.right, ast.AttrRef)
+        if p.op == "=" and plain:
+            return "equality"
+        return "comparison"
+    return "other"

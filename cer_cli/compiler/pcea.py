@@ -11,18 +11,33 @@ there are (``cer_cli.engine.pcea`` runs the paper's Algorithm 1 on what is built
 The supported fragment (``plan_pcea``; anything else keeps the other methods):
 
 * the rewritten (relaxed) formula is an OR of branches, each a ``;`` sequence of single
-  events ``E`` / ``S>E`` with AS variables and unary filters — distributing ``;`` over
-  OR, at most ``MAX_BRANCHES`` branches;
-* every predicate between events is an equality ``x.a = y.b`` of two attributes;
+  events ``E`` / ``S>E`` with AS variables and unary filters, or of iterated single events
+  ``(E AS y)+`` — distributing ``;`` over OR, at most ``MAX_BRANCHES`` branches;
+* every predicate between events is an equality ``x.a = y.b`` of two attributes, or a
+  comparison ``e(x) rel e'(y)`` of two consecutive steps (``compiler.comparisons``: the
+  runs are found through an ordered index instead of a hash bucket, at most one
+  comparison per edge of the run tree);
 * strategy ALL or ANY, no CONSUME BY (SELECT, FROM, WITHIN, LIMIT and an explicit
   PARTITION BY are fine).
 
 Per branch, union-find over (step, attribute) turns the equalities into *classes*; a class
 holds iff every pair of its members is equal, and a member whose event lacks the attribute
-fails it. A run tree can only compare a node with its direct children, so a class is
-enforced exactly when its steps are *connected* in the tree: for a sequence (a chain) the
-steps of each class must be contiguous. ``H AS x ; T AS y ; H AS z FILTER x.id = z.id`` is
-refused (y lies between x and z and carries no ``id`` of theirs); the post-filter runs it.
+fails it. A run tree can only compare a node with its direct children, so in a sequence (a
+chain) a class whose steps are not contiguous is *carried*: in
+``H AS x ; T AS y ; H AS z FILTER x.id = z.id`` the runs of y keep x.id (``State.carried``),
+a T event adopts the x runs of every live id separately (one node per value, indexed by it)
+and z probes y's runs by its own id. That is the PCEA paper's point (Proposition 3.4: a chain
+automaton cannot check ``R.y = S.y`` across T; a parallelized one indexes the inner run by
+the outer key). The work per T event is the number of live values, at most the x events in
+the window, never the number of partial matches; so a step may carry values from one
+earlier event only (``_carried``): ``x.a = w.a AND y.b = w.b`` over ``x ; y ; z ; w``
+would split z's runs by pairs (x.a, y.b), as many as the partial matches — the
+non-hierarchical case (Theorem 4.2) — and is refused; the post-filter runs it.
+
+An iterated step ``(T AS y)+`` is a state with a loop transition: each iteration adopts the
+run of the previous one, probing a second index keyed by all the step's classes, so an
+equality through ``+`` (``(T AS y FILTER y.id = x.id)+`` with x fixed) is a key that every
+iteration meets, and a carried key passes through the iterations unchanged.
 
 Branches that are exactly all the orders of one set of steps — ``(T;S);R OR (S;T);R`` —
 form one *family*: the set of their orders is a partial order whose cover relation is a
@@ -41,12 +56,13 @@ output-linear delay its guarantee, not correctness).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 
+from cer_cli.compiler.comparisons import Comparison, comparison, ordered_cost, oriented, register
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
-from cer_cli.query.scope import attr_refs, pred_vars, type_labels
+from cer_cli.query.scope import attr_refs, pred_vars, prev_refs, type_labels
 
 #: Distributing ``;`` over OR may multiply branches; beyond this the query falls back.
 MAX_BRANCHES = 64
@@ -68,6 +84,9 @@ class Step:
     stream: str | None
     labels: frozenset[str]
     filters: frozenset[ast.Predicate] = frozenset()
+    #: ``(E AS y)+``: one or more events, each adopting the run of the previous one (a loop
+    #: transition keyed by the step's classes, so every iteration has the class values)
+    loop: bool = False
 
     @property
     def var(self) -> str:
@@ -84,7 +103,7 @@ class Step:
         out = self.label + "".join(f" AS {v}" for v in own)
         if self.filters:
             out += " [" + " AND ".join(sorted(to_text(p) for p in self.filters)) + "]"
-        return out
+        return f"({out})+" if self.loop else out
 
     def exclusive(self, other: Step) -> bool:
         """No event can take both steps (different types, or different streams)."""
@@ -104,9 +123,18 @@ class State:
     step: Step
     family: int
     classes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    #: Classes this state's runs *carry* without an attribute of their own (the class spans
+    #: the step in a chain), with the attribute of the earlier event the value comes from.
+    #: A run keeps its class value: the runs of one event are split by it.
+    carried: tuple[tuple[int, str], ...] = ()
 
     def attrs(self, cls: int) -> tuple[str, ...]:
         return dict(self.classes)[cls]
+
+    def ref(self, cls: int) -> str:
+        """``var.attr`` that gives this state's runs their value of class ``cls``."""
+        own = dict(self.classes)
+        return f"{self.step.var}.{own[cls][0]}" if cls in own else dict(self.carried)[cls]
 
 
 @dataclass(frozen=True)
@@ -114,12 +142,23 @@ class Transition:
     """``(P, U, B, L, q)`` into ``target``: reads an event taking the target's step (U),
     adopts one run from each of ``sources`` (P; empty: the transition starts a run), whose
     key on the classes ``keys[j]`` equals the new event's (B: composite-key equality; an
-    empty key always holds), and labels the node with ``labels`` (L)."""
+    empty key always holds), and labels the node with ``labels`` (L).
+
+    ``carried[j]``: the classes the target carries (``State.carried``), taken from the run
+    adopted from ``sources[j]``: the event has no value to probe them with, so it adopts
+    the runs of every live value separately (one node per value). ``compares[j]``, when
+    set, adds the comparison ``key(t') rel probe(t)`` with the run of ``sources[j]`` (B is
+    then the conjunction; the engine orders those runs by key)."""
 
     target: int
     sources: tuple[int, ...]
     keys: tuple[tuple[int, ...], ...]
     labels: frozenset[str]
+    carried: tuple[tuple[int, ...], ...] = ()
+    compares: tuple[Comparison | None, ...] = ()
+
+    def compare(self, j: int) -> Comparison | None:
+        return self.compares[j] if self.compares else None
 
 
 @dataclass(frozen=True)
@@ -140,12 +179,20 @@ class PCEA:
     select: frozenset[str] | None = None
     dedupe: str | None = None
     tree_families: frozenset[int] = field(default=frozenset())
+    #: ``(state, comparison)``: the loop of that iterated state adopts only the previous
+    #: iterations related to the new event by the comparison (a register, ``PREV(y).a``)
+    registers: tuple[tuple[int, Comparison], ...] = ()
+
+    def register(self, q: int) -> Comparison | None:
+        return dict(self.registers).get(q)
 
     @property
     def size(self) -> int:
         """|P| = |Q| + Σ over transitions of (|P_e| + |L_e|), as in the paper."""
         return len(self.states) + sum(
-            len(t.sources) + len(self.states[t.target].step.labels) for t in self.transitions
+            (len(t.sources) + len(self.states[t.target].step.labels))
+            * (2 if self.states[t.target].step.loop else 1)
+            for t in self.transitions
         )
 
     @property
@@ -157,16 +204,32 @@ class PCEA:
                 out.update(attrs)
             for p in s.step.filters:
                 out.update(r.attr for r in attr_refs(p))
+        cmps = [c for t in self.transitions for c in t.compares if c is not None]
+        for c in cmps + [c for _, c in self.registers]:
+            out.update(r.attr for r in attr_refs(ast.Compare("=", c.key, c.probe)))
         return tuple(sorted(out))
 
+    @property
+    def ordered(self) -> bool:
+        """Some transition finds its runs through an ordered index (a comparison or a
+        register)."""
+        return bool(self.registers) or any(c is not None for t in self.transitions
+                                           for c in t.compares)
+
+    @property
+    def carries(self) -> bool:
+        """Some state carries a key from an earlier event (see ``State.carried``)."""
+        return any(s.carried for s in self.states)
+
     def edge_text(self, child: int, parent: int) -> str:
-        keys = self.transitions[parent].keys[self.transitions[parent].sources.index(child)]
-        if not keys:
-            return "true"
+        t = self.transitions[parent]
+        j = t.sources.index(child)
         c, p = self.states[child], self.states[parent]
-        return ", ".join(
-            f"{c.step.var}.{c.attrs(k)[0]} = {p.step.var}.{p.attrs(k)[0]}" for k in keys
-        )
+        out = [f"{c.ref(k)} = {p.step.var}.{p.attrs(k)[0]}" for k in t.keys[j]]
+        out += [f"carry {c.ref(k)}" for k in (t.carried[j] if t.carried else ())]
+        if t.compare(j) is not None:
+            out.append(t.compare(j).text)
+        return ", ".join(out) or "true"
 
     def describe(self) -> list[str]:
         """One line per family: the chain with each edge's key, or the tree's transitions."""
@@ -205,7 +268,7 @@ def branches(f: ast.Formula) -> list[tuple[Step, ...]]:
         return [(Step(f.name, f.stream, type_labels(f)),)]
     if isinstance(f, ast.As):
         return [
-            tuple(Step(s.name, s.stream, s.labels | {f.var}, s.filters) for s in b)
+            tuple(Step(s.name, s.stream, s.labels | {f.var}, s.filters, s.loop) for s in b)
             for b in branches(f.formula)
         ]
     if isinstance(f, ast.Filter):
@@ -219,7 +282,7 @@ def branches(f: ast.Formula) -> list[tuple[Step, ...]]:
                 raise _Unsupported(f"a filter on '{v}' sits outside the pattern that binds it")
         return [
             tuple(
-                Step(s.name, s.stream, s.labels, s.filters | {f.predicate})
+                Step(s.name, s.stream, s.labels, s.filters | {f.predicate}, s.loop)
                 if not vs or vs <= s.labels else s
                 for s in b
             )
@@ -239,7 +302,14 @@ def branches(f: ast.Formula) -> list[tuple[Step, ...]]:
             raise _Unsupported(f"the pattern has more than {MAX_BRANCHES} OR branches")
         return out
     if isinstance(f, ast.Plus):
-        raise _Unsupported("'+' (iteration) is not supported by the hash join")
+        if f.contiguous:
+            raise _Unsupported("':+' (contiguous iteration) is not supported by the hash join")
+        inner = branches(f.body)
+        if len(inner) != 1 or len(inner[0]) != 1 or inner[0][0].loop:
+            raise _Unsupported("'+' over more than one single event is not supported by the"
+                               " hash join")
+        (s,), = inner
+        return [(Step(s.name, s.stream, s.labels, s.filters, True),)]
     if isinstance(f, ast.FNot):
         raise _Unsupported("NOT(…) is not supported by the hash join")
     raise _Unsupported(f"unsupported pattern {to_text(f)}")
@@ -294,7 +364,7 @@ def _tree(chains: list[tuple[Step, ...]]) -> tuple[list[Step], list[int | None]]
     ``chains`` (all orders of the same steps), or None when no tree has exactly them."""
     steps = list(chains[0])
     n = len(steps)
-    if len(set(steps)) != n or n > MAX_FAMILY_STEPS:
+    if len(set(steps)) != n or n > MAX_FAMILY_STEPS or any(s.loop for s in steps):
         return None
     index = [{s: i for i, s in enumerate(c)} for c in chains]
     before = [[all(ix[steps[u]] < ix[steps[v]] for ix in index) for v in range(n)] for u in range(n)]
@@ -333,15 +403,35 @@ def _connected(members: set[int], parent: list[int | None]) -> bool:
     return sum(1 for u in members if parent[u] not in members) == 1
 
 
-def _witness(steps, members: list[tuple[int, str]]) -> str:
-    """Why a class is not contiguous in a chain: the first step inside its span without
-    a member, named with the class."""
-    at = sorted({i for i, _ in members})
-    gap = next(i for i in range(at[0], at[-1] + 1) if i not in at)
-    shown = ", ".join(f"{steps[i].var}.{a}" for i, a in members)
-    return (f"the equalities {{{shown}}} skip '{steps[gap].text()}' ({steps[gap].var}), which"
-            " has no attribute in them: a run tree only compares an event with the one before"
-            " it in the chain")
+def _carried(steps, classes) -> list[dict[int, tuple[int, str]]] | str:
+    """Per step of a chain, the classes it carries: those whose members lie before and
+    after it but not at it, each with the member (step, attribute) its value comes from
+    (the nearest one before). A run tree compares an event only with the one before it,
+    so the value travels in the runs of the steps between: the runs of such a step are
+    indexed by the carried value as if the event had it.
+
+    Refused (the message says why) when a step carries values from two different earlier
+    events (``x.a = w.a AND y.b = w.b`` over ``x ; y ; z ; w`` at z): its runs would then be
+    split by pairs of values, as many as the partial matches — the non-hierarchical case."""
+    out: list[dict[int, tuple[int, str]]] = [{} for _ in steps]
+    for k, members in enumerate(classes):
+        at = {i: a for i, a in reversed(members)}
+        lo, hi = min(at), max(at)
+        origin = (lo, at[lo])
+        for i in range(lo + 1, hi):
+            if i in at:
+                origin = (i, at[i])
+            else:
+                out[i][k] = origin
+    for i, carried in enumerate(out):
+        origins = {o for o, _ in carried.values()}
+        if len(origins) > 1:
+            a, b = sorted(origins)[:2]
+            return (f"'{steps[i].text()}' ({steps[i].var}) lies inside equalities of"
+                    f" {steps[a].var} and of {steps[b].var} and has no attribute in either:"
+                    " its runs would be split by pairs of values, as many as the partial"
+                    " matches (the equality classes are not hierarchical along the chain)")
+    return out
 
 
 # --------------------------------------------------------------------------- planning
@@ -354,9 +444,42 @@ class _Family:
     classes: list[list[tuple[int, str]]]
     orders: list[tuple[Step, ...]]
     tree: bool
+    #: per step, the classes its runs carry (``_carried``); empty for tree families
+    carried: list[dict[int, tuple[int, str]]] = field(default_factory=list)
+    compares: dict[int, Comparison] = field(default_factory=dict)  # child step -> its edge's
 
 
-def _family(chains: list[tuple[Step, ...]], atoms) -> _Family | str:
+def _compares(steps, parent, cmps) -> dict[int, Comparison] | str:
+    """The comparison on each tree edge (keyed by the child step), or why one cannot be
+    tested along the run trees. Like ``_classes``, a comparison whose variables or guards
+    the steps do not bind passes (an unbound variable has no events)."""
+    labels = set().union(*(s.labels for s in steps))
+    out: dict[int, Comparison] = {}
+    for p, guards in cmps:
+        x, _, _, y, _ = comparison(p)
+        if x not in labels or y not in labels or not set(guards) <= labels:
+            continue
+        text = to_text(p)
+        xs = [i for i, s in enumerate(steps) if x in s.labels]
+        ys = [i for i, s in enumerate(steps) if y in s.labels]
+        if len(xs) != 1 or len(ys) != 1:
+            return f"'{text}' compares a variable bound by several steps"
+        (i,), (j,) = xs, ys
+        if parent[i] == j:
+            child, low = i, x
+        elif parent[j] == i:
+            child, low = j, y
+        else:
+            return (f"'{text}' compares {x} and {y}, which are not consecutive steps: a run tree"
+                    " only compares an event with the runs it adopts")
+        if child in out:
+            return (f"'{out[child].text}' and '{text}' compare the same two steps; one ordered"
+                    " index answers one comparison")
+        out[child] = oriented(p, low)
+    return out
+
+
+def _family(chains: list[tuple[Step, ...]], atoms, cmps=()) -> _Family | str:
     """One family of branches (all orders of one tree), or a message saying why its
     equality classes cannot be checked along its run trees."""
     if len(chains) == 1:
@@ -368,12 +491,22 @@ def _family(chains: list[tuple[Step, ...]], atoms) -> _Family | str:
         return "not a tree"
     steps, parent = shape
     classes = _classes(steps, atoms)
+    if len(chains) == 1:
+        carried = _carried(steps, classes)
+        if isinstance(carried, str):
+            return carried
+        compares = _compares(steps, parent, cmps)
+        if isinstance(compares, str):
+            return compares
+        return _Family(steps, parent, classes, list(chains), False, carried, compares)
     for members in classes:
         if not _connected({i for i, _ in members}, parent):
-            if len(chains) == 1:
-                return _witness(steps, members)
             return "not connected"
-    return _Family(steps, parent, classes, list(dict.fromkeys(chains)), len(chains) > 1)
+    compares = _compares(steps, parent, cmps)
+    if isinstance(compares, str):
+        return "not connected"
+    return _Family(steps, parent, classes, list(dict.fromkeys(chains)), True,
+                   [{} for _ in steps], compares)
 
 
 def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCEA | None, str]:
@@ -387,13 +520,23 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
         return None, "the hash join does not implement CONSUME BY"
     if formula is None:
         return None, "the pattern never matches"
-    atoms = []
+    atoms, cmps, regs = [], [], []
     for s in sites:
+        if prev_refs(s.predicate):
+            reg = register(s.predicate)
+            if reg is None:
+                return None, (f"'{to_text(s.predicate)}' compares PREV({sorted(prev_refs(s.predicate))[0]})"
+                              " with the new event other than as one side each")
+            regs.append(reg)
+            continue
         eq = equality(s.predicate)
-        if eq is None:
+        if eq is not None:
+            atoms.append((eq, tuple(s.guards)))
+        elif comparison(s.predicate) is not None:
+            cmps.append((s.predicate, tuple(s.guards)))
+        else:
             return None, (f"'{to_text(s.predicate)}' is not an equality between attributes of"
-                          " two events")
-        atoms.append((eq, tuple(s.guards)))
+                          " two events, nor a comparison of two values each read from one event")
     try:
         chains = branches(formula)
     except _Unsupported as e:
@@ -404,19 +547,61 @@ def plan_pcea(query: ast.Query, formula: ast.Formula | None, sites) -> tuple[PCE
         groups.setdefault((frozenset(c), len(c)), []).append(c)
     families: list[_Family] = []
     for group in groups.values():
-        fam = _family(group, atoms) if len(set(group)) > 1 else "single"
+        fam = _family(group, atoms, cmps) if len(set(group)) > 1 else "single"
         if isinstance(fam, _Family):
             families.append(fam)
             continue
         for c in dict.fromkeys(group):
-            one = _family([c], atoms)
+            one = _family([c], atoms, cmps)
             if isinstance(one, str):
                 return None, one
             families.append(one)
     pcea = _build(query, families, sites)
     if pcea is None:
         return None, f"the PCEA would have more than {MAX_STATES} states"
-    return pcea, "every equality class is connected along its run trees"
+    if regs:
+        loops: dict[int, Comparison] = {}
+        for reg in regs:
+            at = [q for q, s in enumerate(pcea.states) if s.step.loop and reg.low in s.step.labels]
+            if not at and any(reg.low in s.step.labels for s in pcea.states):
+                return None, (f"'{reg.text}' reads the previous iteration of a '+' that is not"
+                              " one iterated event")
+            for q in at:
+                if q in loops:
+                    return None, (f"'{loops[q].text}' and '{reg.text}' both compare iterations"
+                                  " of one '+'; one ordered index answers one comparison")
+                loops[q] = reg
+        pcea = replace(pcea, registers=tuple(sorted(loops.items(), key=lambda kv: kv[0])))
+    return pcea, pcea_class(pcea)
+
+
+def pcea_class(pcea: PCEA) -> str:
+    """The part of the hash join's class the PCEA uses, for ``explain``: every equality
+    class is connected along its run trees, through adjacent events, carried keys,
+    iterations or any-order trees."""
+    keyed = any(k for t in pcea.transitions for k in t.keys) or not pcea.ordered
+    how = ["keys between adjacent events"] if keyed else []
+    carriers = [f"{s.step.var} carries {', '.join(r for _, r in s.carried)}"
+                for s in pcea.states if s.carried]
+    if carriers:
+        how.append("keys carried through the events between (" + "; ".join(carriers) + ")")
+    loops = [s.step.text() for s in pcea.states if s.step.loop]
+    if loops:
+        how.append("iterations joined on their keys (" + ", ".join(loops) + ")")
+    if pcea.tree_families:
+        how.append("any order of some events before a common one (one tree)")
+    compares = [f"{c.text} ({pcea.states[p].step.var} → {pcea.states[q].step.var})"
+                for q, t in enumerate(pcea.transitions) for j, p in enumerate(t.sources)
+                if (c := t.compare(j)) is not None]
+    if compares:
+        how.append("comparisons between an event and the runs it adopts, by ordered index ("
+                   + "; ".join(compares) + ")")
+    if pcea.registers:
+        how.append("registers: an iteration adopts the previous ones in range, by ordered index ("
+                   + "; ".join(f"{c.text} ({pcea.states[q].step.text()})"
+                               for q, c in pcea.registers) + ")")
+    return ("hierarchical: every equality class is connected along its run trees — "
+            + ", ".join(how))
 
 
 def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
@@ -436,14 +621,21 @@ def _build(query: ast.Query, families: list[_Family], sites) -> PCEA | None:
         for k, group in enumerate(fam.classes):
             for i, a in group:
                 at_step[i].setdefault(cls_base + k, []).append(a)
+        carried = [{cls_base + k: f"{fam.steps[o].var}.{a}" for k, (o, a) in c.items()}
+                   for c in fam.carried]
         for i, s in enumerate(fam.steps):
-            states.append(State(s, f, tuple((k, tuple(v)) for k, v in sorted(at_step[i].items()))))
+            states.append(State(s, f, tuple((k, tuple(v)) for k, v in sorted(at_step[i].items())),
+                                tuple(sorted(carried[i].items()))))
             parents.append(None if fam.parent[i] is None else base + fam.parent[i])
         for i in range(len(fam.steps)):
             kids = [j for j in range(len(fam.steps)) if fam.parent[j] == i]
-            keys = tuple(tuple(sorted(set(at_step[j]) & set(at_step[i]))) for j in kids)
+            keys = tuple(tuple(sorted((set(at_step[j]) | set(carried[j])) & set(at_step[i])))
+                         for j in kids)
+            carry = tuple(tuple(sorted(carried[i])) for _ in kids)
+            compares = tuple(fam.compares.get(j) for j in kids)
             transitions.append(Transition(base + i, tuple(base + j for j in kids), keys,
-                                          fam.steps[i].labels))
+                                          fam.steps[i].labels, carry if carried[i] else (),
+                                          compares if any(compares) else ()))
         # Families list their states leaves first, root last (chains: in order).
         order = sorted(range(len(fam.steps)), key=lambda i: -_depth(i, fam.parent))
         fam_states.append(tuple(ids[i] for i in (order if fam.tree else range(len(ids)))))
@@ -470,10 +662,15 @@ def _dedupe(families: list[_Family], select: frozenset[str] | None) -> str | Non
     for fam in families:
         n = len(fam.steps)
         for i, s in enumerate(fam.steps):
-            kept_anyway = (not fam.tree and i in (0, n - 1)) or fam.parent[i] is None
+            # the first and last events of a chain are the match's interval, unless iterated
+            kept_anyway = not s.loop and ((not fam.tree and i in (0, n - 1))
+                                          or fam.parent[i] is None)
             if not shown(s) and not kept_anyway:
                 return (f"SELECT drops every variable of '{s.text()}', so runs that differ only"
                         " there report the same match")
+    if len(families) > 1 and any(s.loop for fam in families for s in fam.steps):
+        return ("an OR branch iterates an event with '+': two branches can report the same"
+                " match with a different number of steps")
     seen: set[tuple] = set()
     for fam in families:
         for order in fam.orders:  # the orders of one family are distinct sequences too
@@ -487,20 +684,77 @@ def _dedupe(families: list[_Family], select: frozenset[str] | None) -> str | Non
 def pcea_cost(pcea: PCEA, window: ast.Window | None, short: bool = False) -> str:
     """The update cost of Theorem 5.1 with this query's numbers."""
     size, t = pcea.size, len(pcea.attributes)
+    n_transitions = len(pcea.transitions) + sum(s.step.loop for s in pcea.states)  # + loops
+    carry = ("; a step that carries a key ("
+             + ", ".join(f"{s.step.var} carries {', '.join(r for _, r in s.carried)}"
+                         for s in pcea.states if s.carried)
+             + ") adopts the runs of each live value separately: k more extends and heap"
+             " inserts per such event, k ≤ the events of one step in the window"
+             + ("" if window is not None else
+                " (no window: every value seen so far stays live)")
+             if pcea.carries else "")
     if isinstance(window, ast.EventsWindow):
         w = f"w = {window.count} events"
     elif window is None:
         w = "no window: log w becomes the log of the number of partial matches per key"
     else:
         w = f"w = the events within {to_text(window)}"
+    ordered = "" if not pcea.ordered else "; comparisons: " + ordered_cost(short)
     if short:
-        return (f"update O(|P|·(|t| + log|P| + log w)) with |P| = {size}, |t| = {t}, {w};"
+        return (f"update O(|P|·(|t| + log|P| + log w)) with |P| = {size}, |t| = {t}, {w}{carry};"
                 " output-linear delay" + ("" if pcea.dedupe is None else
-                                          " (matches de-duplicated per event)"))
+                                          " (matches de-duplicated per event)") + ordered)
     return (f"update O(|P|·(|t| + log|P| + log w)) per event with |P| = {size}"
-            f" ({len(pcea.states)} states, {len(pcea.transitions)} transitions), |t| = {t}"
+            f" ({len(pcea.states)} states, {n_transitions} transitions), |t| = {t}"
             f" attribute(s) read, {w}; independent of the number of partial matches"
-            " (hash probes per transition, one persistent-heap insert per new run);"
+            " (hash probes per transition, one persistent-heap insert per new run)"
+            f"{carry};"
             " output-linear delay"
             + ("" if pcea.dedupe is None else
-               f", except that matches are de-duplicated per event ({pcea.dedupe})"))
+               f", except that matches are de-duplicated per event ({pcea.dedupe})") + ordered)
+
+
+def join_cost(pcea: PCEA, predicate: ast.Predicate) -> str:
+    """How the hash join checks one predicate of ``pcea.predicates``: for an equality
+    ``x.a = y.b``, on which edges of the run trees it is a key, and the work that costs per
+    event; for a comparison, the edge whose ordered index answers it."""
+    if comparison(predicate) is not None:
+        return compare_cost(pcea, predicate)
+    if prev_refs(predicate):
+        return (f"a register: {', '.join(pcea.states[q].step.text() for q, _ in pcea.registers)}"
+                " keeps its runs in an ordered index on the compared value of their last"
+                " iteration, and a new iteration adopts exactly those in range; "
+                + ordered_cost(short=True) + ", independent of the number of partial matches")
+    eq = equality(predicate)
+    members: dict[int, set[tuple[str, str]]] = {}
+    for s in pcea.states:
+        for c, attrs in s.classes:
+            members.setdefault(c, set()).update((v, a) for v in s.step.labels for a in attrs)
+    ks = set() if eq is None else {
+        c for c, m in members.items() if (eq[0], eq[1]) in m and (eq[2], eq[3]) in m}
+    edges, carriers = [], []
+    for q, t in enumerate(pcea.transitions):
+        parent = pcea.states[q]
+        for j, p in enumerate(t.sources):
+            edges += [f"{pcea.states[p].ref(k)} = {parent.step.var}.{parent.attrs(k)[0]}"
+                      for k in t.keys[j] if k in ks]
+        carriers += [f"{parent.step.var} carries {ref}" for k, ref in parent.carried if k in ks]
+    out = ("a hash probe on the key " + "; ".join(dict.fromkeys(edges)) if edges
+           else "a hash probe on its key")
+    out += " per event: O(1) per transition, independent of the number of partial matches"
+    if carriers:
+        out += ("; " + ", ".join(dict.fromkeys(carriers)) + ": each such event adopts the runs"
+                " of every live value separately (at most the events of one step in the window)")
+    return out
+
+
+def compare_cost(pcea: PCEA, predicate: ast.Predicate) -> str:
+    """How the ordered index answers one comparison of ``pcea.predicates``."""
+    text = to_text(predicate)
+    edges = [f"{pcea.states[p].step.var} → {pcea.states[q].step.var}"
+             for q, t in enumerate(pcea.transitions) for j, p in enumerate(t.sources)
+             if t.compare(j) is not None and t.compare(j).text == text]
+    where = ("on the edge " + ", ".join(dict.fromkeys(edges))) if edges else "on its edge"
+    return (f"an ordered-index probe {where}: the runs waiting there are kept sorted by the"
+            f" compared value; {ordered_cost(short=True)}, O(w) at worst, independent of the"
+            " number of partial matches")

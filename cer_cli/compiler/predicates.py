@@ -176,6 +176,18 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
     raise TypeError(f"not a value expression: {node!r}")
 
 
+def value_expression(node: ast.Expr, schema: Mapping[str, pl.DataType]) -> tuple[pl.Expr, str] | None:
+    """The value of ``node`` on one event per row (attributes read by bare name, whatever
+    variable they name) and its kind, or None where it can never be computed: the same
+    values ``predicate_expression`` compares (the PCEA's ordered index keys on them)."""
+    return _value(node, schema, _unqualified)
+
+
+def comparable(kind: str, other: str) -> bool:
+    """Values of these kinds compare (numbers with numbers, strings with strings, ...)."""
+    return _compatible(kind, other)
+
+
 def _wide(expr: pl.Expr, kind: str) -> pl.Expr:
     """Integer arithmetic runs in 128 bits: exact for 64-bit operands, where int64 would
     wrap around silently (``_check_width`` refuses what could exceed 128 bits)."""

@@ -22,6 +22,11 @@ Per event (``HashJoinEngine._loop``):
    the window, pruning sub-heaps by max-start. Each visited heap node yields at least one
    run, so the delay is linear in the size of each match.
 
+A transition whose edge to a source carries a comparison (``compiler.comparisons``) keeps
+that source's runs in an ordered index instead (``engine.ordered``: per join key, a search
+tree on the compared value that is also a max-start heap); the probe returns the few heaps
+holding exactly the runs in range, adopted together as a ``Bundle``.
+
 All transitions fire before any index changes, so an event never joins a run it created
 itself. ``H`` is keyed by (state, key): each state has one consuming transition. Entries
 whose heap left the window are forgotten through a FIFO of updates, so memory follows the
@@ -41,8 +46,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cer_cli.compiler.pcea import PCEA, pcea_cost
-from cer_cli.compiler.predicates import AttrTest, atom_expression
+from cer_cli.compiler.predicates import AttrTest, atom_expression, comparable, value_expression
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
+from cer_cli.engine.ordered import Bundle, insert, pieces
 from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
 from cer_cli.query import ast
 from cer_cli.query.scope import strip_var
@@ -192,18 +198,28 @@ def runs(h: Node, lo) -> Iterator[tuple[Node, ...]]:
         if not prod:
             yield (m,)
         elif len(prod) == 1:
-            for sub in runs(prod[0], lo):
+            for sub in adopted(prod[0], lo):
                 yield sub + (m,)
         else:
             for sub in _product(prod, 0, lo):
                 yield sub + (m,)
 
 
+def adopted(h, lo) -> Iterator[tuple[Node, ...]]:
+    """The runs of one adopted heap, or of every live piece of a ``Bundle``."""
+    if type(h) is Bundle:
+        for piece in h.pieces:
+            if piece.ms >= lo:
+                yield from runs(piece, lo)
+    else:
+        yield from runs(h, lo)
+
+
 def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
     if k == len(prod) - 1:
-        yield from runs(prod[k], lo)
+        yield from adopted(prod[k], lo)
         return
-    for a in runs(prod[k], lo):
+    for a in adopted(prod[k], lo):
         for b in _product(prod, k + 1, lo):
             yield a + b
 
@@ -211,10 +227,34 @@ def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
 # --------------------------------------------------------------------------- the engine
 
 
+def _key_builder(own: tuple, car: tuple):
+    """``(row, carried values) -> (probe key, carried key)`` of a run in a state with carried
+    keys: each class from the run's carried values (``(slot, None)``) or from the event's
+    column (``(None, column)``). The one-class cases are the common ones: spelled out."""
+    if len(own) == 1 and not car:
+        (i, col), = own
+        if col is None:
+            return lambda r, ck: (ck[i], ())
+        return lambda r, ck: (col[r], ())
+    if not own and len(car) == 1 and car[0][1] is not None:
+        col = car[0][1]
+        return lambda r, ck: ((), (col[r],))
+
+    def build(r: int, ck: tuple):
+        vals = tuple(ck[i] if col is None else col[r] for i, col in own)
+        return (vals[0] if len(vals) == 1 else vals,
+                tuple(ck[i] if col is None else col[r] for i, col in car))
+
+    return build
+
+
+
 @dataclass
 class _Partition:
     """Algorithm-1 state of one PARTITION BY sub-stream: ``index[p]`` is ``H[p]`` (key ->
-    heap of the runs ending in ``p``), ``count`` its events so far (EVENTS windows)."""
+    heap of the runs ending in ``p``, as ``p``'s parent probes it), ``index[n + p]`` the
+    loop index of an iterated state (keyed by all its classes), ``count`` its events so far
+    (EVENTS windows)."""
 
     key: tuple | None
     index: list[dict]
@@ -249,6 +289,15 @@ class HashJoinEngine:
         self._timed = isinstance(window, ast.DurationWindow | ast.AttributeWindow)
         n = len(pcea.states)
         self._sources = [t.sources for t in pcea.transitions]
+        #: per transition, per source: the comparison's relation (None: hash bucket only)
+        self._rels = [tuple(None if t.compare(j) is None else t.compare(j).rel
+                            for j in range(len(t.sources))) for t in pcea.transitions]
+        #: states whose runs wait in an ordered index (their consumer compares)
+        self._ordered = [False] * n
+        for t in pcea.transitions:
+            for j, p in enumerate(t.sources):
+                if t.compare(j) is not None:
+                    self._ordered[p] = True
         self._final = [q in pcea.finals for q in range(n)]
         sel = pcea.select
         self._labels = [
@@ -256,6 +305,27 @@ class HashJoinEngine:
             for s in pcea.states
         ]
         self._sort = [s.family in pcea.tree_families for s in pcea.states]
+        # Carried keys (``State.carried``): a transition into q with ``carry[q]`` adopts the
+        # runs of every live carried value of its source, whose index is then nested:
+        # ``H[p][probe key][carried values] -> heap`` (``nest[p]``). States whose runs carry
+        # a value, or index under a nested key, build their key per run (``generic[p]``).
+        self._carry = [bool(t.carried) for t in pcea.transitions]
+        self._nest = [False] * n
+        for t in pcea.transitions:
+            if t.carried:
+                for p in t.sources:
+                    self._nest[p] = True
+        self._generic = [bool(s.carried) or self._nest[q] for q, s in enumerate(pcea.states)]
+        # Iterated steps ``(E AS y)+``: a loop transition adopts the run of the previous
+        # iteration, probing a second index (slot ``n + q``) keyed by all of q's classes.
+        self._loops = [s.step.loop for s in pcea.states]
+        #: per iterated state, the relation of its register (None: the loop adopts on keys)
+        self._lrels = [None if pcea.register(q) is None else pcea.register(q).rel
+                       for q in range(n)]
+        self._nest += [bool(s.carried) for s in pcea.states]
+        self._generic += [bool(s.carried) for s in pcea.states]
+        self._slots = [((q,) if q not in pcea.finals else ()) + ((n + q,) if s.step.loop else ())
+                       for q, s in enumerate(pcea.states)]
         self._parts: dict[tuple | None, _Partition] = {}
         self._fifo: deque = deque()  # time windows: one FIFO for all partitions
         self._ftime = NO_LOWER  # latest window time seen (an upper bound for later nulls)
@@ -367,11 +437,55 @@ class HashJoinEngine:
             return list(zip(*(values[s, c] for c in classes), strict=True))
 
         right, left = [], [None] * len(pcea.states)
+        probe, order = [], [None] * len(pcea.states)
         for q, t in enumerate(pcea.transitions):
             right.append([keys(q, k) for k in t.keys])
-            for p, k in zip(t.sources, t.keys, strict=True):
-                left[p] = keys(p, k)
-        return act, right, left
+            for j, (p, k) in enumerate(zip(t.sources, t.keys, strict=True)):
+                if not self._generic[p]:
+                    left[p] = keys(p, k)
+                    continue
+                # per run: each class from the event's column or from the carried values
+                slot = {c: i for i, (c, _) in enumerate(pcea.states[p].carried)}
+                own = tuple((slot[c], None) if c in slot else (None, values[p, c]) for c in k)
+                car = tuple((slot[c], None) if c in slot else (None, values[p, c])
+                            for c in (t.carried[j] if t.carried else ()))
+                left[p] = _key_builder(own, car)
+        left += [None] * len(pcea.states)
+        rloop = [None] * len(pcea.states)
+        for q, state in enumerate(pcea.states):
+            if not state.step.loop:
+                continue
+            own = tuple(c for c, _ in state.classes)
+            rloop[q] = keys(q, own)
+            if state.carried:
+                left[len(pcea.states) + q] = _key_builder(
+                    tuple((None, values[q, c]) for c in own),
+                    tuple((i, None) for i in range(len(state.carried))))
+            else:
+                left[len(pcea.states) + q] = rloop[q]
+        self._rloop = rloop
+        for q, t in enumerate(pcea.transitions):
+            probe.append([None] * len(t.sources))
+            for j, p in enumerate(t.sources):
+                c = t.compare(j)
+                if c is None:
+                    continue
+                key, at = value_expression(c.key, schema), value_expression(c.probe, schema)
+                if key is None or at is None or not comparable(key[1], at[1]):
+                    probe[q][j] = order[p] = [None] * n  # never computed, or never comparable
+                    continue
+                got = frame.select(key[0].alias("k"), at[0].alias("p"))
+                order[p], probe[q][j] = got["k"].to_list(), got["p"].to_list()
+        # registers: the loop's key on the event as the previous iteration, probe as the new
+        self._lorder, self._lprobe = [None] * len(pcea.states), [None] * len(pcea.states)
+        for q, c in pcea.registers:
+            key, at = value_expression(c.key, schema), value_expression(c.probe, schema)
+            if key is None or at is None or not comparable(key[1], at[1]):
+                self._lorder[q] = self._lprobe[q] = [None] * n
+                continue
+            got = frame.select(key[0].alias("k"), at[0].alias("p"))
+            self._lorder[q], self._lprobe[q] = got["k"].to_list(), got["p"].to_list()
+        return act, right, left, probe, order
 
     # ------------------------------------------------------------------ the loop
 
@@ -381,12 +495,12 @@ class HashJoinEngine:
         frame = self._prepare(frame)
         if frame.height == 0:
             return
-        act, right, left = self._columns(frame)
+        act, right, left, probe, order = self._columns(frame)
         positions = frame[POS].to_list()
         times = frame[_WTIME].to_list() if self._timed else None
         keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
             if self.partition_by else None
-        yield from self._loop(act, right, left, positions, times, keys)
+        yield from self._loop(act, right, left, probe, order, positions, times, keys)
 
     def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
         """``run`` in columns, ``size`` matches per batch."""
@@ -399,7 +513,7 @@ class HashJoinEngine:
     def _partition(self, key) -> _Partition:
         part = self._parts.get(key)
         if part is None:
-            part = self._parts[key] = _Partition(key, [{} for _ in self.pcea.states])
+            part = self._parts[key] = _Partition(key, [{} for _ in range(2 * len(self.pcea.states))])
         return part
 
     def _states_of(self, mask: int) -> tuple[int, ...]:
@@ -408,8 +522,13 @@ class HashJoinEngine:
             out = self._active[mask] = tuple(s for s in range(len(self.pcea.states)) if mask >> s & 1)
         return out
 
-    def _loop(self, act, right, left, positions, times, keys) -> Iterator[Match]:
+    def _loop(self, act, right, left, probe, order, positions, times, keys) -> Iterator[Match]:
         sources, final, ops = self._sources, self._final, self.ops
+        rels, ordered = self._rels, self._ordered
+        carry, generic, nest = self._carry, self._generic, self._nest
+        loop, slots, n = self._loops, self._slots, len(self.pcea.states)
+        rloop = self._rloop
+        lrels, lorder, lprobe = self._lrels, self._lorder, self._lprobe
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
@@ -437,51 +556,150 @@ class HashJoinEngine:
                     self._evict(fifo.popleft(), lo)
             # FireTransitions: every transition reads the indices as they were before this event.
             new = []
+            carried = None  # the carried values of each new node, when some state carries
             for q in states_of(a):
                 srcs = sources[q]
+                rq = right[q]
                 if not srcs:
                     new.append(Node(ft, pos, q, t))
-                    continue
-                kids = []
-                rq = right[q]
-                for j, p in enumerate(srcs):
-                    h = index[p].get(rq[j][r])
-                    if h is None or h.ms < lo:
-                        break
-                    kids.append(h)
+                    if carried is not None:
+                        carried.append(())
+                elif carry[q]:  # a chain step: one node per live carried value of its source
+                    if carried is None:
+                        carried = [()] * len(new)
+                    sub = index[srcs[0]].get(rq[0][r])
+                    rel = rels[q][0]
+                    if sub and rel is not None:
+                        v = probe[q][0][r]
+                        if v is None:
+                            sub = None
+                    if sub:
+                        for ck, h in sub.items():
+                            if h.ms >= lo:
+                                if rel is not None:  # the ordered index, per carried value
+                                    found = pieces(h, rel, v, lo)
+                                    if not found:
+                                        continue
+                                    h = found[0] if len(found) == 1 else Bundle(
+                                        max(x.ms for x in found), found)
+                                new.append(extend(q, pos, t, ft, (h,)))
+                                carried.append(ck)
+                        ops.probes += len(sub)
                 else:
-                    new.append(extend(q, pos, t, ft, tuple(kids)))
-                ops.probes += len(srcs)
+                    kids = []
+                    for j, p in enumerate(srcs):
+                        h = index[p].get(rq[j][r])
+                        if h is None or h.ms < lo:
+                            break
+                        rel = rels[q][j]
+                        if rel is not None:  # the ordered index: the runs whose key is in range
+                            v = probe[q][j][r]
+                            if v is None:
+                                break
+                            found = pieces(h, rel, v, lo)
+                            if not found:
+                                break
+                            h = found[0] if len(found) == 1 else Bundle(
+                                max(x.ms for x in found), found)
+                        kids.append(h)
+                    else:
+                        new.append(extend(q, pos, t, ft, tuple(kids)))
+                        if carried is not None:
+                            carried.append(())
+                    ops.probes += len(srcs)
+                if loop[q]:  # (E AS y)+: adopt the runs whose last iteration has this key
+                    sub = index[n + q].get(rloop[q][r])
+                    ops.probes += 1
+                    if sub is None:
+                        continue
+                    lrel = lrels[q]
+                    if lrel is not None:  # a register: only the previous iterations in range
+                        lv = lprobe[q][r]
+                        if lv is None:
+                            continue
+                    if nest[n + q]:
+                        if carried is None:
+                            carried = [()] * len(new)
+                        for ck, h in sub.items():
+                            if h.ms >= lo:
+                                if lrel is not None:
+                                    found = pieces(h, lrel, lv, lo)
+                                    if not found:
+                                        continue
+                                    h = found[0] if len(found) == 1 else Bundle(
+                                        max(x.ms for x in found), found)
+                                new.append(extend(q, pos, t, ft, (h,)))
+                                carried.append(ck)
+                    elif sub.ms >= lo:
+                        if lrel is not None:
+                            found = pieces(sub, lrel, lv, lo)
+                            if not found:
+                                continue
+                            sub = found[0] if len(found) == 1 else Bundle(
+                                max(x.ms for x in found), found)
+                        new.append(extend(q, pos, t, ft, (sub,)))
+                        if carried is not None:
+                            carried.append(())
             ops.extends += len(new)
-            # UpdateIndices, then the matches of the final states.
+            # UpdateIndices (the parent's index, and the loop's for an iterated step), then
+            # the matches of the final states.
             finals = []
-            for node in new:
+            for i, node in enumerate(new):
                 q = node.state
                 if final[q]:
                     finals.append(node)
-                    continue
-                k = left[q][r]
-                d = index[q]
-                h = d.get(k)
-                if h is None:
-                    self._entries += 1
-                    if self._entries > self._peak:
-                        self._peak = self._entries
-                d[k] = union(h, node, lo, ops)
-                if windowed:
-                    fifo.append((ft, part, q, k))
+                for slot in slots[q]:
+                    tree = ordered[slot] if slot < n else lrels[slot - n] is not None
+                    if tree:
+                        v = order[slot][r] if slot < n else lorder[slot - n][r]
+                        if v is None:
+                            continue  # no value to compare: never adopted through this index
+                    pk = None
+                    top = index[slot]
+                    if generic[slot]:
+                        k, ck = left[slot](r, carried[i] if carried else ())
+                        d = top
+                        if nest[slot]:
+                            pk, d = k, top.get(k)
+                            if d is None:
+                                d = top[pk] = {}
+                            k = ck
+                    else:
+                        k, d = left[slot][r], top
+                    h = d.get(k)
+                    if tree:  # the ordered index (a TNode tree)
+                        if h is None:
+                            self._entries += 1
+                            if self._entries > self._peak:
+                                self._peak = self._entries
+                        d[k] = insert(h, node, v, lo)
+                    elif h is None:
+                        self._entries += 1
+                        if self._entries > self._peak:
+                            self._peak = self._entries
+                        d[k] = node  # union with the empty heap
+                        ops.unions += 1
+                        ops.union_nodes += 1
+                        if not ops.max_union_nodes:
+                            ops.max_union_nodes = 1
+                    else:
+                        d[k] = union(h, node, lo, ops)
+                    if windowed:
+                        fifo.append((ft, top, k, d, pk))
             if finals and (not timed or t is not None):
                 yield from self._emit(finals, lo, pos, part.key)
 
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
-        (an entry updated since is found again later in the FIFO)."""
-        _, part, q, k = item
-        d = part.index[q]
+        (an entry updated since is found again later in the FIFO). ``d`` is the dict that
+        holds it: ``H[q]``, or for a nested index ``H[q][probe key]`` (emptied ones go too)."""
+        _, top, k, d, pk = item
         h = d.get(k)
         if h is not None and h.ms < lo:
             del d[k]
             self._entries -= 1
+            if not d and pk is not None and top.get(pk) is d:
+                del top[pk]
 
     def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
         """Enumerate the windowed runs of the new final nodes as matches (projected, and

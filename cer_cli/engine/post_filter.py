@@ -12,7 +12,11 @@ of the relaxed automaton and keeps those for which every site holds (docs/langua
 * an atom (or negated atom) holds iff it holds for every combination of the events bound
   to its variables — an unbound variable has no events and passes — and a combination
   lacking a value the atom reads (absent, null or NaN attribute, division by zero) fails;
-* ``AND`` / ``OR`` combine the atoms' per-match truth values.
+* ``AND`` / ``OR`` combine the atoms' per-match truth values;
+* an atom reading ``PREV(y).a`` (a register of y's ``+``, which binds y to one event per
+  iteration: ``compiler.correlation`` checks it) holds iff it holds for every pair of
+  consecutive events of y in the match, the later as ``y`` and the earlier as ``PREV(y)``;
+  the first iteration has no previous one and passes.
 
 Each atom is one ``cer_cli.compiler.predicates.predicate_expression`` — the same code, hence
 the same semantics, as the automaton's unary atoms — evaluated by polars over one row per
@@ -32,13 +36,15 @@ from cer_cli.compiler.correlation import Site, shown
 from cer_cli.compiler.predicates import predicate_expression
 from cer_cli.events import POS, MatchBatch
 from cer_cli.query import ast
-from cer_cli.query.scope import attr_refs, is_atom, pred_vars
+from cer_cli.query.scope import attr_refs, is_atom, pred_vars, prev_refs
 
 _MATCH = "__cer_match"
 _VAR = "__cer_var"
 
 
 def _column(ref: ast.AttrRef) -> str:
+    if isinstance(ref, ast.PrevRef):
+        return f"PREV({ref.var}).{ref.attr}"
     return f"{ref.var}.{ref.attr}"
 
 
@@ -119,7 +125,7 @@ class PostFilter:
         table = rows.select(pl.col(POS).cast(pl.Int64), *attrs)
         return (events.join(labels, on="__cer_lab")
                 .join(table, on=POS, how="left")
-                .drop("__cer_lab", POS))
+                .drop("__cer_lab"))
 
     @staticmethod
     def _present(bound: pl.DataFrame, var: str, n: int) -> np.ndarray:
@@ -144,6 +150,8 @@ class PostFilter:
     def _atom(p: ast.Predicate, bound: pl.DataFrame, n: int) -> np.ndarray:
         """For all combinations of the events of ``p``'s variables, per match (an empty
         product passes): a per-match cross join, then ``all`` over each match's rows."""
+        if prev_refs(p):
+            return PostFilter._register_atom(p, bound, n)
         names = sorted(pred_vars(p))
         if not names:  # a constant: one (empty) combination
             single = pl.DataFrame({_MATCH: [0]})
@@ -158,6 +166,25 @@ class PostFilter:
         assert combos is not None
         verdict = combos.group_by(_MATCH).agg(
             predicate_expression(p, combos.schema, _column).all().alias("ok"))
+        holds = np.ones(n, dtype=bool)
+        holds[verdict[_MATCH].to_numpy()] = verdict["ok"].to_numpy()
+        return holds
+
+    @staticmethod
+    def _register_atom(p: ast.Predicate, bound: pl.DataFrame, n: int) -> np.ndarray:
+        """``p`` reads y and ``PREV(y)``: one row per consecutive pair of y's events in a
+        match (by position), then ``all`` per match; a match with one event of y passes."""
+        (y,) = pred_vars(p)
+        attrs = sorted({r.attr for r in attr_refs(p)} & set(bound.columns))
+        events = bound.filter(pl.col(_VAR) == y).sort(_MATCH, POS)
+        pairs = events.select(
+            _MATCH,
+            *(pl.col(a).alias(f"{y}.{a}") for a in attrs),
+            *(pl.col(a).shift(1).over(_MATCH).alias(f"PREV({y}).{a}") for a in attrs),
+            (pl.int_range(pl.len()).over(_MATCH) > 0).alias("__cer_has_prev"),
+        ).filter(pl.col("__cer_has_prev"))
+        verdict = pairs.group_by(_MATCH).agg(
+            predicate_expression(p, pairs.schema, _column).all().alias("ok"))
         holds = np.ones(n, dtype=bool)
         holds[verdict[_MATCH].to_numpy()] = verdict["ok"].to_numpy()
         return holds

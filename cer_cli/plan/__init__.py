@@ -29,8 +29,16 @@ import polars as pl
 
 from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula
-from cer_cli.compiler.correlation import equality_to_partition, partition_plan, relax_correlation
-from cer_cli.compiler.pcea import plan_pcea
+from cer_cli.compiler.correlation import (
+    equality_to_partition,
+    partition_plan,
+    predicate_class,
+    relax_correlation,
+)
+from cer_cli.compiler.correlation import (
+    sites as correlation_sites,
+)
+from cer_cli.compiler.pcea import join_cost, plan_pcea
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
 from cer_cli.engine.post_filter import PostFilter
@@ -39,14 +47,30 @@ from cer_cli.events import Match, Schema
 from cer_cli.plan.fanout import Fanout, fanout
 from cer_cli.query import ast
 from cer_cli.query.checks import CheckReport
+from cer_cli.query.printer import to_text
 
 if TYPE_CHECKING:  # loaded when used: most runs need neither (start-up time, issue #15)
     from cer_cli.engine.pcea import HashJoinEngine
 
-__all__ = ["Plan", "RewriteResult", "PassResult", "plan", "PARTITION", "HASH_JOIN", "POST_FILTER"]
+__all__ = ["Plan", "RewriteResult", "PassResult", "PredicateMethod", "plan", "PARTITION",
+           "HASH_JOIN", "POST_FILTER"]
 
 #: How predicates between events are evaluated (``Plan.correlation_method``).
 PARTITION, HASH_JOIN, POST_FILTER = "partition", "hash join", "post-filter"
+
+
+@dataclass(frozen=True)
+class PredicateMethod:
+    """The planner's decision for one predicate between events (one conjunct): the
+    ``method`` that evaluates it (``PARTITION``, ``HASH_JOIN``, ``POST_FILTER``), what that
+    costs per event, and ``reason``: the predicate's class and why this method — for the
+    post-filter, why each other method does not apply. ``explain`` shows these as they are;
+    a new method adds its case to ``predicate_methods``, the one place that decides."""
+
+    predicate: str
+    method: str
+    cost: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +123,8 @@ class Plan:
     executor_kind: str = "cea"
     #: How ``cer match --spark`` spreads the query over tasks.
     fanout: Fanout = field(default=None)  # type: ignore[assignment]
+    #: Per predicate between events, its method, cost and reason (``predicate_methods``).
+    predicate_methods: tuple[PredicateMethod, ...] = ()
 
     # ------------------------------------------------------------------ derived facts
 
@@ -234,6 +260,55 @@ def _groups(groups) -> str:
     return ", ".join("[" + ", ".join(g) + "]" for g in groups)
 
 
+_CLASS_TEXT = {
+    "equality": "an equality between events",
+    "comparison": "a comparison between events",
+    "register": "a comparison with the previous iteration of a '+' (a register)",
+    "other": "a predicate between events that is neither an equality nor a comparison of"
+             " two events' attributes",
+}
+
+
+def predicate_methods(query: ast.Query, method: str | None, sites, pcea, pcea_reason: str | None,
+                      partitioned: ast.Query) -> tuple[PredicateMethod, ...]:
+    """One ``PredicateMethod`` per predicate between events of ``query``. The methods are
+    decided for the whole query (the partition rewrite, else the hash join, else the
+    post-filter); this says, predicate by predicate, what that means and why."""
+    if method is None:
+        return ()
+    if method == PARTITION:
+        added = [g for g in partitioned.partition_by if g not in query.partition_by]
+        why = partition_plan(query)[1]
+        cost = ("none: the query runs per key of PARTITION BY " + _groups(added or partitioned.partition_by)
+                + ", as a unary query (constant per event)")
+        return tuple(PredicateMethod(to_text(c), PARTITION, cost, f"{_CLASS_TEXT['equality']}: {why}")
+                     for _, c in correlation_sites(query.formula))
+    if method == HASH_JOIN:
+        return tuple(PredicateMethod(to_text(s.predicate), HASH_JOIN, join_cost(pcea, s.predicate),
+                                     f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {pcea_reason}")
+                     for s in sites)
+    not_partition = partition_plan(query)[1]
+    out = []
+    for s in sites:
+        kind = predicate_class(s.predicate)
+        if kind == "equality":
+            why = (f"partition rewrite: no ({not_partition}); hash join: no ({pcea_reason})")
+        elif kind == "comparison":
+            why = f"ordered index (hash join): no ({pcea_reason})"
+        elif kind == "register":
+            why = ("the post-filter checks each pair of consecutive events of the iterated"
+                   " variable, the later against the earlier (exact); the engine keeps no"
+                   " register for it yet")
+        else:
+            why = "only the post-filter decides it"
+        out.append(PredicateMethod(
+            to_text(s.predicate), POST_FILTER,
+            "per event, every candidate of the relaxed pattern ending there is tested: up to"
+            " exponentially more than the matches",
+            f"{_CLASS_TEXT[kind]}: {why}"))
+    return tuple(out)
+
+
 def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | None = None,
          text: str | None = None) -> Plan:
     """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
@@ -256,8 +331,10 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         pcea, reason = plan_pcea(rewritten_query, formula, sites)
         if pcea is not None:
             n = len(sites)
-            passes[1] = replace(passes[1], note=f"{n} equalit{'y' if n == 1 else 'ies'} between"
-                                " events joined by the hash join (PCEA), not by the automaton")
+            what = (f"{n} equalit{'y' if n == 1 else 'ies'}" if not pcea.ordered else
+                    f"{n} predicate{'' if n == 1 else 's'}")
+            passes[1] = replace(passes[1], note=f"{what} between events joined by the hash join"
+                                " (PCEA), not by the automaton")
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
                               tuple(sites), pcea, reason)
     if pcea is not None:
@@ -289,4 +366,5 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         post_filter=post,
         executor_kind=HASH_JOIN if pcea is not None else "cea",
         fanout=fanout(query, rewritten_query.partition_by),
+        predicate_methods=predicate_methods(query, method, sites, pcea, reason, partitioned),
     )

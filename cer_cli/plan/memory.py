@@ -42,7 +42,7 @@ from typing import Any
 from cer_cli.compiler.correlation import is_correlation, sites
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
-from cer_cli.query.scope import attr_refs, conjuncts, pred_vars, subformulas
+from cer_cli.query.scope import attr_refs, conjuncts, pred_vars, prev_refs, subformulas
 
 CONSTANT = "constant"
 WINDOW = "bounded by the window"
@@ -638,6 +638,9 @@ def _resolve(p: _Partial) -> list[_Member]:
         return Attr(s.sid, name, f"{var}.{name}" if var in s.labels else f"{s.name()}.{name}")
 
     for pred, local in p.conjuncts:
+        if prev_refs(pred):
+            wide.append(text(pred))  # y.v > PREV(y).v relates iterations: outside the criteria
+            continue
         vs = sorted(pred_vars(pred))
         resolved = {v: streams_of(v, local) for v in vs}
         if any(not ss for ss in resolved.values()):
@@ -846,6 +849,10 @@ def _types(streams: Iterable[_Stream], relations, joins, extra, schema) -> dict[
 def _analyse(m: _Member, mode: str, select: frozenset[str] | None,
              attrs: Mapping[str, tuple[str, ...]], schema) -> _Outcome:
     """The verdict for one conjunctive member, without window or partitions."""
+    if m.wide and "PREV(" in m.wide[0]:
+        return _Outcome(LOG, f"'{m.wide[0]}' compares consecutive iterations of a '+' (a"
+                        " register), which the criteria do not cover: assumed to need the history",
+                        (Condition("no iteration", False, f"'{m.wide[0]}' compares iterations"),))
     if m.wide:
         return _Outcome(LOG, f"'{m.wide[0]}' relates three or more events, which the criteria do"
                         " not cover: assumed to need the history",
@@ -1071,7 +1078,10 @@ def _engine(query: ast.Query, rewritten, method: str | None) -> tuple[str, str]:
         return LOG, (f"the post-filtered relaxation keeps every earlier candidate event and the"
                      f" attributes '{preds}' reads, whatever the output")
     if method == "hash join":
-        return LOG, "the hash join keeps the partial matches of every join key for the whole log"
+        pcea = getattr(rewritten, "pcea", None)
+        preds = "" if pcea is None else " joined on '" + "', '".join(pcea.predicates) + "'"
+        return LOG, ("the hash join keeps the partial matches of every join key (and compared"
+                     f" value){preds} for the whole log")
     culprit = _pattern_culprit(query.formula)
     if culprit is not None:
         return LOG, (f"its tECS keeps the partial matches of {culprit} for the whole log, also"
@@ -1137,6 +1147,11 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
     if win is None and method == "post-filter" and tier == LOG and analysed == "match":
         preds = ", ".join(text(s.predicate) for s in post)
         reason += f"; the post-filtered relaxation also keeps the attributes '{preds}' reads"
+    pcea = getattr(rewritten, "pcea", None)
+    if (win is None and method == "hash join" and pcea is not None and pcea.ordered
+            and tier == LOG and analysed == "match"):
+        preds = ", ".join(pcea.predicates)
+        reason += f"; the hash join's ordered index also keeps the values '{preds}' compares"
     etier, ereason = _engine(query, rewritten, method)
     if RANK[etier] <= RANK[tier]:
         etier = ereason = None

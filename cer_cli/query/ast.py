@@ -56,6 +56,14 @@ class AttrRef:
     span: Span | None = _span()
 
 
+@dataclass(frozen=True)
+class PrevRef(AttrRef):
+    """``PREV(y).attr``: attribute ``attr`` of the event bound to ``y`` by the *previous*
+    iteration of the ``+`` whose body binds ``y`` (docs/language.md, "Registers"). It reads
+    variable ``var`` (``scope.pred_vars``), but a different event of it: an atom holding one
+    is a predicate between events (``scope.prev_refs``)."""
+
+
 ARITH_OPS = ("+", "-", "*", "/", "%")
 
 

@@ -442,6 +442,12 @@ class _Build:
     def e_group(self, c):
         return _widen(c[1], c)
 
+    def prev_attribute(self, c):
+        if c[0].value.upper() != "PREV":
+            raise _err(f"unknown function {c[0].value!r}: the only one is PREV(variable).attribute",
+                       c[0])
+        return ast.PrevRef(c[2].value, c[5].value, _span(c))
+
     def attribute(self, c):
         if len(c) == 3:
             return ast.AttrRef(c[0].value, c[2].value, _span(c))

@@ -14,7 +14,7 @@ import re
 
 from cer_cli.query import ast
 from cer_cli.query.parser import KEYWORDS, qualify_streams
-from cer_cli.query.scope import pred_vars
+from cer_cli.query.scope import pred_vars, prev_refs
 
 __all__ = ["to_text", "quote_name"]
 
@@ -61,6 +61,8 @@ def _expr(e: ast.Expr, scope: str | None) -> str:
     """``scope`` is the variable of an enclosing ``x[...]``: its attributes print bare."""
     if isinstance(e, ast.Literal):
         return _literal(e)
+    if isinstance(e, ast.PrevRef):
+        return f"PREV({quote_name(e.var)}).{quote_name(e.attr)}"
     if isinstance(e, ast.AttrRef):
         if e.var == scope:
             return quote_name(e.attr)
@@ -80,7 +82,9 @@ def _predicate(p: ast.Predicate, scope: str | None = None) -> str:
         variables = pred_vars(p)
         # A connective between atoms prints as one; ``x[...]`` is one atom (tested per event).
         between = isinstance(p, (ast.And, ast.Or, ast.Not)) and not p.scoped
-        if len(variables) == 1 and not between:
+        # ... except a single comparison with PREV(y): it reads two events, y.v > PREV(y).v
+        register = prev_refs(p) and not isinstance(p, (ast.And, ast.Or, ast.Not))
+        if len(variables) == 1 and not between and not register:
             (var,) = variables
             return f"{_variable(var)}[{_predicate(p, var)}]"
     if isinstance(p, ast.And):

@@ -171,8 +171,13 @@ def attr_refs(node) -> Iterator[ast.AttrRef]:
 
 
 def pred_vars(node: ast.Predicate | ast.Expr) -> frozenset[str]:
-    """Variables a predicate (or value expression) reads."""
+    """Variables a predicate (or value expression) reads (``PREV(y).a`` reads ``y``)."""
     return frozenset(r.var for r in attr_refs(node))
+
+
+def prev_refs(node: ast.Predicate | ast.Expr) -> frozenset[str]:
+    """Variables read through ``PREV(y).a`` (their previous iteration's event)."""
+    return frozenset(r.var for r in attr_refs(node) if isinstance(r, ast.PrevRef))
 
 
 def rename_var(node, old: str | None, new: str):

@@ -47,6 +47,7 @@ class Proc:
     stdout: str
     stderr: str
     timed_out: bool
+    cpu_s: float = 0.0  # the child's user + system time (wait4): less sensitive to a busy machine
 
 
 def spawn(cmd: list[str], timeout: float, cwd: Path | None = None) -> Proc:
@@ -71,7 +72,7 @@ def spawn(cmd: list[str], timeout: float, cwd: Path | None = None) -> Proc:
         out.seek(0)
         err.seek(0)
         return Proc(p.returncode, wall, usage.ru_maxrss / 1024, out.read(), err.read(),
-                    timed_out.is_set())
+                    timed_out.is_set(), usage.ru_utime + usage.ru_stime)
 
 
 def _last_json(text: str) -> dict | None:

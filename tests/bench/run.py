@@ -30,14 +30,17 @@ if __package__ in (None, ""):  # run as a script: make `tests.bench` importable
 
 import polars as pl  # noqa: E402
 
+from tests.bench import correlation, startup  # noqa: E402
 from tests.bench import generators as gen  # noqa: E402
 from tests.bench import harness as h  # noqa: E402
-from tests.bench import startup  # noqa: E402
 from tests.bench.workloads import GROUPS, STRESS_LENGTHS, Workload, all_workloads  # noqa: E402
 
 SIDES = ("cer", "engine", "core", "polars")
 #: not a workload group: the start-up and whole-process ``--count`` figures (``startup.py``)
 STARTUP = "startup"
+#: not a workload group: issue #17's correlated queries against the plain pattern
+#: (``correlation.py``, its own 100,000-event log whatever ``--size`` says)
+CORRELATION = "correlation"
 OUT = h.REPO / "bench-out"
 
 
@@ -70,8 +73,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="cer benchmark suite")
     p.add_argument("--size", type=int, default=gen.DEFAULT_SIZE, help="events per log (1M)")
     p.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
-    p.add_argument("--groups", default=",".join((*GROUPS, STARTUP)),
-                   help=f"comma-separated subset of {','.join((*GROUPS, STARTUP))}")
+    p.add_argument("--groups", default=",".join((*GROUPS, STARTUP, CORRELATION)),
+                   help=f"comma-separated subset of {','.join((*GROUPS, STARTUP, CORRELATION))}")
     p.add_argument("--only", default="", help="comma-separated workload names (e.g. 'P3,F-Q1')")
     p.add_argument("--stress-lengths", default=",".join(map(str, STRESS_LENGTHS)))
     p.add_argument("--skip", default="", help=f"comma-separated sides to skip: {','.join(SIDES)}")
@@ -175,7 +178,8 @@ def plot(results: list[Result], path: Path) -> str:
 
 
 def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
-                 startup_lines: list[str] | None = None) -> None:
+                 startup_lines: list[str] | None = None,
+                 correlation_lines: list[str] | None = None) -> None:
     rows = [row(r) for r in results]
     lines = [
         "# cer benchmark report",
@@ -200,6 +204,8 @@ def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
     ]
     if startup_lines:
         lines += ["## Start-up and whole-process `--count` (issue #15)", "", *startup_lines, ""]
+    if correlation_lines:
+        lines += ["## Predicates between events (issue #17)", "", *correlation_lines, ""]
     if any(r.workload.group == "stress" for r in results):
         lines.append("Stress rows: `agree` also compares with the exact count computed from the "
                      "stream (every match ends at the trigger).")
@@ -233,7 +239,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
         workloads = [w for w in workloads if w.name in only]
     notes: list[str] = []
 
-    core_reason = None if "core" not in skip else "skipped"
+    core_reason = None if "core" not in skip and workloads else "skipped"
     if core_reason is None:
         core_reason = h.ensure_core()
         if core_reason:
@@ -305,14 +311,23 @@ def main(argv: list[str] | None = None) -> list[Result]:
         figs = startup.run(args.data, args.size, args.seed, args.repeats, args.timeout,
                            args.baseline)
         startup_lines = startup.report(figs, args.repeats)
+    correlation_lines = None
+    if CORRELATION in groups:
+        print("[correlation] correlated queries against the plain pattern", flush=True)
+        cfigs = correlation.run(args.data, args.timeout, args.repeats, args.baseline)
+        correlation_lines = correlation.report(cfigs)
+        if not correlation.agree(cfigs):
+            notes.append("correlation: a count differs from the brute force")
     print()
     print(text_table([row(r) for r in results]))
     if startup_lines:
         print("\n".join(["", *startup_lines]))
+    if correlation_lines:
+        print("\n".join(["", *correlation_lines]))
     args.plot.parent.mkdir(parents=True, exist_ok=True)
     plot_msg = plot(results, args.plot)
     print(plot_msg)
-    write_report(results, args, notes, plot_msg, startup_lines)
+    write_report(results, args, notes, plot_msg, startup_lines, correlation_lines)
     print(f"report written to {args.report}")
     for n in notes:
         print(f"note: {n}")

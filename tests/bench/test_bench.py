@@ -45,6 +45,13 @@ def test_benchmark_suite():
     assert results
     disagree = [r.workload.name for r in results if r.agree() == "NO" and not r.workload.note]
     assert not disagree, f"match counts differ between cer, CORE and the exact count: {disagree}"
+    from tests.bench.run import OUT
+
+    head = "## Predicates between events (issue #17)"
+    report = (OUT / "report.md").read_text()
+    if head in report:
+        correlation = report.split(head)[1].split("\n## ")[0]
+        assert "| NO |" not in correlation, "a correlation count differs from the brute force"
 
 
 def test_polars_limit_reads_the_query_columns():
@@ -54,3 +61,18 @@ def test_polars_limit_reads_the_query_columns():
         assert "type" in w.columns
         for a in w.atoms:
             assert isinstance(a, pl.Expr)
+
+
+def test_correlation_brute_force_equals_the_reference():
+    """The bench's numpy count of issue #17's queries is itself checked against the
+    brute-force reference on a small log."""
+    from cer_cli.query.parser import parse
+    from tests import reference
+    from tests.bench import correlation
+
+    df = correlation.log(300, seed=5)
+    events = df.to_dicts()
+    got = correlation.brute_counts(df, window=6)
+    for name, text in correlation.QUERIES.items():
+        query = parse(text.replace(f"WITHIN {correlation.WINDOW}", "WITHIN 6"))
+        assert got[name] == len(reference.reference_matches(query, events)), name

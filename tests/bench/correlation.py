@@ -1,0 +1,156 @@
+"""Issue #17's figures, side by side in one run: ``cer match --count`` on three queries over
+one 100,000-event log (types A/B, ``v`` uniform 0–999, ``time`` = position, fixed seed):
+
+* the plain pattern ``A AS x ; B AS y ; A AS z WITHIN 20 EVENTS``;
+* the comparison chain ``… FILTER y.v > x.v AND z.v > y.v`` (issue item 2, i17b);
+* the equality across an unconstrained event ``… FILTER x.v = z.v`` (issue item 1).
+
+Each count is checked against an independent brute force (numpy over position offsets, not
+the engine), and each time is reported with its ratio to the plain pattern (the issue's
+target: within 3×), as the median of a few runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from tests.bench import harness as h
+
+SIZE = 100_000
+WINDOW = 20
+PLAIN = f"A AS x ; B AS y ; A AS z WITHIN {WINDOW} EVENTS"
+QUERIES = {
+    "plain": PLAIN,
+    "comparison chain": f"A AS x ; B AS y ; A AS z FILTER y.v > x.v AND z.v > y.v"
+                        f" WITHIN {WINDOW} EVENTS",
+    "x.v = z.v (y between)": f"A AS x ; B AS y ; A AS z FILTER x.v = z.v WITHIN {WINDOW} EVENTS",
+}
+#: the issue's target: a correlated query within this factor of the plain pattern
+TARGET = 3.0
+
+
+@dataclass
+class Figure:
+    name: str
+    query: str
+    command: list[str]
+    seconds: float | None
+    matches: int | None
+    expected: int
+    error: str | None = None
+    cpu: float | None = None
+    side: str = "this tree"
+
+
+def log(n: int = SIZE, seed: int = 17) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame({"type": np.array(["A", "B"])[rng.integers(0, 2, n)],
+                         "v": rng.integers(0, 1000, n), "time": np.arange(n, dtype=np.int64)})
+
+
+def ensure_log(out: Path, n: int = SIZE, seed: int = 17) -> Path:
+    path = out / f"correlation_{n}_{seed}.csv"
+    if not path.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        log(n, seed).write_csv(tmp)
+        tmp.replace(path)
+    return path
+
+
+def brute_counts(df: pl.DataFrame, window: int = WINDOW) -> dict[str, int]:
+    """Exact counts by enumerating the offsets ``i < j < k`` with ``k - i <= window``
+    (``WITHIN n EVENTS``: end − start ≤ n) column-wise: independent of the engine."""
+    a = (df["type"] == "A").to_numpy()
+    b = (df["type"] == "B").to_numpy()
+    v = df["v"].to_numpy()
+    n = len(v)
+    plain = chain = equal = 0
+    for d1 in range(1, window):
+        for d2 in range(1, window - d1 + 1):
+            m = n - d1 - d2
+            if m <= 0:
+                continue
+            x, y, z = slice(0, m), slice(d1, d1 + m), slice(d1 + d2, d1 + d2 + m)
+            ok = a[x] & b[y] & a[z]
+            plain += int(ok.sum())
+            chain += int((ok & (v[y] > v[x]) & (v[z] > v[y])).sum())
+            equal += int((ok & (v[x] == v[z])).sum())
+    names = list(QUERIES)
+    return {names[0]: plain, names[1]: chain, names[2]: equal}
+
+
+def run(data: Path, timeout: float = 600.0, repeats: int = 3,
+        baseline: Path | None = None) -> list[Figure]:
+    """Median wall and CPU time of ``repeats`` runs per query, after one unmeasured warm-up
+    run of the plain pattern (numba fills its cache on the first run of a fresh tree). With
+    ``baseline`` (another cer source tree, e.g. ``git archive main``) its figures too, run
+    as ``python -m cer_cli`` there: before and after in one run, on the same machine load."""
+    path = ensure_log(data)
+    expected = brute_counts(pl.read_csv(path))
+    sides = [("this tree", h.cer_command(), h.REPO)]
+    if baseline is not None:
+        sides.append((f"baseline {baseline}", [sys.executable, "-m", "cer_cli"], baseline))
+    figs = []
+    for side, cer, cwd in sides:
+        h.spawn(cer + ["match", "-e", PLAIN, str(path), "--count"], timeout, cwd=cwd)
+        for name, query in QUERIES.items():
+            cmd = cer + ["match", "-e", query, str(path), "--count"]
+            walls, cpus, count, error = [], [], None, None
+            for _ in range(max(1, repeats)):
+                proc = h.spawn(cmd, timeout, cwd=cwd)
+                if proc.rc != 0 or proc.timed_out:
+                    error = h._reason(proc)
+                    break
+                walls.append(proc.wall_s)
+                cpus.append(proc.cpu_s)
+                digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
+                                 if c.isdigit())
+                count = int(digits) if digits else None
+            figs.append(Figure(name, query, cmd, None if error else statistics.median(walls),
+                               count, expected[name], error,
+                               None if error else statistics.median(cpus), side))
+    return figs
+
+
+def agree(figs: list[Figure]) -> bool:
+    return all(f.matches == f.expected for f in figs if f.error is None)
+
+
+def report(figs: list[Figure]) -> list[str]:
+    """Markdown lines: per side, the table with counts, brute-force agreement, wall and CPU
+    time and their ratios to the plain pattern; then the commands."""
+    lines = [f"{SIZE:,} events (types A/B, `v` uniform 0–999, `time` = position): median wall"
+             " and CPU (user + system) time, after a warm-up run, of"
+             " `cer match -e QUERY LOG --count`; counts checked by a numpy brute force;"
+             f" target: ≤ {TARGET:g}× the plain pattern.", ""]
+    for side in dict.fromkeys(f.side for f in figs):
+        rows = [f for f in figs if f.side == side]
+        plain = next((f for f in rows if f.name == "plain"), None)
+        lines += [f"{side}:", "",
+                  "| query | matches | brute force | agree | wall s | vs plain | CPU s | vs plain |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for f in rows:
+            ok = "–" if f.matches is None else ("yes" if f.matches == f.expected else "NO")
+            if f.seconds is None:
+                times = f"failed: {f.error} | – | – | –"
+            else:
+                times = " | ".join([f"{f.seconds:.2f}", _ratio(f.seconds, plain and plain.seconds),
+                                    f"{f.cpu:.2f}", _ratio(f.cpu, plain and plain.cpu)])
+            lines.append(f"| `{f.query}` | {'–' if f.matches is None else f'{f.matches:,}'} |"
+                         f" {f.expected:,} | {ok} | {times} |")
+        lines.append("")
+    lines += ["Commands:", ""]
+    lines += ["- `" + " ".join(repr(c) if any(ch in c for ch in " ;'") else c
+                               for c in f.command) + "`" for f in figs]
+    return lines
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if a is None or not b else f"{a / b:.2f}×"
