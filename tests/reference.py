@@ -482,6 +482,8 @@ def reference_matches(
     consumption fires after an event that reported at least one match, i.e. when
     ``min(n, candidates) > 0``, which does not depend on the choice.
     """
+    if query.trailing is not None:
+        return _trailing_matches(query, events, apply_limit, open_ends=False)
     by_end: dict[int, list[tuple[tuple | None, list[int], tuple]]] = defaultdict(list)
     for key, local in _partitions(query, events).items():
         stream = [events[i] for i in local]
@@ -512,6 +514,50 @@ def reference_matches(
         elif reported and query.consume == "PARTITION":
             consumed[key] = end
     return sorted(out, key=lambda m: (m.end, m.start, m.events))
+
+
+def _deadline_time(window: ast.Window, p: int, local: list[int], events) -> int | float:
+    """τ(p): the local position for ``WITHIN n EVENTS``, else the event time."""
+    if isinstance(window, ast.EventsWindow):
+        return p
+    return _time(events[local[p]], local[p])
+
+
+def trailing_matches(
+    query: ast.Query, events: list[Event], *, apply_limit: bool = True, open_ends: bool = False
+) -> list[Match]:
+    """``φ ; !ψ WITHIN W`` (docs/language.md, "Absence"): per sub-stream, a match
+    ``([i, k], μ)`` of φ inside the window (strategy and LIMIT chosen among φ's matches
+    ending at ``k``) with deadline ``D = τ(i) + W`` holds when no ``m > k`` with
+    ``τ(m) ≤ D`` satisfies ψ; it is reported as ``[i, r]`` at ``r``, the first position with
+    ``τ(r) > D``. Without such an ``r`` the answer is unknown: dropped, or with ``open_ends``
+    reported as ``[i, len(events)]`` (the end of the log, which has no time)."""
+    return _trailing_matches(query, events, apply_limit, open_ends)
+
+
+def _trailing_matches(query, events, apply_limit, open_ends) -> list[Match]:
+    from dataclasses import replace
+
+    w = query.within
+    bound = w.count if isinstance(w, ast.EventsWindow) else w.nanoseconds
+    phi = replace(query, trailing=None)
+    out = []
+    parts = _partitions(query, events)
+    owner = {g: (key, local) for key, local in parts.items() for g in local}
+    for m in reference_matches(phi, events, apply_limit=apply_limit):
+        key, local = owner[m.end]
+        i, k = local.index(m.start), local.index(m.end)
+        stream = [events[g] for g in local]
+        blocked = _absent_positions(query.trailing, stream)
+        deadline = _deadline_time(w, i, local, events) + bound
+        if any(p > k and _deadline_time(w, p, local, events) <= deadline for p in blocked):
+            continue
+        after = [p for p in range(k + 1, len(local)) if _deadline_time(w, p, local, events) > deadline]
+        if after:
+            out.append(Match(m.start, local[after[0]], m.events, m.partition))
+        elif open_ends:
+            out.append(Match(m.start, len(events), m.events, m.partition))
+    return sorted(set(out), key=lambda m: (m.end, m.start, m.events))  # one per [i, r] and μ
 
 
 def _to_match(c: tuple[int, int, frozenset], local: list[int], key: tuple | None) -> Match:

@@ -3,8 +3,11 @@ brute-force reference (tests/reference.py) on random formulas with a unary ψ.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cer_cli.plan import plan
 from cer_cli.query import ast
@@ -14,7 +17,7 @@ from cer_cli.query.parser import parse
 from cer_cli.query.printer import to_text
 from tests import reference
 from tests.builders import events_frame
-from tests.gen_formulas import formulas, queries, schema_of, streams
+from tests.gen_formulas import absent_atoms, formulas, queries, schema_of, streams
 
 
 def _events(types: str) -> list[dict]:
@@ -59,8 +62,7 @@ def test_absence_groups_left_operand_and_right_operand():
     ("A : !B ; C", 5, "between two parts"),
     ("A ; !B FILTER B[v > 1] ; C", 8, "in parentheses"),
     ("A ; !B : C", 8, "followed by ';'"),
-    ("A ; !B", 3, "trailing absence"),
-    ("A ; !B\nWITHIN 30 minutes", 3, "not supported yet"),
+    ("A OR C ; !B WITHIN 2 EVENTS", 13, "ends the whole formula"),
 ])
 def test_misplaced_absence_is_a_syntax_error_at_its_position(text, column, words):
     with pytest.raises(QueryError) as e:
@@ -110,3 +112,95 @@ def test_absence_equals_reference(query, events):
         reference.assert_same_matches(got, reference.reference_matches(query, events))
     else:
         reference.check_limited(got, query, events)
+
+
+# --------------------------------------------------------------------------- trailing absence
+
+
+def _timed(types: str, times: list[int], ids: list[int] | None = None) -> list[dict]:
+    return [{"type": t, "stream": "S", "time": s * 1_000_000_000, "ts": s, "v": 0,
+             "id": 0 if ids is None else ids[i]}
+            for i, (t, s) in enumerate(zip(types, times, strict=True))]
+
+
+@pytest.mark.parametrize("text", [
+    "A ; !B WITHIN 3 EVENTS",
+    "SELECT * WHERE (A OR C) ; !(B AS b FILTER b.v > 1) WITHIN 30 minutes",
+    "SELECT * WHERE (A ; !B ; C) ; !D PARTITION BY [id] WITHIN 2 EVENTS",
+])
+def test_trailing_absence_prints_and_parses_back(text):
+    q = parse(text)
+    assert q.trailing is not None
+    assert parse(to_text(q)) == q
+
+
+@pytest.mark.parametrize("text, column, words", [
+    ("A ; !B", 3, "needs a WITHIN window"),
+    ("A ; C ; !B\nPARTITION BY id", 7, "needs a WITHIN window"),
+    ("A ; !B WITHIN 3 [ts]", 15, "not an attribute window"),
+    ("A ; !B WITHIN 3 EVENTS CONSUME BY ANY", 3, "CONSUME BY ANY"),
+])
+def test_misused_trailing_absence_is_refused_at_its_position(text, column, words):
+    with pytest.raises(QueryError) as e:
+        check_query(parse(text), schema_of(_events("ABC")))
+    err = e.value.with_source(text)
+    assert words in err.message
+    assert err.column == column, (err.line, err.column)
+
+
+def test_trailing_absence_reports_at_the_first_event_past_the_deadline():
+    # deadline of A0 is 0 + 5 s; B at 6 s is too late to block it; C at 6 s reports it
+    got = _run("A ; !B WITHIN 5 seconds", _timed("ACBC", [0, 2, 6, 6]))
+    assert [(m.start, m.end, m.events) for m in got] == [(0, 2, ((0, ("A",)),))]
+    # a B at the deadline (5 s, inclusive) blocks it
+    assert _run("A ; !B WITHIN 5 seconds", _timed("ACBC", [0, 2, 5, 6])) == []
+
+
+def test_trailing_absence_without_an_event_past_the_deadline_is_open():
+    events = _timed("AC", [0, 2])
+    q = parse("A ; !B WITHIN 5 seconds")
+    assert list(plan(q).run(events_frame(events))) == []
+    ex = plan(q).executor(open_ends=True)
+    got = list(ex.run(events_frame(events)))
+    from cer_cli.plan import finish
+    got += list(finish(ex))
+    want = reference.trailing_matches(q, events, open_ends=True)
+    reference.assert_same_matches(got, want)
+    assert [(m.start, m.end) for m in got] == [(0, 2)]  # end 2: one past the last position
+
+
+def test_trailing_absence_is_per_partition():
+    # A0 (id 1): the B of id 2 does not block it; it is reported at id 1's C at 9 s
+    events = _timed("ABCC", [0, 1, 2, 9], [1, 2, 2, 1])
+    got = _run("SELECT * WHERE A ; !B PARTITION BY id WITHIN 3 seconds", events)
+    assert [(m.start, m.end, m.partition) for m in got] == [(0, 3, (1,))]
+
+
+def test_trailing_absence_over_frames_equals_one_frame():
+    events = _timed("ABACAABCAC", [0, 1, 1, 2, 4, 5, 5, 7, 9, 12])
+    q = parse("A ; !B WITHIN 2 seconds")
+    frame = events_frame(events)
+    whole = list(plan(q).run(frame))
+    pieces = list(plan(q).run([frame.slice(i, 3) for i in range(0, frame.height, 3)]))
+    assert whole == pieces
+    reference.assert_same_matches(whole, reference.reference_matches(q, events))
+
+
+@st.composite
+def _trailing_queries(draw):
+    q = draw(queries(formulas(max_depth=2, with_absent=True), consume=False, limit=False))
+    window = q.within if q.within is not None and not isinstance(q.within, ast.AttributeWindow) \
+        else ast.EventsWindow(draw(st.integers(0, 4)))
+    return dataclasses.replace(q, trailing=draw(absent_atoms()), within=window)
+
+
+@given(_trailing_queries(), streams(max_size=9), st.booleans())
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_trailing_absence_equals_reference(query, events, open_ends):
+    from cer_cli.plan import finish
+
+    ex = plan(query).executor(open_ends=open_ends)
+    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    want = reference.trailing_matches(query, events, open_ends=open_ends)
+    reference.assert_same_matches(got, want)
+    assert [m.end for m in got] == sorted(m.end for m in got)  # in order of the reporting event

@@ -137,9 +137,17 @@ class Plan:
 
     # ------------------------------------------------------------------ running
 
-    def executor(self, **options) -> Engine | HashJoinEngine:
-        """A fresh executor. ``options`` tune the CEA executor (cache size, compaction)."""
+    def executor(self, open_ends: bool = False, **options) -> Engine | HashJoinEngine:
+        """A fresh executor. ``options`` tune the CEA executor (cache size, compaction).
+        A trailing absence wraps φ's executor (``engine.absence``); ``open_ends`` makes its
+        ``finish`` report the matches whose window outlives the log."""
         q = self.query
+        if q.trailing is not None:
+            from cer_cli.engine.absence import TrailingAbsence
+
+            inner = replace(self, query=replace(q, trailing=None)).executor(**options)
+            return TrailingAbsence(inner, q.trailing, q.within, self.partition_by, q.streams,
+                                   open_ends)
         if self.executor_kind == HASH_JOIN:
             from cer_cli.engine.pcea import HashJoinEngine
 
@@ -159,6 +167,16 @@ class Plan:
         ex = self.executor()
         for frame in (frames,) if isinstance(frames, pl.DataFrame) else frames:
             yield from ex.run(frame)
+        yield from finish(ex)
+
+
+def finish(executor) -> Iterator[Match]:
+    """What an executor reports once the log has ended (a trailing absence's open matches,
+    when asked for), as ``Match`` objects; nothing for the others."""
+    from cer_cli.events import as_matches
+
+    done = getattr(executor, "finish", None)
+    return iter(()) if done is None else as_matches(done())
 
 
 def cea_projection(query: ast.Query, post: PostFilter | None) -> frozenset[str] | None:

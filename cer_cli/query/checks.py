@@ -289,6 +289,9 @@ def check_absence(query: Query, schema: Schema | None = None) -> None:
     and types are checked as a filter's are.
     """
     psis = absent_formulas(query.formula)
+    if query.trailing is not None:
+        check_trailing(query)
+        psis.append(query.trailing)
     if not psis:
         return
     for psi in psis:
@@ -327,6 +330,28 @@ def check_absence(query: Query, schema: Schema | None = None) -> None:
                                      " not supported yet", a.span or node.span,
                                      hints=["PARTITION BY the shared attribute instead of "
                                             "comparing it"])
+
+
+def check_trailing(query: Query) -> None:
+    """A trailing absence ``φ ; !ψ`` needs the window that says how long to wait for ψ: a
+    ``WITHIN`` in events or time. An attribute window (``n [attr]``) is refused: events
+    without the attribute would have no deadline. ``CONSUME BY`` is refused: a φ match would
+    forget partial matches before its own absence is known."""
+    span = query.trailing_span or query.trailing.span
+    w = query.within
+    if w is None:
+        raise QueryError("a trailing absence ('φ ; !ψ' last) needs a WITHIN window: it means"
+                         " 'no ψ within the window after φ'", span,
+                         hints=["add e.g. WITHIN 30 minutes or WITHIN 100 EVENTS after the"
+                                " formula", "for 'ψ never follows', use a window as long as the log"])
+    if isinstance(w, AttributeWindow):
+        raise QueryError("a trailing absence needs WITHIN n EVENTS or a duration, not an"
+                         f" attribute window ('WITHIN {w.amount} [{w.attr}]')", w.span or span,
+                         hints=["use the log's time column: --time COLUMN and WITHIN 1 hour"])
+    if query.consume != "NONE":
+        raise QueryError(f"CONSUME BY {query.consume} with a trailing absence is not supported:"
+                         " a match of φ would forget partial matches before its absence is known",
+                         span, hints=["drop CONSUME BY (the default is NONE)"])
 
 
 def check_select(query: Query) -> None:
