@@ -457,11 +457,6 @@ def match_command(
                 "type_column": type_column,
                 "time_column": time_column,
             }
-            if shape == "wide" and output not in (None, "-") and not count and limit is None:
-                raise click.UsageError(
-                    "--shape wide cannot be written by Spark with -o (Spark writes the long"
-                    " shape); drop -o to print the wide shape here, or write the long shape and"
-                    " pivot it (cer_cli.match(..., shape='wide') runs locally on a frame)")
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
                        count, allow_unbounded, shape=shape)
             return
@@ -536,7 +531,8 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     if not allow_unbounded:
         _refuse_unbounded(compiled, filename)
     if writes:
-        n = spark_write(compiled, logs, output, fmt, ranges=ranges, mode=mode, **options)
+        n = spark_write(compiled, logs, output, fmt, ranges=ranges, mode=mode, shape=shape,
+                        variables=_wide_variables(compiled, shape) or (), **options)
         _stderr().print(f"{n:,} matches written to {output}/ by Spark")
         return
     matches = spark_match(compiled, logs, ranges=ranges, **options)
