@@ -330,14 +330,16 @@ def _raw_matches(f: ast.Formula, stream: list[Event]) -> set[Valuation]:
     if isinstance(f, ast.Seq):
         # φ ; ψ (or φ : ψ), discarding combinations that define an AS variable twice.
         # φ1 ; !χ ; φ2 also needs no m with k < m < l and ([m, m], ν) ∈ ⟦χ⟧ for some ν.
+        # A ψ compared with the match (correlated) blocks m when its atoms hold with the
+        # outer variables read in μ1 ∪ μ2.
         rights = formula_matches(f.right, stream)
-        blocked = set() if f.absent is None else _absent_positions(f.absent, stream)
+        found = () if f.absent is None else _absent_valuations(f.absent, stream)
         return {
             _concat(a, b, a.defined | b.defined)
             for a in formula_matches(f.left, stream)
             for b in rights
             if _follows(a, b, f.contiguous) and not (a.defined & b.defined)
-            and not any(a.end < m < b.start for m in blocked)
+            and not any(a.end < m < b.start for m in _blocked(found, a.mu | b.mu, stream))
         }
     if isinstance(f, ast.FOr):
         return set(formula_matches(f.left, stream) | formula_matches(f.right, stream))
@@ -372,6 +374,29 @@ def _filter(f: ast.Filter, v: Valuation, stream: list[Event]) -> Valuation | Non
         return v if truth(f.predicate, env, stream) else None
     item = (f.predicate, tuple(sorted(env.items())))
     return Valuation(v.start, v.end, v.mu, v.defined, v.pending | {item})
+
+
+def _absent_valuations(chi: ast.Formula, stream: list[Event]) -> list[Valuation]:
+    """The single-event matches of χ, maybe with pending atoms on the match's variables."""
+    return [v for v in formula_matches(chi, stream) if v.start == v.end]
+
+
+def _blocked(found, mu: frozenset[tuple[str, int]], stream: list[Event]) -> set[int]:
+    """Positions ``m`` with ``([m, m], ν) ∈ ⟦χ⟧`` whose comparisons with the match hold,
+    an outer variable ``x`` read as the events ``μ(x)`` (one event: the checks demand it)."""
+    out = set()
+    for v in found:
+        ok = True
+        for pred, env in v.pending:
+            env_d = dict(env)
+            for x in predicate_vars(pred) - env_d.keys():
+                env_d[x] = frozenset(p for y, p in mu if y == x)
+                if len(env_d[x]) != 1:
+                    raise ValueError(f"ψ reads {x!r}, bound to {len(env_d[x])} events")
+            ok = ok and truth(pred, env_d, stream)
+        if ok:
+            out.add(v.start)
+    return out
 
 
 def _absent_positions(chi: ast.Formula, stream: list[Event]) -> set[int]:
@@ -548,7 +573,9 @@ def _trailing_matches(query, events, apply_limit, open_ends) -> list[Match]:
         key, local = owner[m.end]
         i, k = local.index(m.start), local.index(m.end)
         stream = [events[g] for g in local]
-        blocked = _absent_positions(query.trailing, stream)
+        # a correlated ψ reads the match's variables in its (projected) μ: tests use SELECT *
+        mu = frozenset((x, local.index(p)) for p, xs in m.events for x in xs)
+        blocked = _blocked(_absent_valuations(query.trailing, stream), mu, stream)
         deadline = _deadline_time(w, i, local, events) + bound
         if any(p > k and _deadline_time(w, p, local, events) <= deadline for p in blocked):
             continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cer_cli.plan import plan
@@ -72,14 +72,45 @@ def test_misplaced_absence_is_a_syntax_error_at_its_position(text, column, words
 
 
 @pytest.mark.parametrize("text, words", [
-    ("A AS a ; !(B FILTER B.v = a.v) ; C", "comparing the absent event"),
-    ("A AS a ; !B ; C AS c FILTER a.v = c.v", "predicates between events"),
+    ("(A AS a)+ ; !(B FILTER B.v = a.v) ; C", "not bound to exactly one event"),
+    ("(A AS a OR C) ; !(B FILTER B.v = a.v) ; C", "not bound to exactly one event"),
+    ("A AS a ; !(B FILTER B.v = z.v) ; C", "not bound to exactly one event"),
     ("A ; !(B ; C) ; A", "a single event type"),
     ("A ; !NOT(B) ; A", "a single event type"),
 ])
 def test_unsupported_absence_is_refused_by_the_checks(text, words):
     with pytest.raises(QueryError, match=words):
         check_query(parse(text), schema_of(_events("ABC")))
+
+
+@pytest.mark.parametrize("text, words", [
+    ("A AS a ; !(B AS b FILTER b.v = a.v) ; C", "PARTITION BY key"),  # no partition on v
+    ("A AS a ; !(B AS b FILTER b.v < a.v) ; C PARTITION BY v", "PARTITION BY key"),
+    ("A AS a ; !(B AS b FILTER b.v = a.v OR b.v = 1) ; C PARTITION BY v", "PARTITION BY key"),
+    ("A AS a ; !B ; C AS c FILTER a.v = c.v", "say so in the absent event's filter"),
+    ("A AS a ; !(B AS b FILTER b.v = a.v) ; C AS c FILTER a.v < c.v", "cannot"),
+])
+def test_correlated_absence_the_engine_cannot_evaluate_is_refused(text, words):
+    q = parse(text)
+    check_query(q, schema_of(_events("ABC")))
+    with pytest.raises(QueryError, match=words):
+        plan(q)
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT * WHERE A AS a ; !(B AS b FILTER b.id = a.id AND b.v > 0) ; C PARTITION BY id",
+    "SELECT * WHERE A AS a ; !(B AS b FILTER b.id = a.id) ; C AS c FILTER a.id = c.id",
+    "SELECT * WHERE A AS a ; !(B AS b FILTER b.id = c.id) ; C AS c FILTER a.id = c.id",
+    "SELECT * WHERE A AS a ; !(B AS b FILTER b.id = a.id) PARTITION BY id WITHIN 2 EVENTS",
+])
+def test_correlated_absence_by_partition_equals_reference(text):
+    events = [{"type": t, "stream": "S", "time": i, "ts": i, "v": i % 2, "id": k}
+              for i, (t, k) in enumerate(zip("ABCABCACBC", [1, 2, 1, 2, 1, 2, 1, 1, 1, 2],
+                                             strict=True))]
+    got = _run(text, events)
+    q = plan(parse(text))
+    assert q.rewritten.passes[0].changed and "PARTITION BY key" in q.rewritten.passes[0].note
+    assert got or "WITHIN" in text
 
 
 def test_absence_reads_no_absent_event_in_the_gap():
@@ -204,3 +235,48 @@ def test_trailing_absence_equals_reference(query, events, open_ends):
     want = reference.trailing_matches(query, events, open_ends=open_ends)
     reference.assert_same_matches(got, want)
     assert [m.end for m in got] == sorted(m.end for m in got)  # in order of the reporting event
+
+
+@st.composite
+def _correlated_queries(draw, trailing: bool):
+    """``φ1 ; !(T AS n FILTER n.id = a.id [AND unary]) ; φ2`` (or trailing) with ``a`` bound
+    once by φ1 or φ2, under PARTITION BY id, around random formulas."""
+    a = ast.As(ast.EventType(draw(st.sampled_from("ABC"))), "a")
+    small = formulas(max_depth=2)
+    left = draw(st.one_of(st.just(a), small.map(lambda f: ast.Seq(f, a)), small))
+    pred = ast.Compare("=", ast.AttrRef("n", "id"), ast.AttrRef("a", "id"))
+    if draw(st.booleans()):
+        pred = ast.And(pred, ast.Compare(">", ast.AttrRef("n", "v"), ast.Literal(draw(st.integers(0, 2)))))
+    psi = ast.Filter(ast.As(ast.EventType(draw(st.sampled_from("ABC"))), "n"), pred)
+    base = draw(queries(st.just(left), select=not trailing, consume=False, limit=False,
+                        partition=False))
+    if trailing:
+        assume(left != a and isinstance(left, ast.Seq) and left.right == a or left == a)
+        window = base.within if isinstance(base.within, ast.EventsWindow | ast.DurationWindow) \
+            else ast.EventsWindow(draw(st.integers(0, 3)))
+        return dataclasses.replace(base, trailing=psi, within=window, partition_by=(("id",),))
+    right = draw(st.one_of(st.sampled_from("ABC").map(ast.EventType), small))
+    if left != a and not (isinstance(left, ast.Seq) and left.right == a):
+        right = ast.Seq(a, right)
+    return dataclasses.replace(base, formula=ast.Seq(left, right, absent=psi),
+                               partition_by=(("id",),))
+
+
+@pytest.mark.parametrize("trailing", [False, True])
+@given(data=st.data(), events=streams(min_size=3, max_size=9))
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_correlated_absence_equals_reference(trailing, data, events):
+    query = data.draw(_correlated_queries(trailing))
+    try:
+        check_query(query, schema_of(events))
+    except QueryError:
+        assume(False)  # e.g. 'a' defined on both sides
+    from cer_cli.plan import finish
+
+    ex = plan(query).executor()
+    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    if trailing:
+        want = reference.trailing_matches(query, events)
+    else:
+        want = reference.reference_matches(query, events)
+    reference.assert_same_matches(got, want)

@@ -29,7 +29,12 @@ import polars as pl
 
 from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula
-from cer_cli.compiler.correlation import equality_to_partition, partition_plan, relax_correlation
+from cer_cli.compiler.correlation import (
+    equality_to_partition,
+    implied_absence,
+    partition_plan,
+    relax_correlation,
+)
 from cer_cli.compiler.pcea import plan_pcea
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
@@ -146,8 +151,8 @@ class Plan:
             from cer_cli.engine.absence import TrailingAbsence
 
             inner = replace(self, query=replace(q, trailing=None)).executor(**options)
-            return TrailingAbsence(inner, q.trailing, q.within, self.partition_by, q.streams,
-                                   open_ends)
+            psi = self.rewritten.query.trailing  # without the comparisons a partition implies
+            return TrailingAbsence(inner, psi, q.within, self.partition_by, q.streams, open_ends)
         if self.executor_kind == HASH_JOIN:
             from cer_cli.engine.pcea import HashJoinEngine
 
@@ -257,6 +262,10 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
     between events that no valuation can decide."""
     passes: list[PassResult] = []
+    # 0. correlated absence: comparisons of ψ with the match implied by a partition key
+    written = query
+    query, implied = implied_absence(query)
+    passes.append(PassResult("implied_absence", implied is not None, query.formula, implied))
     # 1. correlation: the partition rewrite, else the relaxation (post-filters or hash join)
     partitioned = equality_to_partition(query)
     grew = partitioned.partition_by != query.partition_by
@@ -274,7 +283,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         pcea, reason = plan_pcea(rewritten_query, formula, sites)
         if pcea is not None:
             n = len(sites)
-            passes[1] = replace(passes[1], note=f"{n} equalit{'y' if n == 1 else 'ies'} between"
+            passes[2] = replace(passes[2], note=f"{n} equalit{'y' if n == 1 else 'ies'} between"
                                 " events joined by the hash join (PCEA), not by the automaton")
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
                               tuple(sites), pcea, reason)
@@ -296,7 +305,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     cea = compile_formula(formula, alphabet, cea_projection(query, post))
     return Plan(
         text=text if text is not None else "",
-        query=query,
+        query=written,
         report=report if report is not None else CheckReport((), (), {}, {}),
         rewritten=rewritten,
         alphabet=alphabet,
