@@ -367,3 +367,26 @@ def test_trailing_absence_misuse_exits_2(extra, words):
     assert words in result.output
     if not extra:
         assert "<expr>:1:3:" in result.output and "Traceback" not in result.output
+
+
+def test_correlated_absence_example_equals_its_partition_by_twin():
+    """flights_late_again_same_tail.cel says with comparisons what flights_late_again.cel says
+    with PARTITION BY: the same complex events."""
+    sample = str(ROOT / "samples/flights.parquet")
+    outs = [run("match", str(ROOT / "queries" / f"{q}.cel"), sample, "--format", "jsonl")
+            for q in ("flights_late_again", "flights_late_again_same_tail")]
+    assert all(r.exit_code == 0 for r in outs), outs[1].output
+    twin, correlated = (sorted(m.key() for m in as_matches(r.stdout)) for r in outs)
+    assert correlated == twin and twin
+
+
+@pytest.mark.parametrize("query, words", [
+    ("flights_no_recovery", ["; !(DEP FILTER DEP[(delay <= 0)])", "trailing absence: each match of φ waits"]),
+    ("flights_late_again_same_tail", ["implied_absence:", "inside each PARTITION BY key (tailnum)",
+                                      "NOT type = DEP AND delay <= 0"]),
+])
+def test_explain_shows_the_absence(query, words):
+    result = run("explain", str(ROOT / "queries" / f"{query}.cel"), str(ROOT / "samples/flights.parquet"))
+    assert result.exit_code == 0, result.output
+    for w in words:
+        assert w in result.stdout, w
