@@ -369,6 +369,15 @@ COUNT_SLICE_ROWS = BATCH_ROWS
     help="Run a query with predicates between events and no WITHIN window although its cost "
     "and memory grow with the log.",
 )
+@click.option(
+    "--open-absence",
+    type=click.Choice(["drop", "report"]),
+    default="drop",
+    show_default=True,
+    help="A trailing absence (φ ; !ψ WITHIN W) whose window outlives the log is unknown: drop"
+    " such matches, or report them at the end, with end one past the last position and no"
+    " end_time.",
+)
 @click.option("--spark", is_flag=True, help="Run on Spark (install cer-cli[spark]): Spark reads, partitions and sorts the logs; every task runs the same compiled query.")
 @click.option("--master", help="With --spark: the master URL [default: spark-submit's, spark-defaults', else local[*]].")
 @click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="With --spark: a Spark setting (repeatable).")
@@ -386,6 +395,7 @@ def match_command(
     count: bool,
     progress: bool | None,
     allow_unbounded: bool,
+    open_absence: str,
     spark: bool,
     master: str | None,
     spark_conf: tuple[str, ...],
@@ -437,17 +447,16 @@ def match_command(
             else:
                 fmt = "table" if sys.stdout.isatty() else "jsonl"
         if spark:
+            if open_absence == "report":
+                raise click.UsageError(
+                    "--open-absence report is not available with --spark (a task cannot tell"
+                    " the end of the whole log); run it locally")
             spark_options = {
                 "master": master,
                 "conf": _spark_conf(spark_conf),
                 "type_column": type_column,
                 "time_column": time_column,
             }
-            if shape == "wide" and output not in (None, "-") and not count and limit is None:
-                raise click.UsageError(
-                    "--shape wide cannot be written by Spark with -o (Spark writes the long"
-                    " shape); drop -o to print the wide shape here, or write the long shape and"
-                    " pivot it (cer_cli.match(..., shape='wide') runs locally on a frame)")
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
                        count, allow_unbounded, shape=shape)
             return
@@ -456,7 +465,8 @@ def match_command(
         compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
-        _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape)
+        _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
+                   open_ends=open_absence == "report")
 
 
 def _check_output(output, fmt, count, query_path, logs) -> None:
@@ -521,7 +531,8 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     if not allow_unbounded:
         _refuse_unbounded(compiled, filename)
     if writes:
-        n = spark_write(compiled, logs, output, fmt, ranges=ranges, mode=mode, **options)
+        n = spark_write(compiled, logs, output, fmt, ranges=ranges, mode=mode, shape=shape,
+                        variables=_wide_variables(compiled, shape) or (), **options)
         _stderr().print(f"{n:,} matches written to {output}/ by Spark")
         return
     matches = spark_match(compiled, logs, ranges=ranges, **options)
@@ -582,9 +593,12 @@ def _wide_variables(compiled, shape):
     return wide_variables(compiled.query)
 
 
-def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long") -> None:
+def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
+               open_ends=False) -> None:
     import itertools
     import time
+
+    from cer_cli.events import as_matches
 
     if not count:  # the writers load pyarrow: --count does without them
         from cer_cli.io.write import EventLookup, write_matches
@@ -608,7 +622,8 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long")
     show = (sys.stderr.isatty() and not to_terminal) if progress is None else progress
     lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
-    executor = compiled.executor()
+    executor = compiled.executor(open_ends=open_ends)
+    finish = getattr(executor, "finish", lambda: iter(()))  # a trailing absence's open matches
     stats = {"events": 0, "matches": 0}
 
     def matches():
@@ -622,6 +637,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long")
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=stats["matches"])
+        for m in as_matches(finish()):
+            stats["matches"] += 1
+            yield m
 
     def batches():  # without --limit: whole MatchBatches, written column-wise
         for frame in frames:
@@ -634,6 +652,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long")
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=stats["matches"])
+        for b in finish():
+            stats["matches"] += len(b)
+            yield b
 
     bar = task = None
     if show:
@@ -660,6 +681,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long")
                 stats["events"] += part.height
                 if bar is not None:
                     bar.update(task, completed=stats["events"], matches=n)
+        n += sum(len(b) for b in finish())
         return n
 
     try:
@@ -723,6 +745,8 @@ def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
     from cer_cli.query.ast import AttributeWindow, DurationWindow, EventsWindow
 
     w = compiled.query.within
+    if compiled.query.trailing is not None:
+        return None, None  # a match is reported any time after its window: keep every event
     if isinstance(w, EventsWindow) and not compiled.query.partition_by:
         return w.count + SLICE_ROWS, None
     if isinstance(w, DurationWindow):

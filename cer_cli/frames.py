@@ -24,75 +24,11 @@ from cer_cli.io.contract import TimeOptions
 from cer_cli.io.read import EventLog, read_frame
 from cer_cli.io.write import SHAPES, EventLookup, match_frame
 from cer_cli.plan import Plan
-from cer_cli.query import ast
-from cer_cli.query.scope import children, type_labels
+from cer_cli.query.scope import wide_variables
 
 __all__ = ["count", "match", "wide_variables"]
 
 Frame = pl.DataFrame | pl.LazyFrame
-_MANY = 2  # "several events": multiplicities are capped here
-
-
-def _events(f: ast.Formula) -> int:
-    """How many events a match of ``f`` spans at most (capped at ``_MANY``)."""
-    if isinstance(f, ast.EventType):
-        return 1
-    if isinstance(f, ast.FNot):
-        return 0
-    if isinstance(f, ast.Plus):
-        return _MANY if _events(f.body) else 0
-    if isinstance(f, ast.Seq):
-        return min(_MANY, _events(f.left) + _events(f.right))
-    return max((_events(k) for k in children(f)), default=0)  # OR, FILTER, AS
-
-
-def _bindings(f: ast.Formula, out: dict[str, int], times: int = 1) -> None:
-    """Add to ``out`` how many events each variable may bind in one match (capped):
-    ``φ AS x`` binds x to every event of φ; under ``+`` everything repeats; ``OR`` takes the
-    larger branch; ``;`` adds. A label counts only where its atom is not directly named."""
-
-    def add(v: str, n: int) -> None:
-        out[v] = min(_MANY, out.get(v, 0) + n)
-
-    if isinstance(f, ast.EventType):
-        for label in sorted(type_labels(f)):
-            add(label, times)
-        return
-    if isinstance(f, ast.FNot):
-        return
-    if isinstance(f, ast.As):
-        add(f.var, min(_MANY, times * _events(f.formula)))
-        if not isinstance(f.formula, ast.EventType):  # ``T AS x``: x names it, T is noise
-            _bindings(f.formula, out, times)
-        return
-    if isinstance(f, ast.Plus):
-        _bindings(f.body, out, _MANY)
-        return
-    if isinstance(f, ast.FOr):
-        left: dict[str, int] = {}
-        right: dict[str, int] = {}
-        _bindings(f.left, left, times)
-        _bindings(f.right, right, times)
-        for v in {**left, **right}:
-            add(v, max(left.get(v, 0), right.get(v, 0)))
-        return
-    for k in children(f):
-        _bindings(k, out, times)
-
-
-def wide_variables(query: ast.Query) -> list[tuple[str, bool]]:
-    """The wide shape's variables ``(name, many)``, in the order the query names them:
-    the SELECT's when it lists some, else every variable a match may bind (AS variables,
-    and event-type labels except where ``T AS x`` names the atom). ``many`` when one match may bind several events (under ``+``,
-    ``(A ; B) AS x``, a label used twice): those become list columns."""
-    found: dict[str, int] = {}
-    _bindings(query.formula, found)
-    names = list(found)
-    if query.select is not None:
-        names = [item.var for item in query.select if item.var in found]
-    return [(v, found[v] > 1) for v in names]
-
-
 def _read(frame: Frame, type_column, time_column, time_unit, stream: str) -> EventLog:
     if not isinstance(frame, pl.DataFrame | pl.LazyFrame):
         raise TypeError(f"expected a polars DataFrame or LazyFrame, got {type(frame).__name__}")

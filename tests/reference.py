@@ -338,14 +338,16 @@ def _raw_matches(f: ast.Formula, stream: list[Event]) -> set[Valuation]:
     if isinstance(f, ast.Seq):
         # φ ; ψ (or φ : ψ), discarding combinations that define an AS variable twice.
         # φ1 ; !χ ; φ2 also needs no m with k < m < l and ([m, m], ν) ∈ ⟦χ⟧ for some ν.
+        # A ψ compared with the match (correlated) blocks m when its atoms hold with the
+        # outer variables read in μ1 ∪ μ2.
         rights = formula_matches(f.right, stream)
-        blocked = set() if f.absent is None else _absent_positions(f.absent, stream)
+        found = () if f.absent is None else _absent_valuations(f.absent, stream)
         return {
             _concat(a, b, a.defined | b.defined)
             for a in formula_matches(f.left, stream)
             for b in rights
             if _follows(a, b, f.contiguous) and not (a.defined & b.defined)
-            and not any(a.end < m < b.start for m in blocked)
+            and not any(a.end < m < b.start for m in _blocked(found, a.mu | b.mu, stream))
         }
     if isinstance(f, ast.FOr):
         return set(formula_matches(f.left, stream) | formula_matches(f.right, stream))
@@ -425,6 +427,29 @@ def _filter(f: ast.Filter, v: Valuation, stream: list[Event]) -> Valuation | Non
         return v if truth(f.predicate, env, stream) else None
     item = (f.predicate, tuple(sorted(env.items())))
     return Valuation(v.start, v.end, v.mu, v.defined, v.pending | {item})
+
+
+def _absent_valuations(chi: ast.Formula, stream: list[Event]) -> list[Valuation]:
+    """The single-event matches of χ, maybe with pending atoms on the match's variables."""
+    return [v for v in formula_matches(chi, stream) if v.start == v.end]
+
+
+def _blocked(found, mu: frozenset[tuple[str, int]], stream: list[Event]) -> set[int]:
+    """Positions ``m`` with ``([m, m], ν) ∈ ⟦χ⟧`` whose comparisons with the match hold,
+    an outer variable ``x`` read as the events ``μ(x)`` (one event: the checks demand it)."""
+    out = set()
+    for v in found:
+        ok = True
+        for pred, env in v.pending:
+            env_d = dict(env)
+            for x in predicate_vars(pred) - env_d.keys():
+                env_d[x] = frozenset(p for y, p in mu if y == x)
+                if len(env_d[x]) != 1:
+                    raise ValueError(f"ψ reads {x!r}, bound to {len(env_d[x])} events")
+            ok = ok and truth(pred, env_d, stream)
+        if ok:
+            out.add(v.start)
+    return out
 
 
 def _absent_positions(chi: ast.Formula, stream: list[Event]) -> set[int]:
@@ -535,6 +560,8 @@ def reference_matches(
     consumption fires after an event that reported at least one match, i.e. when
     ``min(n, candidates) > 0``, which does not depend on the choice.
     """
+    if query.trailing is not None:
+        return _trailing_matches(query, events, apply_limit, open_ends=False)
     by_end: dict[int, list[tuple[tuple | None, list[int], tuple]]] = defaultdict(list)
     for key, local in _partitions(query, events).items():
         stream = [events[i] for i in local]
@@ -565,6 +592,52 @@ def reference_matches(
         elif reported and query.consume == "PARTITION":
             consumed[key] = end
     return sorted(out, key=lambda m: (m.end, m.start, m.events))
+
+
+def _deadline_time(window: ast.Window, p: int, local: list[int], events) -> int | float:
+    """τ(p): the local position for ``WITHIN n EVENTS``, else the event time."""
+    if isinstance(window, ast.EventsWindow):
+        return p
+    return _time(events[local[p]], local[p])
+
+
+def trailing_matches(
+    query: ast.Query, events: list[Event], *, apply_limit: bool = True, open_ends: bool = False
+) -> list[Match]:
+    """``φ ; !ψ WITHIN W`` (docs/language.md, "Absence"): per sub-stream, a match
+    ``([i, k], μ)`` of φ inside the window (strategy and LIMIT chosen among φ's matches
+    ending at ``k``) with deadline ``D = τ(i) + W`` holds when no ``m > k`` with
+    ``τ(m) ≤ D`` satisfies ψ; it is reported as ``[i, r]`` at ``r``, the first position with
+    ``τ(r) > D``. Without such an ``r`` the answer is unknown: dropped, or with ``open_ends``
+    reported as ``[i, len(events)]`` (the end of the log, which has no time)."""
+    return _trailing_matches(query, events, apply_limit, open_ends)
+
+
+def _trailing_matches(query, events, apply_limit, open_ends) -> list[Match]:
+    from dataclasses import replace
+
+    w = query.within
+    bound = w.count if isinstance(w, ast.EventsWindow) else w.nanoseconds
+    phi = replace(query, trailing=None)
+    out = []
+    parts = _partitions(query, events)
+    owner = {g: (key, local) for key, local in parts.items() for g in local}
+    for m in reference_matches(phi, events, apply_limit=apply_limit):
+        key, local = owner[m.end]
+        i, k = local.index(m.start), local.index(m.end)
+        stream = [events[g] for g in local]
+        # a correlated ψ reads the match's variables in its (projected) μ: tests use SELECT *
+        mu = frozenset((x, local.index(p)) for p, xs in m.events for x in xs)
+        blocked = _blocked(_absent_valuations(query.trailing, stream), mu, stream)
+        deadline = _deadline_time(w, i, local, events) + bound
+        if any(p > k and _deadline_time(w, p, local, events) <= deadline for p in blocked):
+            continue
+        after = [p for p in range(k + 1, len(local)) if _deadline_time(w, p, local, events) > deadline]
+        if after:
+            out.append(Match(m.start, local[after[0]], m.events, m.partition))
+        elif open_ends:
+            out.append(Match(m.start, len(events), m.events, m.partition))
+    return sorted(set(out), key=lambda m: (m.end, m.start, m.events))  # one per [i, r] and μ
 
 
 def _to_match(c: tuple[int, int, frozenset], local: list[int], key: tuple | None) -> Match:

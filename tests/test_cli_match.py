@@ -304,3 +304,89 @@ def test_explain_shows_exponential_output():
     assert "'A+'" in data["plan"]["output_growth"]
     assert "output: exponential" in run("explain", "-e", "A+ ; B").stdout
     assert "output_growth" not in json.loads(run("explain", "-e", "A ; B", "--format", "json").stdout)["plan"]
+
+
+# --------------------------------------------------------------------------- trailing absence
+
+
+def test_trailing_absence_on_flights_equals_a_direct_computation():
+    """queries/flights_no_recovery.cel against a plain loop over the log: a DEP with delay > 60,
+    no DEP with delay <= 0 of its tail number after it up to a day later, reported at the
+    tail number's first event past that day."""
+    result = run("match", str(ROOT / "queries/flights_no_recovery.cel"),
+                 str(ROOT / "samples/flights.parquet"), "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    got = sorted((m.start, m.end) for m in as_matches(result.stdout))
+    frame = read_events([str(ROOT / "samples/flights.parquet")]).frame()
+    by_tail: dict[str, list[tuple[int, int, str, int]]] = {}
+    for r in frame.iter_rows(named=True):
+        if r["tailnum"] is not None:
+            by_tail.setdefault(r["tailnum"], []).append(
+                (r["__cer_pos"], r["__cer_time"], r["__cer_type"], r["delay"]))
+    day = 86_400 * 10**9
+    want = []
+    for events in by_tail.values():
+        for n, (pos, t, typ, delay) in enumerate(events):
+            if typ != "DEP" or delay is None or delay <= 60:
+                continue
+            later = events[n + 1:]
+            if any(ty == "DEP" and d is not None and d <= 0 and tt <= t + day for _, tt, ty, d in later):
+                continue
+            past = [p for p, tt, _, _ in later if tt > t + day]
+            if past:
+                want.append((pos, past[0]))
+    assert got == sorted(want) and got
+
+
+def test_open_absence_report_ends_open_matches_at_the_end_of_the_log(tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("type,ts\nA,2024-01-01T00:00:00Z\nC,2024-01-01T00:00:02Z\n"
+                   "A,2024-01-01T00:00:09Z\nC,2024-01-01T00:00:10Z\n")
+    args = ["match", "-e", "A ; !B WITHIN 5 seconds", str(log), "--time-column", "ts", "--format", "jsonl"]
+    closed = [json.loads(line) for line in run(*args).stdout.splitlines()]
+    assert [(r["start"], r["end"], r["end_time"]) for r in closed] == [(0, 2, "2024-01-01T00:00:09")]
+    both = run(*args, "--open-absence", "report")
+    assert both.exit_code == 0, both.output
+    recs = [json.loads(line) for line in both.stdout.splitlines()]
+    assert [(r["start"], r["end"], r["end_time"]) for r in recs] == [
+        (0, 2, "2024-01-01T00:00:09"), (2, 4, None)]  # 4: one past the last position
+    csv = run(*args[:-2], "--format", "csv", "--open-absence", "report").stdout.splitlines()
+    header = csv[0].split(",")
+    rows = [dict(zip(header, line.split(","), strict=True)) for line in csv[1:]]
+    assert [(r["end"], r["end_time"]) for r in rows] == [("2", "2024-01-01T00:00:09"), ("4", "")]
+    assert run(*args, "--open-absence", "report", "--count").stdout.strip() == "2"
+
+
+@pytest.mark.parametrize("extra, words", [
+    ((), "needs a WITHIN window"),
+    (("--spark", "--open-absence", "report"), "not available with --spark"),
+])
+def test_trailing_absence_misuse_exits_2(extra, words):
+    result = run("match", "-e", "T ; !H", str(ROOT / "samples/fig1.csv"), *extra)
+    assert result.exit_code == 2, result.output
+    assert words in result.output
+    if not extra:
+        assert "<expr>:1:3:" in result.output and "Traceback" not in result.output
+
+
+def test_correlated_absence_example_equals_its_partition_by_twin():
+    """flights_late_again_same_tail.cel says with comparisons what flights_late_again.cel says
+    with PARTITION BY: the same complex events."""
+    sample = str(ROOT / "samples/flights.parquet")
+    outs = [run("match", str(ROOT / "queries" / f"{q}.cel"), sample, "--format", "jsonl")
+            for q in ("flights_late_again", "flights_late_again_same_tail")]
+    assert all(r.exit_code == 0 for r in outs), outs[1].output
+    twin, correlated = (sorted(m.key() for m in as_matches(r.stdout)) for r in outs)
+    assert correlated == twin and twin
+
+
+@pytest.mark.parametrize("query, words", [
+    ("flights_no_recovery", ["; !(DEP FILTER DEP[(delay <= 0)])", "trailing absence: each match of φ waits"]),
+    ("flights_late_again_same_tail", ["implied_absence:", "inside each PARTITION BY key (tailnum)",
+                                      "NOT type = DEP AND delay <= 0"]),
+])
+def test_explain_shows_the_absence(query, words):
+    result = run("explain", str(ROOT / "queries" / f"{query}.cel"), str(ROOT / "samples/flights.parquet"))
+    assert result.exit_code == 0, result.output
+    for w in words:
+        assert w in result.stdout, w

@@ -101,13 +101,6 @@ def test_wide_table_shows_one_row_per_match():
     assert f"{n} matches" in result.stdout
 
 
-def test_wide_output_under_spark_with_o_is_refused_before_spark(tmp_path):
-    result = run("match", str(ROOT / "queries/phi1.cel"), str(ROOT / "samples/fig1.csv"),
-                 "--spark", "--shape", "wide", "-o", str(tmp_path / "out.parquet"))
-    assert result.exit_code == 2
-    assert "--shape wide" in result.output and not (tmp_path / "out.parquet").exists()
-
-
 # --------------------------------------------------------------------------- long columns
 
 

@@ -79,6 +79,8 @@ def _pairs():
         ("A ; B WITHIN 2 seconds", RANGES),
         ("A ; B WITHIN 2 seconds CONSUME BY ANY", SINGLE),
         ("A ; B", SINGLE),
+        ("A ; !B WITHIN 2 seconds", SINGLE),
+        ("A ; !B PARTITION BY [id] WITHIN 3 EVENTS", PARTITION),
     ],
 )
 def test_plan_kinds(text, kind):
@@ -256,12 +258,54 @@ def test_spark_match_is_lazy(spark):
     assert n > 0
 
 
-def test_spark_match_refuses_wide_and_non_frames(spark):
+WIDE_QUERIES = [
+    "SELECT * WHERE SELL AS s ; BUY AS b FILTER b[price > 100] WITHIN 5 EVENTS",
+    "SELECT * WHERE SELL AS s ; (BUY AS b)+ WITHIN 3 EVENTS",  # b: list columns
+    "SELECT s WHERE SELL AS s ; !BUY WITHIN 2 EVENTS",  # trailing absence: single task
+]
+
+
+@pytest.mark.parametrize("query", WIDE_QUERIES)
+def test_spark_wide_frames_equal_local_wide_frames(spark, query):
+    import cer_cli
+    from cer_cli.spark import match
+
+    sample = str(ROOT / "samples" / "stocks.csv")
+    want = cer_cli.match(pl.read_csv(sample), query, type_column="type", time_column="ts",
+                         shape="wide")
+    assert want.height > 0
+    got = pl.from_arrow(match(_user_frame(spark, sample), query, type_column="type",
+                              time_column="ts", shape="wide").toArrow())
+    assert got.columns == want.columns
+    assert got.equals(want.cast(got.schema))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_cli_spark_writes_the_wide_shape_as_local_mode(spark, tmp_path, fmt):
+    args = ["-e", WIDE_QUERIES[1], str(ROOT / "samples" / "stocks.csv"), "--shape", "wide"]
+    local = _cli("match", *args, "-o", str(tmp_path / f"local.{fmt}"))
+    on_spark = _cli("match", *args, "-o", str(tmp_path / f"spark.{fmt}"), "--spark",
+                    "--master", "local[2]")
+    assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+    if fmt == "parquet":
+        want = pl.read_parquet(tmp_path / "local.parquet")
+        got = pl.read_parquet(str(tmp_path / "spark.parquet" / "*.parquet"))
+        assert got.columns == want.columns and want.height > 0
+        assert got.sort("match").equals(want.cast(got.schema))
+    else:  # the same cells, read as text (Spark prints times with milliseconds)
+        want = pl.read_csv(tmp_path / "local.csv", infer_schema=False)
+        got = pl.read_csv(str(tmp_path / "spark.csv" / "*.csv"), infer_schema=False)
+        assert got.columns == want.columns and want.height > 0
+        strip = [pl.col(c).str.replace_all(r"\.000", "") for c in got.columns]
+        assert got.select(strip).sort(pl.col("match").cast(pl.Int64)).equals(want)
+
+
+def test_spark_match_refuses_unknown_shapes_and_non_frames(spark):
     from cer_cli.spark import match
 
     df = _user_frame(spark, str(ROOT / "samples" / "stocks.csv"))
-    with pytest.raises(NotImplementedError, match="wide"):
-        match(df, "SELECT * WHERE SELL ; BUY", shape="wide")
+    with pytest.raises(ValueError, match="shapes: long, wide"):
+        match(df, "SELECT * WHERE SELL ; BUY", shape="tall")
     with pytest.raises(TypeError):
         match(pl.DataFrame({"type": ["A"]}), "SELECT * WHERE A")
 

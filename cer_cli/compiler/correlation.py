@@ -47,10 +47,12 @@ from cer_cli.query.scope import (
     conj,
     conjuncts,
     defines,
+    filter_atoms,
     is_atom,
     nodes,
     pred_vars,
     prev_refs,
+    subformulas,
     with_children,
 )
 
@@ -457,3 +459,106 @@ def predicate_class(p: ast.Predicate) -> str:
             return "equality"
         return "comparison"
     return "other"
+# --------------------------------------------------------------------------- correlated absence
+
+
+def _absent_nodes(f: ast.Formula) -> Iterator[ast.Formula]:
+    for n in subformulas(f):
+        if isinstance(n, ast.Seq) and n.absent is not None:
+            yield n.absent
+
+
+def _psi_own(psi: ast.Formula) -> frozenset[str]:
+    own, atom = set(), psi
+    while isinstance(atom, (ast.As, ast.Filter)):
+        if isinstance(atom, ast.As):
+            own.add(atom.var)
+        atom = atom.formula
+    return frozenset(own | {atom.name, atom.label})
+
+
+def _implied(psi: ast.Formula, keys: frozenset[str], own: frozenset[str]) -> ast.Formula:
+    """ψ without its conjuncts ``ψ.k = x.k`` on a partition key ``k`` (true for every event
+    of a partition); raises QueryError for any other comparison with the match."""
+    if isinstance(psi, ast.As):
+        return replace(psi, formula=_implied(psi.formula, keys, own))
+    if not isinstance(psi, ast.Filter):
+        return psi
+    inner = _implied(psi.formula, keys, own)
+    kept = []
+    for c in conjuncts(psi.predicate):
+        if all(pred_vars(a) <= own for a in filter_atoms(c)):
+            kept.append(c)
+            continue
+        eq = _equality_attr(c)
+        if eq is None or eq[0] not in keys or len({eq[1], eq[2]} & own) != 1:
+            raise QueryError(
+                f"'{shown(c)}' compares the absent event with the match; cer evaluates such a"
+                " comparison only as an equality of one attribute that is a PARTITION BY key"
+                " (then it holds inside each key's events)",
+                c.span or psi.span,
+                hints=["add PARTITION BY the compared attribute, e.g. PARTITION BY user for"
+                       " b.user = a.user", "compare with an equality of one attribute"])
+    return inner if not kept else replace(psi, formula=inner, predicate=conj(kept))
+
+
+def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
+    """Correlated absence by partition (docs/language.md, "Absence"): ``!(B AS b FILTER
+    b.user = a.user)`` under ``PARTITION BY user`` — given, or made by the partition rewrite
+    from the query's own equalities on ``user`` — is ``!B`` inside each key's sub-stream, the
+    cheapest exact method (the gap's guard stays in the automaton). Returns the query with
+    those conjuncts dropped and a note for ``cer explain`` (None when nothing was dropped).
+
+    Raises QueryError for a comparison it cannot evaluate, and for absence in a query with
+    predicates between events that do not all become PARTITION BY, or whose ψ is not tied to
+    that key (moving the gap into a key's events would change what it forbids)."""
+    psis = list(_absent_nodes(query.formula))
+    if query.trailing is not None:
+        psis.append(query.trailing)
+    if not psis:
+        return query, None
+    keys = {g[0] for g in query.partition_by if len(g) == 1}
+    if sites(query.formula):
+        attr, why = partition_plan(query)
+        if attr is None:
+            c = sites(query.formula)[0][1]
+            raise QueryError("'!' (absence) in a query with predicates between events needs them"
+                             f" to become PARTITION BY, and here they cannot: {why}",
+                             c.span, hints=["PARTITION BY the shared attribute instead of "
+                                            "comparing it"])
+        for psi in psis:
+            own = _psi_own(psi)
+            tied = any(
+                (eq := _equality_attr(c)) is not None and eq[0] == attr
+                and len({eq[1], eq[2]} & own) == 1
+                for f in subformulas(psi) if isinstance(f, ast.Filter)
+                for c in conjuncts(f.predicate))
+            if not tied and (attr,) not in query.partition_by:
+                raise QueryError(
+                    f"the query's equalities on '{attr}' become PARTITION BY {attr}, which would"
+                    f" make '!' forbid only events with the same {attr}; say so in the absent"
+                    f" event's filter (e.g. b.{attr} = a.{attr}) or PARTITION BY {attr}",
+                    psi.span)
+        keys.add(attr)
+    dropped = []
+
+    def walk(f: ast.Formula) -> ast.Formula:
+        kids = tuple(walk(k) for k in children(f))
+        f = with_children(f, kids) if kids else f
+        if isinstance(f, ast.Seq) and f.absent is not None:
+            psi = _implied(f.absent, frozenset(keys), _psi_own(f.absent))
+            if psi != f.absent:
+                dropped.append(psi)
+            f = replace(f, absent=psi)
+        return f
+
+    out = replace(query, formula=walk(query.formula))
+    if query.trailing is not None:
+        psi = _implied(query.trailing, frozenset(keys), _psi_own(query.trailing))
+        if psi != query.trailing:
+            dropped.append(psi)
+        out = replace(out, trailing=psi)
+    if not dropped:
+        return out, None
+    return out, (f"{len(dropped)} comparison(s) of an absent event with the match hold inside"
+                 f" each PARTITION BY key ({', '.join(sorted(keys))}): the gap tests the rest")

@@ -147,7 +147,8 @@ class EventLookup:
         raise LogError(f"no event at position {position} has been read")
 
     def time_of(self, position: int) -> Any:
-        return self.get(position).time
+        """The event's time; None at ``n_seen``, the end of the log (an open match's end)."""
+        return None if position >= self.n_seen else self.get(position).time
 
 
 # --------------------------------------------------------------------------- records
@@ -247,7 +248,7 @@ def _match_frame(
     if tc is None or not len(start):
         start_time = end_time = pl.Series([None] * len(start), dtype=tdt)
     else:
-        times = _gather(lookup, np.concatenate([start, end]), [tc])[tc]
+        times = _times_at(lookup, np.concatenate([start, end]), tc)
         start_time, end_time = times[: len(start)], times[len(start):]
     part_text = {k: partition_json(batch.partitions.get(k), partition_names)
                  for k in np.unique(np.asarray(batch.part, dtype=np.int64)).tolist()}
@@ -530,6 +531,18 @@ def _iso_in_polars(s: pl.Series) -> bool:
     return not years.len() or (years.min() >= 1000 and years.max() <= 9999)  # type: ignore[operator]
 
 
+def _times_at(lookup: EventLookup, pos: Any, tc: str) -> pl.Series:
+    """The time column at positions ``pos``; null at ``lookup.n_seen`` and after: the end
+    of the log, which a trailing absence's open match ends at (docs/language.md)."""
+    import numpy as np
+
+    past = pos >= lookup.n_seen
+    if not past.any():
+        return _gather(lookup, pos, [tc])[tc]
+    times = _gather(lookup, np.where(past, pos.min(), pos), [tc])[tc]
+    return pl.select(pl.when(pl.Series(past)).then(None).otherwise(times).alias(tc)).to_series()
+
+
 def _gather(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:
     """Columns ``cols`` of the events at positions ``pos`` (in that order), gathered from the
     looked-up frames in one go per frame; a position not kept raises ``LogError``."""
@@ -609,7 +622,7 @@ def _jsonl_lines(
     if tc is None:
         start_time = end_time = lit("null")
     else:
-        times = _json_texts(_gather(lookup, np.concatenate([start, end]), [tc])[tc])
+        times = _json_texts(_times_at(lookup, np.concatenate([start, end]), tc))
         start_time, end_time = times[: len(start)], times[len(start):]
     part_text: dict[int, str] = {}
     for k in np.unique(np.asarray(batch.part, dtype=np.int64)).tolist():

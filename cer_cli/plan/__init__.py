@@ -31,6 +31,7 @@ from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula
 from cer_cli.compiler.correlation import (
     equality_to_partition,
+    implied_absence,
     partition_plan,
     predicate_class,
     relax_correlation,
@@ -163,9 +164,17 @@ class Plan:
 
     # ------------------------------------------------------------------ running
 
-    def executor(self, **options) -> Engine | HashJoinEngine:
-        """A fresh executor. ``options`` tune the CEA executor (cache size, compaction)."""
+    def executor(self, open_ends: bool = False, **options) -> Engine | HashJoinEngine:
+        """A fresh executor. ``options`` tune the CEA executor (cache size, compaction).
+        A trailing absence wraps φ's executor (``engine.absence``); ``open_ends`` makes its
+        ``finish`` report the matches whose window outlives the log."""
         q = self.query
+        if q.trailing is not None:
+            from cer_cli.engine.absence import TrailingAbsence
+
+            inner = replace(self, query=replace(q, trailing=None)).executor(**options)
+            psi = self.rewritten.query.trailing  # without the comparisons a partition implies
+            return TrailingAbsence(inner, psi, q.within, self.partition_by, q.streams, open_ends)
         if self.executor_kind == HASH_JOIN:
             from cer_cli.engine.pcea import HashJoinEngine
 
@@ -185,6 +194,16 @@ class Plan:
         ex = self.executor()
         for frame in (frames,) if isinstance(frames, pl.DataFrame) else frames:
             yield from ex.run(frame)
+        yield from finish(ex)
+
+
+def finish(executor) -> Iterator[Match]:
+    """What an executor reports once the log has ended (a trailing absence's open matches,
+    when asked for), as ``Match`` objects; nothing for the others."""
+    from cer_cli.events import as_matches
+
+    done = getattr(executor, "finish", None)
+    return iter(()) if done is None else as_matches(done())
 
 
 def cea_projection(query: ast.Query, post: PostFilter | None) -> frozenset[str] | None:
@@ -314,6 +333,10 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
     between events that no valuation can decide."""
     passes: list[PassResult] = []
+    # 0. correlated absence: comparisons of ψ with the match implied by a partition key
+    written = query
+    query, implied = implied_absence(query)
+    passes.append(PassResult("implied_absence", implied is not None, query.formula, implied))
     # 1. correlation: the partition rewrite, else the relaxation (post-filters or hash join)
     partitioned = equality_to_partition(query)
     grew = partitioned.partition_by != query.partition_by
@@ -333,7 +356,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
             n = len(sites)
             what = (f"{n} equalit{'y' if n == 1 else 'ies'}" if not pcea.ordered else
                     f"{n} predicate{'' if n == 1 else 's'}")
-            passes[1] = replace(passes[1], note=f"{what} between events joined by the hash join"
+            passes[2] = replace(passes[2], note=f"{what} between events joined by the hash join"
                                 " (PCEA), not by the automaton")
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
                               tuple(sites), pcea, reason)
@@ -355,7 +378,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     cea = compile_formula(formula, alphabet, cea_projection(query, post))
     return Plan(
         text=text if text is not None else "",
-        query=query,
+        query=written,
         report=report if report is not None else CheckReport((), (), {}, {}),
         rewritten=rewritten,
         alphabet=alphabet,

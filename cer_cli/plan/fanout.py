@@ -97,6 +97,12 @@ def fanout(q: ast.Query, groups: tuple[tuple[str, ...], ...]) -> Fanout:
             + (" (CONSUME BY PARTITION stays within a key)" if q.consume == "PARTITION" else ""),
             partition_by=groups,
         )
+    if q.trailing is not None:
+        return Fanout(
+            SINGLE,
+            "a trailing absence reports a match at the first event past its window, which may"
+            " lie any distance after the match's first event: a range's context cannot hold it",
+        )
     if q.within is None:
         return Fanout(
             SINGLE,

@@ -343,6 +343,11 @@ class Query:
     consume: str = "NONE"
     limit: int | None = None
     span: Span | None = _span()
+    #: ψ of a trailing absence ``φ ; !ψ`` (``formula`` is φ): no ψ event after φ within the
+    #: window (docs/language.md, "Absence"). A query field, not a formula node: it may only
+    #: end the whole formula, and the passes that rewrite φ never see it.
+    trailing: Formula | None = None
+    trailing_span: Span | None = field(default=None, compare=False, hash=False, repr=False)
     #: Where each FROM name and each PARTITION BY name was written (parallel to ``streams`` and
     #: ``partition_by``; empty when unknown). Only diagnostics read them.
     stream_spans: tuple[Span | None, ...] = field(default=(), compare=False, hash=False, repr=False)

@@ -53,6 +53,7 @@ from cer_cli.query.scope import (
     subformulas,
     vdef,
     vdef_plus,
+    wide_variables,
 )
 
 # --------------------------------------------------------------------------- variable sets
@@ -280,18 +281,28 @@ def absent_formulas(formula: Formula) -> list[Formula]:
     return [n.absent for n in subformulas(formula) if isinstance(n, Seq) and n.absent is not None]
 
 
-def check_absence(query: Query, schema: Schema | None = None) -> None:
-    """``!ψ`` names one event type, maybe with AS and FILTERs that read only that event.
+def _absence_sites(formula: Formula) -> Iterator[tuple[Formula, frozenset[str], Formula]]:
+    """``(ψ, variables ψ may compare with, side formula)`` of every ``φ1 ; !ψ ; φ2``."""
+    for n in subformulas(formula):
+        if isinstance(n, Seq) and n.absent is not None:
+            yield n.absent, bound(n.left, True) | bound(n.right, True), Seq(n.left, n.right)
 
-    Comparing ψ with the match's variables (correlated absence) is not supported yet, nor is
-    absence in a query with predicates between events: the partition rewrite and the hash
-    join would move the gap into one key's sub-stream or ignore it. ψ's own names, attributes
-    and types are checked as a filter's are.
+
+def check_absence(query: Query, schema: Schema | None = None) -> None:
+    """``!ψ`` names one event type, maybe with AS and FILTERs; a filter may also compare ψ's
+    event with a variable of the match (correlated absence, docs/language.md "Absence"):
+    one bound on either side of the ``;`` (for a trailing ψ, by φ) to exactly one event in
+    every match — not under ``+``, not only in one branch of an OR — so that "ψ with these
+    bindings" names one test per event. Whether the engine can evaluate the comparison
+    (an equality on a PARTITION BY key) is the planner's decision
+    (``compiler.correlation.implied_absence``). ψ's own names, attributes and types are
+    checked as a filter's are.
     """
-    psis = absent_formulas(query.formula)
-    if not psis:
-        return
-    for psi in psis:
+    sites = list(_absence_sites(query.formula))
+    if query.trailing is not None:
+        check_trailing(query)
+        sites.append((query.trailing, bound(query.formula, True), query.formula))
+    for psi, outer, side in sites:
         atom, own, predicates = psi, set(), []
         while isinstance(atom, (As, Filter)):
             if isinstance(atom, As):
@@ -304,29 +315,49 @@ def check_absence(query: Query, schema: Schema | None = None) -> None:
                              "filtered", psi.span,
                              hints=["write A ; !B ; C or A ; !(B AS b FILTER b.x > 1) ; C"])
         own |= {atom.name, atom.label}
+        counts = dict(wide_variables(Query(formula=side)))
         for predicate in predicates:
             for a in filter_atoms(predicate):
                 for v in sorted(pred_vars(a) - own):
-                    raise QueryError(
-                        f"a filter inside !({atom.label}) reads '{v}': comparing the absent event"
-                        " with the match's events is not supported yet",
-                        _var_span(a, v),
-                        hints=["PARTITION BY the shared attribute (e.g. the user) makes the "
-                               "absence per key"])
+                    if v not in outer or counts.get(v, True):
+                        raise QueryError(
+                            f"a filter inside !({atom.label}) reads '{v}', which is not bound to"
+                            " exactly one event in every match by the two sides of the ';'"
+                            " (or by φ, for a trailing '!')", _var_span(a, v),
+                            hints=["compare the absent event with a variable named once with AS"
+                                   " outside '+' and OR, e.g. A AS a ; !(B AS b FILTER b.user ="
+                                   " a.user) ; C"])
         if schema is not None:
             sub = Query(formula=psi, streams=query.streams)
             check_schema_names(sub, schema)
             types = variable_event_types(psi)
             check_attributes(sub, schema, types)
-            check_predicate_types(psi, schema, types)
-    for node in subformulas(query.formula):
-        if isinstance(node, Filter):
-            for a in filter_atoms(node.predicate):
-                if len(pred_vars(a)) >= 2:
-                    raise QueryError("'!' (absence) in a query with predicates between events is"
-                                     " not supported yet", a.span or node.span,
-                                     hints=["PARTITION BY the shared attribute instead of "
-                                            "comparing it"])
+            own_preds = [p for p in predicates
+                         if all(pred_vars(a) <= own for a in filter_atoms(p))]
+            if own_preds == predicates:
+                check_predicate_types(psi, schema, types)
+
+
+def check_trailing(query: Query) -> None:
+    """A trailing absence ``φ ; !ψ`` needs the window that says how long to wait for ψ: a
+    ``WITHIN`` in events or time. An attribute window (``n [attr]``) is refused: events
+    without the attribute would have no deadline. ``CONSUME BY`` is refused: a φ match would
+    forget partial matches before its own absence is known."""
+    span = query.trailing_span or query.trailing.span
+    w = query.within
+    if w is None:
+        raise QueryError("a trailing absence ('φ ; !ψ' last) needs a WITHIN window: it means"
+                         " 'no ψ within the window after φ'", span,
+                         hints=["add e.g. WITHIN 30 minutes or WITHIN 100 EVENTS after the"
+                                " formula", "for 'ψ never follows', use a window as long as the log"])
+    if isinstance(w, AttributeWindow):
+        raise QueryError("a trailing absence needs WITHIN n EVENTS or a duration, not an"
+                         f" attribute window ('WITHIN {w.amount} [{w.attr}]')", w.span or span,
+                         hints=["use the log's time column: --time COLUMN and WITHIN 1 hour"])
+    if query.consume != "NONE":
+        raise QueryError(f"CONSUME BY {query.consume} with a trailing absence is not supported:"
+                         " a match of φ would forget partial matches before its absence is known",
+                         span, hints=["drop CONSUME BY (the default is NONE)"])
 
 
 def check_select(query: Query) -> None:

@@ -260,6 +260,7 @@ class _Build:
                 fields.update(x.value)
             else:
                 formula = x
+        formula = fields.pop("formula", formula)  # a trailing absence's where clause
         return ast.Query(formula=formula, span=_span(c), **fields)
 
     def select_clause(self, c):
@@ -367,8 +368,9 @@ class _Build:
         return c[1]
 
     def trailing_absent(self, c):
-        raise _err("trailing absence ('φ ; !ψ' last, no ψ within the window) is not supported"
-                   " yet; absence between two events ('A ; !B ; C') is", c[-2:])
+        # c: ["WHERE"?, φ, ";", ψ]; the span runs from the ';' to ψ's end (diagnostics)
+        return _Clause("where", {"formula": c[-3], "trailing": c[-1],
+                                 "trailing_span": _span(c[-2:])}, _span(c))
 
     def f_next(self, c):
         return ast.Seq(c[0], c[2], True, _span(c))
@@ -592,7 +594,8 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
                    " not alone, first, or after ':' or OR")
     if pt == "BANG" or (before is not None and before.type == "BANG" and tok.type != "SEMICOLON"):
         return err("'!' takes one event type, named or filtered in parentheses, and is"
-                   " followed by ';', e.g. A ; !(B FILTER B[x > 1]) ; C")
+                   " followed by ';', e.g. A ; !(B FILTER B[x > 1]) ; C, or ends the whole"
+                   " formula (trailing absence, e.g. (A OR C) ; !B WITHIN 1 hour)")
     if after_formula_not or (brackets and brackets[-1].formula_not):
         return err(_NOT_HELP)
     if tok.type == "AND" and ("F_OR" in expected or "SEMICOLON" in expected):

@@ -181,7 +181,8 @@ def _query(q: ast.Query) -> str:
     lines = [f"SELECT {strategy}{items}"]
     if q.streams is not None:
         lines.append("FROM " + ", ".join(quote_name(s) for s in q.streams))
-    lines.append(f"WHERE {_formula(q.formula)}")
+    absent = "" if q.trailing is None else f" ; !{_formula(q.trailing)}"
+    lines.append(f"WHERE {_formula(q.formula)}{absent}")
     if q.partition_by:
         groups = ", ".join("[" + ", ".join(quote_name(a) for a in g) + "]" for g in q.partition_by)
         lines.append(f"PARTITION BY {groups}")

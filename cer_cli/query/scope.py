@@ -250,3 +250,69 @@ def conj(parts: list[ast.Predicate]) -> ast.Predicate:
     for p in parts[1:]:
         out = ast.And(out, p)
     return out
+
+
+# --------------------------------------------------------------------------- wide shape
+
+#: "Several events": the wide shape's multiplicities are capped here.
+_MANY = 2
+
+
+def _events(f: ast.Formula) -> int:
+    """How many events a match of ``f`` spans at most (capped at ``_MANY``)."""
+    if isinstance(f, ast.EventType):
+        return 1
+    if isinstance(f, ast.FNot):
+        return 0
+    if isinstance(f, ast.Plus):
+        return _MANY if _events(f.body) else 0
+    if isinstance(f, ast.Seq):
+        return min(_MANY, _events(f.left) + _events(f.right))
+    return max((_events(k) for k in children(f)), default=0)  # OR, FILTER, AS
+
+
+def _bindings(f: ast.Formula, out: dict[str, int], times: int = 1) -> None:
+    """Add to ``out`` how many events each variable may bind in one match (capped):
+    ``φ AS x`` binds x to every event of φ; under ``+`` everything repeats; ``OR`` takes the
+    larger branch; ``;`` adds. A label counts only where its atom is not directly named."""
+
+    def add(v: str, n: int) -> None:
+        out[v] = min(_MANY, out.get(v, 0) + n)
+
+    if isinstance(f, ast.EventType):
+        for label in sorted(type_labels(f)):
+            add(label, times)
+        return
+    if isinstance(f, ast.FNot):
+        return
+    if isinstance(f, ast.As):
+        add(f.var, min(_MANY, times * _events(f.formula)))
+        if not isinstance(f.formula, ast.EventType):  # ``T AS x``: x names it, T is noise
+            _bindings(f.formula, out, times)
+        return
+    if isinstance(f, ast.Plus):
+        _bindings(f.body, out, _MANY)
+        return
+    if isinstance(f, ast.FOr):
+        left: dict[str, int] = {}
+        right: dict[str, int] = {}
+        _bindings(f.left, left, times)
+        _bindings(f.right, right, times)
+        for v in {**left, **right}:
+            add(v, max(left.get(v, 0), right.get(v, 0)))
+        return
+    for k in children(f):
+        _bindings(k, out, times)
+
+
+def wide_variables(query: ast.Query) -> list[tuple[str, bool]]:
+    """The wide shape's variables ``(name, many)``, in the order the query names them:
+    the SELECT's when it lists some, else every variable a match may bind (AS variables,
+    and event-type labels except where ``T AS x`` names the atom). ``many`` when one match may bind several events (under ``+``,
+    ``(A ; B) AS x``, a label used twice): those become list columns."""
+    found: dict[str, int] = {}
+    _bindings(query.formula, found)
+    names = list(found)
+    if query.select is not None:
+        names = [item.var for item in query.select if item.var in found]
+    return [(v, found[v] > 1) for v in names]

@@ -24,7 +24,8 @@ from cer_cli.plan import Plan, plan
 from cer_cli.query.checks import check_query
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
-from cer_cli.spark.job import _frame_log, _long, _matches, _Run, _schema, _ship_package
+from cer_cli.query.scope import wide_variables
+from cer_cli.spark.job import _frame_log, _long, _matches, _Run, _schema, _ship_package, _wide
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -45,7 +46,7 @@ def match(
 ) -> DataFrame:
     """The matches of ``query`` (CEQL text or a compiled ``Plan``) over ``df`` as a lazy
     Spark DataFrame in the long shape (one row per match x event, ordered by (match,
-    position)): what ``cer match --spark -o DIR`` writes, and what ``cer_cli.match`` returns
+    position)) or the wide shape: what ``cer match --spark -o DIR`` writes, and what ``cer_cli.match`` returns
     for the same rows. ``stream`` names the log (``FROM``, ``S>E``); ``ranges`` is the
     number of tasks of a ``ranges`` fan-out (default: Spark's default parallelism).
 
@@ -60,14 +61,12 @@ def match(
     ``job.SESSION_DEFAULTS`` (``spark_session()`` sets them: UTC, naive timestamps).
 
     Raises ``SparkError`` for a frame the contract refuses, ``QueryError`` for a query
-    mistake; ``shape="wide"`` is not implemented on Spark yet (``NotImplementedError``)."""
+    mistake. ``shape="wide"``: one row per match, as ``cer_cli.match(..., shape="wide")``
+    (ordered by match)."""
     from pyspark.sql import DataFrame as SparkFrame
 
-    if shape == "wide":
-        raise NotImplementedError("cer_cli.spark.match: shape='wide' is not implemented on Spark;"
-                                  " use the long shape, or cer_cli.match on a polars frame")
-    if shape != "long":
-        raise ValueError(f"unknown shape {shape!r}; shapes: long")
+    if shape not in ("long", "wide"):
+        raise ValueError(f"unknown shape {shape!r}; shapes: long, wide")
     if not isinstance(df, SparkFrame):
         raise TypeError(f"expected a pyspark DataFrame, got {type(df).__name__}")
     time: str | TimeOptions | None = time_column
@@ -86,5 +85,8 @@ def match(
     _ship_package(df.sparkSession)  # the executors import cer_cli
     run = _Run(df.sparkSession, lazy=True)
     ev = run.event_frame(logs)
-    return _long(run, _matches(run, compiled, ev, ranges), ev)[0]
+    found = _matches(run, compiled, ev, ranges)
+    if shape == "wide":
+        return _wide(run, found, ev, wide_variables(compiled.query))[0]
+    return _long(run, found, ev)[0]
 

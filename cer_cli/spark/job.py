@@ -45,7 +45,7 @@ from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
-from cer_cli.io.write import LONG_COLUMNS, partition_json
+from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
@@ -947,14 +947,7 @@ def _long(run: _Run, matches: DataFrame, ev: _Events, csv: bool = False
     match count (None for a lazy run). ``csv`` joins vars with ``|``."""
     from pyspark.sql import functions as F
 
-    numbered, total = run.rank(matches, "match", "end", "seq")
-    # start_time / end_time: the log's time column at the match's first and last event
-    tc = ev.time_column if ev.time_column in ev.columns else None
-    for side in ("start", "end"):
-        when = (ev.frame.select(F.col(POS).alias(side), F.col(f"`{tc}`").alias(f"{side}_time"))
-                if tc is not None else None)
-        numbered = (numbered.join(when, side, "left") if when is not None
-                    else numbered.withColumn(f"{side}_time", F.lit(None).cast("string")))
+    numbered, total = _numbered(run, matches, ev)
     exploded = numbered.select("match", "start", "end", "start_time", "end_time",
                                F.col("partition_json").alias("partition"),
                                F.explode("events").alias("e"))
@@ -972,6 +965,69 @@ def _long(run: _Run, matches: DataFrame, ev: _Events, csv: bool = False
         "start_time", "end_time", "partition", *(F.col(f"`{n}`") for n in names),
     ).orderBy("match", "position")
     return long, total
+
+
+def _numbered(run: _Run, matches: DataFrame, ev: _Events) -> tuple[DataFrame, int | None]:
+    """One row per match, numbered in local mode's order (end, then the engine's), with
+    start_time / end_time: the log's time column at the match's first and last event."""
+    from pyspark.sql import functions as F
+
+    numbered, total = run.rank(matches, "match", "end", "seq")
+    tc = ev.time_column if ev.time_column in ev.columns else None
+    for side in ("start", "end"):
+        when = (ev.frame.select(F.col(POS).alias(side), F.col(f"`{tc}`").alias(f"{side}_time"))
+                if tc is not None else None)
+        numbered = (numbered.join(when, side, "left") if when is not None
+                    else numbered.withColumn(f"{side}_time", F.lit(None).cast("string")))
+    return numbered, total
+
+
+def _json_list(col):
+    """An array column as the JSON text local CSV writes (``json.dumps``: ``[1, 2]``)."""
+    from pyspark.sql import functions as F
+
+    items = F.transform(col, lambda x: F.regexp_extract(F.to_json(F.array(x)), r"^\[(.*)\]$", 1))
+    return F.when(col.isNotNull(), F.concat(F.lit("["), F.array_join(items, ", "), F.lit("]")))
+
+
+def _wide(run: _Run, matches: DataFrame, ev: _Events, variables, csv: bool = False
+          ) -> tuple[DataFrame, int | None]:
+    """The wide shape of local mode (``io.write``: one row per match, ``MATCH_COLUMNS``, then
+    per variable ``x.position, x.stream, x.row, x.type`` and the log's columns, ``x.log.``
+    prefixed on a clash with those four), ordered by match. ``variables`` are ``(name,
+    many)``: a variable that may bind several events has array columns in stream order
+    (``csv``: JSON text, as the local CSV writer writes lists)."""
+    from pyspark.sql import functions as F
+
+    numbered, total = _numbered(run, matches, ev)
+    out = numbered.select("match", "start", "end", "start_time", "end_time",
+                          F.col("partition_json").alias("partition"))
+    fields = [(c, POS if c == "position" else {"stream": STREAM, "row": ROW, "type": TYPE}[c])
+              for c in EVENT_COLUMNS]
+    fields += [(f"log.{c}" if c in EVENT_COLUMNS else c, c) for c in ev.columns]
+    names = [f"f{i}" for i in range(len(fields))]
+    events = ev.frame.select(*(F.col(f"`{src}`").alias(n)
+                               for n, (_, src) in zip(names, fields, strict=True)))
+    bound = (numbered.select("match", F.explode("events").alias("e"))
+             .select("match", F.col("e.position").alias("f0"), F.explode("e.vars").alias("var"))
+             .join(events, "f0"))
+    wanted = []
+    for var, many in variables:
+        sub = bound.filter(F.col("var") == var)
+        if many:  # sorted by position (the struct's first field): stream order
+            sub = sub.groupBy("match").agg(
+                F.sort_array(F.collect_list(F.struct(*names))).alias("s"))
+            cols = [F.col("s").getField(n) for n in names]
+            if csv:
+                cols = [_json_list(c) for c in cols]
+        else:
+            cols = [F.col(n) for n in names]
+        alias = [f"{var}.{label}" for label, _ in fields]
+        sub = sub.select("match", *(c.alias(a) for c, a in zip(cols, alias, strict=True)))
+        out = out.join(sub, "match", "left")
+        wanted += alias
+    fixed = ["match", "start", "end", "start_time", "end_time", "partition"]
+    return out.select(*fixed, *(F.col(f"`{a}`") for a in wanted)).orderBy("match"), total
 
 
 # --------------------------------------------------------------------------- entry points
@@ -1026,13 +1082,16 @@ def spark_write(
     ranges: int | None = None,
     log_format: str | None = None,
     mode: str = "errorifexists",
+    shape: str = "long",
+    variables=(),
 ) -> int:
     """Have Spark write the long format of local mode (one row per match x event: match,
     start, end, position, stream, row, type, vars, start_time, end_time, partition (JSON
     text), then the log's columns, ``log.``-prefixed
     on a clash) as a ``parquet``, ``csv`` (vars joined with ``|``) or ``json`` directory,
     ordered by (match, position) (``_long``, shared with ``cer_cli.spark.match``). ``mode``
-    is Spark's save mode. Returns the match count."""
+    is Spark's save mode. ``shape="wide"`` writes the wide shape instead (``_wide``; its
+    ``variables`` are ``query.scope.wide_variables``'s). Returns the match count."""
     if fmt == "jsonl":
         fmt = "json"
     if fmt not in WRITE_FORMATS:
@@ -1042,10 +1101,14 @@ def spark_write(
     run = _Run(spark)
     try:
         ev = run.events(logs, type_column, time_column, log_format)
-        long, total = _long(run, _matches(run, compiled, ev, ranges), ev, csv=fmt == "csv")
+        found = _matches(run, compiled, ev, ranges)
+        if shape == "wide":
+            long, total = _wide(run, found, ev, variables, csv=fmt == "csv")
+        else:
+            long, total = _long(run, found, ev, csv=fmt == "csv")
         writer = long.write.mode(mode)
-        if fmt == "csv":
-            writer = writer.option("header", True)
+        if fmt == "csv":  # quotes doubled inside quoted fields (RFC 4180), as local CSV does
+            writer = writer.option("header", True).option("escape", '"')
         writer.format(fmt).save(output)
         return total
     except (SparkError, QueryError):
