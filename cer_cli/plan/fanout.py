@@ -48,8 +48,9 @@ class Fanout:
     partition_by: tuple[tuple[str, ...], ...] = ()
     window: ast.Window | None = None
 
-    def describe(self) -> str:
-        """What ``cer explain --spark`` prints."""
+    def describe(self, n_events: int | None = None) -> str:
+        """What ``cer explain --spark`` prints; with the log's ``n_events``, also whether
+        Spark pays for itself on it (``spark_pays``)."""
         if self.kind == PARTITION:
             keys = ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
             how = [
@@ -67,7 +68,32 @@ class Fanout:
             how = ["spark plan: one task over the whole time-ordered stream (no fan-out)"]
         how.append(f"  why: {self.reason}")
         how.append("  matches are merged by end position, then the engine's order (as local mode)")
+        how += ["  " + line for line in spark_pays(self.kind, n_events)]
         return "\n".join(how)
+
+
+#: Below this many events one local process is faster than Spark on one machine: a Spark
+#: run pays a fixed ~10-20 s (JVM, ~15 small jobs to read, number and sort the events,
+#: Python workers) before any engine runs, while local mode does ~1M events/s end to end
+#: (`make bench`, groups spark and spark-big; README, "Performance").
+SPARK_MIN_EVENTS = 10_000_000
+
+
+def spark_pays(kind: str, n_events: int | None) -> list[str]:
+    """Lines saying when Spark pays for itself, for ``cer explain --spark``."""
+    lines = []
+    if kind == SINGLE:
+        lines.append("cost: one task runs the whole stream, so Spark only adds its start-up "
+                     "to local mode")
+    if n_events is not None and n_events < SPARK_MIN_EVENTS:
+        lines.append(f"cost: this log has {n_events:,} events: `cer match` without --spark is "
+                     "faster (Spark's fixed start-up, ~10-20 s, exceeds local mode's whole run; "
+                     f"Spark pays from ~{SPARK_MIN_EVENTS:,} events or logs one machine "
+                     "cannot read)")
+    elif n_events is None:
+        lines.append(f"cost: Spark starts a JVM and Python workers (~10-20 s) before any engine "
+                     f"runs; below ~{SPARK_MIN_EVENTS:,} events local mode is faster")
+    return lines
 
 
 def _context(window: ast.Window | None) -> str:
