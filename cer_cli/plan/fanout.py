@@ -72,10 +72,11 @@ class Fanout:
         return "\n".join(how)
 
 
-#: Below this many events one local process is faster than Spark on one machine: a Spark
-#: run pays a fixed ~10-20 s (JVM, ~15 small jobs to read, number and sort the events,
-#: Python workers) before any engine runs, while local mode does ~1M events/s end to end
-#: (`make bench`, groups spark and spark-big; README, "Performance").
+#: Below this many events `cer explain --spark` says local mode is faster. Measured
+#: (`make bench`, groups spark and spark-big; README, "Performance"): a Spark run pays a
+#: fixed ~8-15 s (JVM, ~15 small jobs, Python workers) and then ~7 passes over the events
+#: to read, number and sort them in local mode's order, ~15x local mode's whole run at
+#: 1M events on 2 cores; only many more cores, or logs one machine cannot read, repay it.
 SPARK_MIN_EVENTS = 10_000_000
 
 
@@ -84,15 +85,15 @@ def spark_pays(kind: str, n_events: int | None) -> list[str]:
     lines = []
     if kind == SINGLE:
         lines.append("cost: one task runs the whole stream, so Spark only adds its start-up "
-                     "to local mode")
+                     "and its passes over the events to local mode")
     if n_events is not None and n_events < SPARK_MIN_EVENTS:
         lines.append(f"cost: this log has {n_events:,} events: `cer match` without --spark is "
-                     "faster (Spark's fixed start-up, ~10-20 s, exceeds local mode's whole run; "
-                     f"Spark pays from ~{SPARK_MIN_EVENTS:,} events or logs one machine "
-                     "cannot read)")
+                     "faster (Spark's start-up alone, ~8-15 s, exceeds local mode's whole run; "
+                     "at 1M events Spark took ~15x local mode on 2 cores)")
     elif n_events is None:
-        lines.append(f"cost: Spark starts a JVM and Python workers (~10-20 s) before any engine "
-                     f"runs; below ~{SPARK_MIN_EVENTS:,} events local mode is faster")
+        lines.append("cost: Spark starts a JVM and Python workers (~8-15 s) and passes over "
+                     f"the events ~7 times; below ~{SPARK_MIN_EVENTS:,} events, or on a few "
+                     "cores, local mode is faster")
     return lines
 
 
