@@ -113,7 +113,10 @@ def _x(a: Figure, b: Figure) -> str:
 
 
 def _eps(n: int, f: Figure) -> str:
-    return "–" if not f.seconds else f"{n / f.seconds / 1e3:,.0f}k"
+    if not f.seconds:
+        return "–"
+    eps = n / f.seconds
+    return f"{eps / 1e3:,.0f}k" if eps >= 10_000 else f"{eps:,.0f}"
 
 
 def report(trivial: Figure, cases: list[Case], repeats: int) -> list[str]:
