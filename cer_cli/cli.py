@@ -315,7 +315,7 @@ def explain_command(
         compiled, log = _compile(text, filename, logs, type_column, time_column)
         data = explanation(compiled, log)
         if spark:
-            data["plan"]["spark"] = compiled.fanout.describe()
+            data["plan"]["spark"] = compiled.fanout.describe(None if log is None else log.n_events)
         render(data, fmt, Console(highlight=False, soft_wrap=True))
 
 
@@ -511,6 +511,7 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     from cer_cli.io.write import EventLookup, write_matches
     from cer_cli.spark.job import (
         check_output_dir,
+        spark_count,
         spark_match,
         spark_schema,
         spark_write,
@@ -534,6 +535,9 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
         n = spark_write(compiled, logs, output, fmt, ranges=ranges, mode=mode, shape=shape,
                         variables=_wide_variables(compiled, shape) or (), **options)
         _stderr().print(f"{n:,} matches written to {output}/ by Spark")
+        return
+    if count and limit is None:
+        click.echo(spark_count(compiled, logs, ranges=ranges, **options))
         return
     matches = spark_match(compiled, logs, ranges=ranges, **options)
     if limit is not None:

@@ -548,3 +548,38 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line):
         proc.kill()
     assert proc.returncode == code, err[-2000:]
     assert err.strip().splitlines()[-1] == line and "Traceback" not in err, err[-2000:]
+
+
+# --------------------------------------------------------------------------- overheads
+
+
+def test_explain_says_when_spark_does_not_pay():
+    from cer_cli.plan.fanout import SPARK_MIN_EVENTS
+
+    plan = compile_query("SELECT * WHERE A ; B PARTITION BY [id] WITHIN 3 EVENTS").fanout
+    assert "local mode is faster" in plan.describe()
+    small = plan.describe(3000)
+    assert "this log has 3,000 events" in small and "without --spark is faster" in small
+    assert "cost:" not in plan.describe(SPARK_MIN_EVENTS)
+    assert "only adds its start-up" in compile_query("SELECT * WHERE A ; B").fanout.describe(10**9)
+
+
+def test_logs_are_opened_once_per_run_and_again_when_they_change(spark, tmp_path):
+    from cer_cli.spark.job import _input_bytes, _open
+
+    log = tmp_path / "a.csv"
+    log.write_text("type,v\nA,1\n")
+    first = _open(spark, [str(log)], None, None)
+    assert _open(spark, [str(log)], None, None) is first
+    assert _input_bytes([str(log)]) == log.stat().st_size
+    assert _input_bytes(["hdfs://nn/logs", str(log)]) is None
+    log.write_text("type,v,w\nA,1,2\n")
+    again = _open(spark, [str(log)], None, None)
+    assert again is not first and "w" in again[0].df.columns
+
+
+def test_local_executors_import_the_installed_package():
+    """No zip for local workers that import this very cer_cli (its numba cache is warm)."""
+    from cer_cli.spark.job import _workers_import_this
+
+    assert _workers_import_this()

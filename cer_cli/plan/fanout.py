@@ -48,8 +48,9 @@ class Fanout:
     partition_by: tuple[tuple[str, ...], ...] = ()
     window: ast.Window | None = None
 
-    def describe(self) -> str:
-        """What ``cer explain --spark`` prints."""
+    def describe(self, n_events: int | None = None) -> str:
+        """What ``cer explain --spark`` prints; with the log's ``n_events``, also whether
+        Spark pays for itself on it (``spark_pays``)."""
         if self.kind == PARTITION:
             keys = ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
             how = [
@@ -67,7 +68,33 @@ class Fanout:
             how = ["spark plan: one task over the whole time-ordered stream (no fan-out)"]
         how.append(f"  why: {self.reason}")
         how.append("  matches are merged by end position, then the engine's order (as local mode)")
+        how += ["  " + line for line in spark_pays(self.kind, n_events)]
         return "\n".join(how)
+
+
+#: Below this many events `cer explain --spark` says local mode is faster. Measured
+#: (`make bench`, groups spark and spark-big; README, "Performance"): a Spark run pays a
+#: fixed ~8-15 s (JVM, ~15 small jobs, Python workers) and then ~7 passes over the events
+#: to read, number and sort them in local mode's order, ~15x local mode's whole run at
+#: 1M events on 2 cores; only many more cores, or logs one machine cannot read, repay it.
+SPARK_MIN_EVENTS = 10_000_000
+
+
+def spark_pays(kind: str, n_events: int | None) -> list[str]:
+    """Lines saying when Spark pays for itself, for ``cer explain --spark``."""
+    lines = []
+    if kind == SINGLE:
+        lines.append("cost: one task runs the whole stream, so Spark only adds its start-up "
+                     "and its passes over the events to local mode")
+    if n_events is not None and n_events < SPARK_MIN_EVENTS:
+        lines.append(f"cost: this log has {n_events:,} events: `cer match` without --spark is "
+                     "faster (Spark's start-up alone, ~8-15 s, exceeds local mode's whole run; "
+                     "at 1M events Spark took ~15x local mode on 2 cores)")
+    elif n_events is None:
+        lines.append("cost: Spark starts a JVM and Python workers (~8-15 s) and passes over "
+                     f"the events ~7 times; below ~{SPARK_MIN_EVENTS:,} events, or on a few "
+                     "cores, local mode is faster")
+    return lines
 
 
 def _context(window: ast.Window | None) -> str:

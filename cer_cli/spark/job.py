@@ -111,6 +111,9 @@ class SparkError(Exception):
 MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL, mesos://URL"
 _LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)(\s*,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]")
 CONNECT_TIMEOUT = 3.0
+#: Bytes of local log per shuffle partition (``_Run.size_shuffles``): Spark's advisory
+#: partition size.
+SHUFFLE_BYTES = 64 << 20
 #: Prefixes and keys of the Spark settings `--spark-conf` accepts without a warning: a
 #: documented allowlist (Spark's own list needs a JVM), common enough for real jobs.
 KNOWN_CONF = (
@@ -273,9 +276,19 @@ _shipped: dict[str, str] = {}
 
 
 def _ship_package(spark: SparkSession) -> None:
-    """Zip ``cer_cli`` once per process and add it to the executors' Python path."""
+    """Zip ``cer_cli`` once per process and add it to the executors' Python path, unless
+    the executors are local Python processes that import this very ``cer_cli`` anyway.
+
+    Skipping the zip there matters beyond shipping it: Spark copies it into a new directory
+    per application, so the workers compiled every module from source and numba, whose
+    cache is keyed by the source's directory, recompiled the kernel (~20 s) in every
+    Python worker of every run; the installed package has its ``__pycache__`` and numba
+    cache, warm from local runs."""
     sc = spark.sparkContext
     if _shipped.get("app") == sc.applicationId:
+        return
+    if sc.master.startswith("local") and _workers_import_this():
+        _shipped["app"] = sc.applicationId
         return
     root = Path(__file__).resolve().parents[1]
     path = _shipped.get("zip")
@@ -291,6 +304,25 @@ def _ship_package(spark: SparkSession) -> None:
         _shipped["zip"] = path
     sc.addPyFile(path)
     _shipped["app"] = sc.applicationId
+
+
+def _workers_import_this() -> bool:
+    """Whether a fresh process of the local executors' Python (``PYSPARK_PYTHON``), with
+    their environment and working directory (this process's), imports ``cer_cli`` from
+    where this one was imported."""
+    if "workers" not in _shipped:
+        import subprocess
+
+        python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+        code = "import importlib.util as u; s = u.find_spec('cer_cli'); print(s and s.origin)"
+        try:
+            out = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        here = str(Path(__file__).resolve().parents[1] / "__init__.py")
+        _shipped["workers"] = "yes" if out and os.path.realpath(out) == os.path.realpath(here) else ""
+    return _shipped["workers"] == "yes"
 
 
 #: Java exceptions and Spark error classes that mean the input cannot be read (a path, a
@@ -442,14 +474,51 @@ FRAME = "frame"
 
 def _open(spark, specs: list[str], type_column, fmt, time_column=None) -> list[_Log]:
     """Load the logs and decide, per log, the type and time columns, the time unit and
-    format, as the contract does for the local reader."""
+    format, as the contract does for the local reader.
+
+    `cer match --spark` opens the same logs twice (``spark_schema``, then the run): the
+    last opening is reused while the application and the local files' sizes and times are
+    the same, because a CSV's ``inferSchema`` is a Spark job that reads the whole file."""
     if not specs:
         raise SparkError("no event log given", input_error=True)
+    key = (spark.sparkContext.applicationId, tuple(specs), type_column, fmt, time_column,
+           tuple(_stamp(contract.split_log_arg(s)[1]) for s in specs))
+    if None not in key[-1] and _opened.get("key") == key:
+        return _opened["logs"]
     logs = []
     for i, spec in enumerate(specs):
         src = _source(spec, fmt)
         logs.append(_Log(src, i, _load(spark, src), None))
-    return _decide(logs, type_column, time_column)
+    logs = _decide(logs, type_column, time_column)
+    _opened.update(key=key, logs=logs)
+    return logs
+
+
+_opened: dict = {}
+
+
+def _stamp(path: str) -> tuple | None:
+    """Size and modification time of a local file or directory's files (None for a URI or
+    a path this process cannot see: never reused then)."""
+    if re.match(r"^[A-Za-z][\w+.-]*://", path) and not path.startswith("file://"):
+        return None
+    p = Path(path[len("file://"):] if path.startswith("file://") else path)
+    try:
+        files = sorted(p.rglob("*")) if p.is_dir() else [p]
+        return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
+    except OSError:
+        return None
+
+
+def _input_bytes(specs: list[str]) -> int | None:
+    """Total size of the logs when they are all local (None when one is not)."""
+    total = 0
+    for spec in specs:
+        stamp = _stamp(contract.split_log_arg(spec)[1])
+        if not stamp:
+            return None
+        total += sum(s for _, s, _ in stamp)
+    return total
 
 
 def _frame_log(df: DataFrame, stream: str, type_column, time_column=None) -> list[_Log]:
@@ -599,6 +668,25 @@ class _Run:
         self.spark = spark
         self.lazy = lazy
         self.cached: list[DataFrame] = []
+        self.restore: dict[str, str] = {}
+
+    def size_shuffles(self, specs: list[str]) -> None:
+        """Shuffle into as many partitions as the logs need, not Spark's fixed 200: every
+        sort and repartition of a run is a stage of that many tasks, and AQE cannot
+        coalesce the persisted ones (``canChangeCachedPlanOutputPartitioning``). On the
+        3,000-event bench log those stages took ~12 of ~22 s on 2 cores. The setting is
+        left alone when the user gave it (``--spark-conf``, spark-defaults, a session
+        that changed it) or a log is not a local file, and restored by ``close``."""
+        key = "spark.sql.shuffle.partitions"
+        if self.lazy or self.spark.sparkContext.getConf().contains(key):
+            return
+        current = self.spark.conf.get(key, "200")
+        size = _input_bytes(specs)
+        if current != "200" or size is None:
+            return
+        parallelism = self.spark.sparkContext.defaultParallelism
+        self.restore[key] = current
+        self.spark.conf.set(key, str(max(parallelism, math.ceil(size / SHUFFLE_BYTES))))
 
     def persist(self, df: DataFrame) -> DataFrame:
         if self.lazy:
@@ -610,6 +698,8 @@ class _Run:
     def close(self) -> None:
         for df in self.cached:
             df.unpersist()
+        for k, v in self.restore.items():
+            self.spark.conf.set(k, v)
 
     def rank(self, df: DataFrame, name: str, *order) -> tuple[DataFrame, int | None]:
         """Number the rows 0.. in ``order``. A lazy run ranks in one window: numbering a
@@ -639,6 +729,7 @@ class _Run:
         return df.withColumn(name, value).drop(_MID), offsets[-1]
 
     def events(self, specs, type_column, time_column, fmt) -> _Events:
+        self.size_shuffles(specs)
         return self.event_frame(_open(self.spark, specs, type_column, fmt, time_column))
 
     def event_frame(self, logs: list[_Log]) -> _Events:
@@ -1061,6 +1152,33 @@ def spark_match(
                 tuple((e["position"], tuple(e["vars"])) for e in r["events"]),
                 None if r["partition"] is None else pickle.loads(r["partition"]),
             )
+    except (SparkError, QueryError):
+        raise
+    except Exception as e:
+        raise _spark_error(e) from None
+    finally:
+        run.close()
+
+
+def spark_count(
+    compiled: Plan,
+    logs: list[str],
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    type_column: str | None = None,
+    time_column: str | None = None,
+    ranges: int | None = None,
+    fmt: str | None = None,
+) -> int:
+    """The number of matches ``spark_match`` would stream, counted by Spark: without the
+    sort by end position (a sampling job and a shuffle) and the one job per partition
+    that streaming the matches back to the driver takes."""
+    spark = spark_session(master, conf)
+    run = _Run(spark)
+    try:
+        ev = run.events(logs, type_column, time_column, fmt)
+        return _matches(run, compiled, ev, ranges).count()
     except (SparkError, QueryError):
         raise
     except Exception as e:

@@ -33,6 +33,7 @@ import polars as pl  # noqa: E402
 from tests.bench import correlation, startup  # noqa: E402
 from tests.bench import generators as gen  # noqa: E402
 from tests.bench import harness as h  # noqa: E402
+from tests.bench import spark as spark_bench  # noqa: E402
 from tests.bench.workloads import GROUPS, STRESS_LENGTHS, Workload, all_workloads  # noqa: E402
 
 SIDES = ("cer", "engine", "core", "polars")
@@ -73,8 +74,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="cer benchmark suite")
     p.add_argument("--size", type=int, default=gen.DEFAULT_SIZE, help="events per log (1M)")
     p.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
-    p.add_argument("--groups", default=",".join((*GROUPS, STARTUP, CORRELATION)),
-                   help=f"comma-separated subset of {','.join((*GROUPS, STARTUP, CORRELATION))}")
+    p.add_argument("--groups", default=",".join((*GROUPS, STARTUP, CORRELATION, spark_bench.SMALL)),
+                   help="comma-separated subset of "
+                        f"{','.join((*GROUPS, STARTUP, CORRELATION, *spark_bench.GROUPS))} "
+                        f"(default: all but {spark_bench.BIG}, Spark on 1M+ events)")
     p.add_argument("--only", default="", help="comma-separated workload names (e.g. 'P3,F-Q1')")
     p.add_argument("--stress-lengths", default=",".join(map(str, STRESS_LENGTHS)))
     p.add_argument("--skip", default="", help=f"comma-separated sides to skip: {','.join(SIDES)}")
@@ -84,6 +87,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--baseline", type=Path, default=None,
                    help="another cer source tree (e.g. `git archive main`) to measure beside "
                         "this one in the start-up figures")
+    p.add_argument("--spark-sizes", default="1000000",
+                   help=f"events per log of the {spark_bench.BIG} group (e.g. 1000000,10000000)")
+    p.add_argument("--spark-master", default=spark_bench.MASTER)
+    p.add_argument("--spark-repeats", type=int, default=1,
+                   help="runs per Spark figure (median, after a warm-up run)")
     p.add_argument("--report", type=Path, default=OUT / "report.md")
     p.add_argument("--plot", type=Path, default=OUT / "throughput.png")
     extra = shlex.split(os.environ.get("CER_BENCH_ARGS", ""))
@@ -179,7 +187,8 @@ def plot(results: list[Result], path: Path) -> str:
 
 def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
                  startup_lines: list[str] | None = None,
-                 correlation_lines: list[str] | None = None) -> None:
+                 correlation_lines: list[str] | None = None, spark_lines: list[str] | None = None,
+                 issue_lines: list[str] | None = None) -> None:
     rows = [row(r) for r in results]
     lines = [
         "# cer benchmark report",
@@ -202,10 +211,14 @@ def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
         md_table(rows),
         "",
     ]
+    if issue_lines:
+        lines[2:2] = ["## Issue #15 targets, measured in this run", "", *issue_lines, ""]
     if startup_lines:
         lines += ["## Start-up and whole-process `--count` (issue #15)", "", *startup_lines, ""]
     if correlation_lines:
         lines += ["## Predicates between events (issue #17)", "", *correlation_lines, ""]
+    if spark_lines:
+        lines += ["## Spark (issue #15)", "", *spark_lines, ""]
     if any(r.workload.group == "stress" for r in results):
         lines.append("Stress rows: `agree` also compares with the exact count computed from the "
                      "stream (every match ends at the trigger).")
@@ -226,6 +239,42 @@ def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
         lines += [plot_msg, ""]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines))
+
+
+def issue_table(results: list[Result], figs, trivial, cases) -> list[str]:
+    """The table of issue #15, one row per target, from the figures of this run."""
+    rows = []
+    p3 = next((r for r in results if r.workload.name == "uniformP3"), None) or next(
+        (r for r in results if r.workload.group == "uniformP3"), None)
+    if p3 is not None and p3.eps("cer") and p3.eps("core"):
+        rows.append((f"`cer match --count` whole process vs CORE's engine alone ({p3.workload.name},"
+                     f" {p3.events:,} events)",
+                     f"{p3.events / p3.eps('cer'):.2f} s vs {p3.events / p3.eps('core'):.2f} s "
+                     f"→ {p3.eps('cer') / p3.eps('core'):.2f}×", "≥ 10×"))
+    if figs:
+        polars_import, tiny, count, polars_count = figs[-6], figs[-3], figs[-2], figs[-1]
+        if tiny.seconds and polars_import.seconds:
+            rows.append(("`cer match` on a 3-row log (start-up) vs `python -c 'import polars'`",
+                         f"{tiny.seconds:.2f} s vs {polars_import.seconds:.2f} s → "
+                         f"{tiny.seconds / polars_import.seconds:.2f}×", "≤ 2×"))
+        if count.seconds and polars_count.seconds:
+            rows.append((f"{count.name} vs polars reading the same CSV and counting",
+                         f"{count.seconds:.2f} s vs {polars_count.seconds:.2f} s → "
+                         f"{count.seconds / polars_count.seconds:.2f}×", "≤ 3×"))
+    for c in cases:
+        if c.spark.seconds and trivial is not None and trivial.seconds and c.events <= 10_000:
+            rows.append((f"`cer match --spark`, {c.events:,} events, {c.name} vs a trivial Spark job",
+                         f"{c.spark.seconds:.2f} s vs {trivial.seconds:.2f} s → "
+                         f"{c.spark.seconds / trivial.seconds:.2f}× (local: "
+                         f"{c.local.seconds:.2f} s)" if c.local.seconds else "", "≤ 2×"))
+        elif c.spark.seconds and c.local.seconds:
+            rows.append((f"`cer match --spark`, {c.events:,} events, {c.name} vs local",
+                         f"{c.spark.seconds:.2f} s vs {c.local.seconds:.2f} s → "
+                         f"{c.spark.seconds / c.local.seconds:.2f}×", "≤ 1.5× at 1M"))
+    if not rows:
+        return []
+    return ["| what | measured | target |", "|---|---|---|",
+            *[f"| {a} | {b} | {c} |" for a, b, c in rows]]
 
 
 def main(argv: list[str] | None = None) -> list[Result]:
@@ -305,7 +354,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
                      and not run.error.startswith("CORE unavailable")})
     notes += errors
     notes += [f"{r.workload.name}: {r.workload.note}" for r in results if r.workload.note]
-    startup_lines = None
+    startup_lines, figs = None, None
     if STARTUP in groups:
         print("[startup] start-up and whole-process --count", flush=True)
         figs = startup.run(args.data, args.size, args.seed, args.repeats, args.timeout,
@@ -318,16 +367,26 @@ def main(argv: list[str] | None = None) -> list[Result]:
         correlation_lines = correlation.report(cfigs)
         if not correlation.agree(cfigs):
             notes.append("correlation: a count differs from the brute force")
+    spark_lines = None
+    spark_groups = groups & set(spark_bench.GROUPS)
+    trivial, cases = None, []
+    if spark_groups:
+        sizes = tuple(int(x) for x in args.spark_sizes.split(",") if x.strip())
+        trivial, cases = spark_bench.run(spark_groups, args.data, args.seed, args.spark_repeats,
+                                         args.timeout, sizes, args.spark_master,
+                                         args.baseline)
+        spark_lines = spark_bench.report(trivial, cases, args.spark_repeats)
+    issue_lines = issue_table(results, figs, trivial, cases)
     print()
     print(text_table([row(r) for r in results]))
-    if startup_lines:
-        print("\n".join(["", *startup_lines]))
-    if correlation_lines:
-        print("\n".join(["", *correlation_lines]))
+    for block in (startup_lines, correlation_lines, spark_lines, issue_lines):
+        if block:
+            print("\n".join(["", *block]))
     args.plot.parent.mkdir(parents=True, exist_ok=True)
     plot_msg = plot(results, args.plot)
     print(plot_msg)
-    write_report(results, args, notes, plot_msg, startup_lines, correlation_lines)
+    write_report(results, args, notes, plot_msg, startup_lines, correlation_lines, spark_lines,
+                 issue_lines)
     print(f"report written to {args.report}")
     for n in notes:
         print(f"note: {n}")
