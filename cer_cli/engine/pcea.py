@@ -24,8 +24,9 @@ Per event (``HashJoinEngine._loop``):
 
 A transition whose edge to a source carries a comparison (``compiler.comparisons``) keeps
 that source's runs in an ordered index instead (``engine.ordered``: per join key, a search
-tree on the compared value that is also a max-start heap); the probe returns the few heaps
-holding exactly the runs in range, adopted together as a ``Bundle``.
+tree on the compared value, balanced whatever the order the values arrive in); the probe
+returns the O(log w) subtrees and payloads holding exactly the runs in range, adopted
+together as a ``Bundle``.
 
 All transitions fire before any index changes, so an event never joins a run it created
 itself. ``H`` is keyed by (state, key): each state has one consuming transition. Entries
@@ -48,7 +49,7 @@ import polars as pl
 from cer_cli.compiler.pcea import PCEA, pcea_cost
 from cer_cli.compiler.predicates import AttrTest, atom_expression, comparable, value_expression
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
-from cer_cli.engine.ordered import Bundle, insert, pieces
+from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
 from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
 from cer_cli.query import ast
 from cer_cli.query.scope import strip_var
@@ -206,13 +207,38 @@ def runs(h: Node, lo) -> Iterator[tuple[Node, ...]]:
 
 
 def adopted(h, lo) -> Iterator[tuple[Node, ...]]:
-    """The runs of one adopted heap, or of every live piece of a ``Bundle``."""
+    """The runs of one adopted heap or ordered-index subtree, or of every live piece of a
+    ``Bundle``."""
     if type(h) is Bundle:
         for piece in h.pieces:
             if piece.ms >= lo:
-                yield from runs(piece, lo)
+                if type(piece) is TNode:
+                    yield from tree_runs(piece, lo)
+                else:
+                    yield from runs(piece, lo)
+    elif type(h) is TNode:
+        yield from tree_runs(h, lo)
     else:
         yield from runs(h, lo)
+
+
+def tree_runs(t: TNode, lo) -> Iterator[tuple[Node, ...]]:
+    """The runs of an ordered-index subtree whose max-start is at least ``lo``. Subtrees
+    with ``ms < lo`` are skipped; a visited node whose own run expired is only a way to a
+    live one below it (the tree is ordered by value, not by start)."""
+    stack = [t]
+    pop, push = stack.pop, stack.append
+    while stack:
+        m = pop()
+        c = m.left
+        if c is not None and c.ms >= lo:
+            push(c)
+        c = m.right
+        if c is not None and c.ms >= lo:
+            push(c)
+        x = m.node
+        if x.ms >= lo:
+            yield from runs(x, lo)
 
 
 def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
