@@ -877,6 +877,25 @@ def test_ordered_index_work_does_not_grow_with_partial_matches(w, order, monkeyp
     events = [{"type": "A" if rng.random() < 0.7 else "B", "v": value(i)} for i in range(6000)]
     engine.count(events_frame(events))
     assert len(seen) > 1000
+    assert engine.ops.tree_inserts == sum(e["type"] == "A" for e in events)
     bound = 4 * math.log2(w) + 4
     assert max(d for _, d in seen) <= bound
     assert max(k for k, _ in seen) <= 2 * bound
+
+
+@pytest.mark.parametrize("order", ["random", "rising"])
+def test_ordered_index_inserts_are_counted_in_ops_and_allocated_nodes(order):
+    """Every run put into an ordered index is counted (``tree_inserts``), and the tree nodes
+    it makes (``tree_nodes``, O(log w) amortised each) are part of ``allocated_nodes``."""
+    rng = random.Random(3)
+    w = 64
+    engine = plan(parse(f"SELECT * WHERE A AS x ; B AS y FILTER y.v > x.v WITHIN {w} EVENTS")).executor()
+    events = [{"type": "A" if rng.random() < 0.6 else "B",
+               "v": i if order == "rising" else rng.randrange(100)} for i in range(3000)]
+    engine.count(events_frame(events))
+    ops, stats = engine.ops, engine.stats
+    a = sum(e["type"] == "A" for e in events)
+    assert ops.tree_inserts == a
+    assert a <= ops.tree_nodes <= a * 2 * (4 * math.log2(w) + 4)
+    assert stats.allocated_nodes == ops.extends + ops.union_nodes + ops.tree_nodes
+    assert ops.union_nodes == 0  # the only index is the ordered one

@@ -94,6 +94,8 @@ class Ops:
     union_nodes: int = 0  # heap nodes copied or created by unions
     max_union_nodes: int = 0  # the most any single union touched
     probes: int = 0
+    tree_inserts: int = 0  # runs inserted into ordered indexes
+    tree_nodes: int = 0  # ordered-index nodes made by them (path copies, splits, deletions)
 
 
 def extend(state: int, pos: int, time, start_time, prod: tuple) -> Node:
@@ -385,12 +387,12 @@ class HashJoinEngine:
     @property
     def stats(self) -> EngineStats:
         """``live_nodes`` / ``peak_live_nodes``: index entries (one heap per state and key)
-        now / at most; ``allocated_nodes``: DS_w nodes made (extends and union path
-        copies). There is no tECS compaction and no determinisation: those counters are 0
+        now / at most; ``allocated_nodes``: DS_w nodes made (extends, union path copies
+        and ordered-index nodes). There is no tECS compaction and no determinisation: those counters are 0
         (``ops`` counts the hash join's own work)."""
         return EngineStats(
             self._events, self._matches, len(self._parts), self._entries,
-            self.ops.extends + self.ops.union_nodes, 0,
+            self.ops.extends + self.ops.union_nodes + self.ops.tree_nodes, 0,
             max(self._peak, self._entries), 0, 0, 0, 0,
         )
 
@@ -698,7 +700,7 @@ class HashJoinEngine:
                             self._entries += 1
                             if self._entries > self._peak:
                                 self._peak = self._entries
-                        d[k] = insert(h, node, v, lo)
+                        d[k] = insert(h, node, v, lo, ops)
                     elif h is None:
                         self._entries += 1
                         if self._entries > self._peak:
