@@ -254,6 +254,20 @@ def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
 
 # --------------------------------------------------------------------------- the engine
 
+#: nanoseconds per unit of a polars datetime
+_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
+
+
+def _values(s: pl.Series) -> list:
+    """The Python values the hash join hashes (its equality keys; compared values come
+    from ``value_expression``, already exact). Datetimes become exact integers of
+    nanoseconds since the epoch (their UTC instant, the physical value: naive is UTC):
+    Python datetimes lose nanoseconds, and a naive one never equals an aware one."""
+    if isinstance(s.dtype, pl.Datetime):
+        ints, f = s.cast(pl.Int64).to_list(), _NS[s.dtype.time_unit]
+        return ints if f == 1 else [None if v is None else v * f for v in ints]
+    return s.to_list()
+
 
 def _key_builder(own: tuple, car: tuple):
     """``(row, carried values) -> (probe key, carried key)`` of a run in a state with carried
@@ -445,7 +459,7 @@ class HashJoinEngine:
                     values[s, cls] = [None] * n
                     continue
                 cols = [
-                    (frame[a].fill_nan(None) if schema[a].is_float() else frame[a]).to_list()
+                    _values(frame[a].fill_nan(None) if schema[a].is_float() else frame[a])
                     if a in schema else [None] * n
                     for a in attrs
                 ]
