@@ -390,7 +390,7 @@ class HashJoinEngine:
         )
         return "\n".join([
             "engine: PCEA Algorithm 1 (hash join): hash index by (state, join key),"
-            " persistent max-start heaps, windowed output-linear enumeration",
+            " persistent max-start heaps (ordered indexes: treaps), windowed enumeration",
             f"  {pcea_cost(self.pcea, w, short=True)}",
             f"  {window}; {parts}",
             f"  strategy {self.strategy}: every match; limit "
