@@ -33,6 +33,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
 
 from cer_cli.events import Match
@@ -141,6 +142,8 @@ def eval_expr(e: ast.Expr, assignment: dict[str, Event]):
         value = assignment[who].get(e.attr)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             raise _Missing(e)  # absent, null or NaN: no value
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)  # an instant; naive is UTC
         return value
     if isinstance(e, ast.Neg):
         return -eval_expr(e.operand, assignment)

@@ -374,3 +374,94 @@ def test_issue_17_queries_count_as_the_brute_force():
         compiled = compile_query(text)
         assert compiled.executor().count(frame) == expected[name], name
     assert compile_query(bench.QUERIES["x.v = z.v (y between)"]).correlation_method == "hash join"
+
+
+# --------------------------------------------------------------------------- datetimes between events
+
+
+def _zoned_log(path, n=40, seed=4):
+    """A log whose datetime attributes hold instants in different zones and units: naive
+    (UTC by definition) in ns, Europe/Paris in ns, Asia/Tokyo in us. Values repeat and some
+    differ by one nanosecond across columns. Returns the log and each row's instants (ns)."""
+    import random
+
+    import polars as pl
+
+    rng = random.Random(seed)
+    base = 1_714_550_400_000_000_000  # 2024-05-01T08:00:00Z in ns
+    rows = []
+    for i in range(n):
+        a = base + rng.randrange(6) * 3_600_000_000_000 + rng.choice((0, 0, 1))
+        b = base + rng.randrange(6) * 3_600_000_000_000 + rng.choice((0, 0, 1))
+        c = base + rng.randrange(6) * 3_600_000_000_000
+        rows.append({"type": "ABC"[i % 3] if rng.random() < 0.8 else "AB"[i % 2],
+                     "naive": a, "paris": b, "tokyo": c})
+    frame = pl.DataFrame(rows).with_columns(
+        pl.col("naive").cast(pl.Datetime("ns")),
+        pl.col("paris").cast(pl.Datetime("ns", "UTC")).dt.convert_time_zone("Europe/Paris"),
+        (pl.col("tokyo") // 1000).cast(pl.Datetime("us", "UTC")).dt.convert_time_zone("Asia/Tokyo"),
+    )
+    frame.write_parquet(path)
+    return rows
+
+
+_OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
+        "=": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+@pytest.mark.parametrize(
+    "text, method",
+    [
+        ("A AS x ; B AS y FILTER y.paris > x.naive", "hash join"),  # ordered join
+        ("A AS x ; B AS y FILTER y.naive >= x.tokyo", "hash join"),
+        ("A AS x ; B AS y FILTER y.naive != x.paris", "hash join"),
+        ("A AS x ; B AS y FILTER y.naive = x.paris", "hash join"),  # equality: hash key
+        ("A AS x ; C AS z ; B AS y FILTER y.tokyo < x.paris", "post-filter"),  # not adjacent
+        ("A AS x ; (B AS y FILTER y.paris > PREV(y).naive)+", "hash join"),  # register
+    ],
+)
+def test_datetime_comparisons_across_zones_compare_instants(tmp_path, text, method):
+    """Two datetime attributes in different zones, or naive against aware, compare as
+    instants (naive is UTC), exactly to the nanosecond, whichever method runs the
+    predicate; the CLI answers without a traceback."""
+    import json
+    import re
+
+    log = tmp_path / "zoned.parquet"
+    rows = _zoned_log(log)
+    w = 6
+    query = f"SELECT * WHERE {text} WITHIN {w} EVENTS"
+    assert compile_query(query).correlation_method == method
+    out = cli("match", "-e", query, str(log), "--format", "jsonl", "--no-progress")
+    assert out.exit_code == 0, out.output
+    got = {tuple(e["position"] for e in json.loads(line)["events"])
+           for line in out.output.splitlines()}
+    # brute force over the instants in ns
+    lhs, op, rhs = re.search(r"FILTER (\S+) (\S+) ([\w().]+)", text.replace(")+", "")).groups()
+    attr = {v.split(".")[-1] for v in (lhs, rhs)}
+    assert attr <= {"naive", "paris", "tokyo"}
+    a, b = lhs.split(".")[1], rhs.split(".")[1]
+    types = [r["type"] for r in rows]
+    want = set()
+    n = len(rows)
+    if "PREV" in text:
+        def grow(run):
+            if run[-1] - run[0] <= w:
+                if len(run) > 1:
+                    want.add(run)
+                for k in range(run[-1] + 1, min(n, run[0] + w + 1)):
+                    if types[k] == "B" and (len(run) == 1 or _OPS[op](rows[k][a], rows[run[-1]][b])):
+                        grow(run + (k,))
+        for i in range(n):
+            if types[i] == "A":
+                grow((i,))
+    elif "z" in text:
+        for i in range(n):
+            for j in range(i + 1, min(n, i + w + 1)):
+                for k in range(j + 1, min(n, i + w + 1)):
+                    if (types[i], types[j], types[k]) == ("A", "C", "B") and _OPS[op](rows[k][a], rows[i][b]):
+                        want.add((i, j, k))
+    else:
+        want = {(i, j) for i in range(n) for j in range(i + 1, min(n, i + w + 1))
+                if types[i] == "A" and types[j] == "B" and _OPS[op](rows[j][a], rows[i][b])}
+    assert want and got == want

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cer_cli.api import compile_query
 from cer_cli.compiler.correlation import partition_plan
 from cer_cli.engine import ordered
-from cer_cli.engine.pcea import HashJoinEngine, Node, depth, heap_nodes, runs, union
+from cer_cli.engine.pcea import HashJoinEngine, Node, adopted, depth, heap_nodes, runs, union
 from cer_cli.plan import plan
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
@@ -768,8 +768,15 @@ def tnodes(t):
         stack += [c for c in (m.left, m.right) if c is not None]
 
 
+def tdepth(t) -> int:
+    return 0 if t is None else 1 + max(tdepth(t.left), tdepth(t.right))
+
+
 def _rel(rel: str, k, v) -> bool:
     return {"<": k < v, "<=": k <= v, ">": k > v, ">=": k >= v, "=": k == v, "!=": k != v}[rel]
+
+
+RELS = ("<", "<=", ">", ">=", "=", "!=")
 
 
 @pytest.mark.parametrize("w", [8, 64])
@@ -786,16 +793,16 @@ def test_ordered_index_pieces_are_exactly_the_live_runs_in_range(w):
         t = ordered.insert(t, leaf(ms, pos), key, lo)
         alive.append((ms, pos, key))
         if pos % 100 == 0:
-            versions.append((t, frozenset((n.ms, n.pos) for n in tnodes(t))))
-        for rel in ("<", "<=", ">", ">=", "=", "!="):
+            versions.append((t, frozenset((n.node.ms, n.node.pos) for n in tnodes(t))))
+        for rel in RELS:
             v = rng.randrange(21)
             got = [(n.ms, n.pos) for piece in ordered.pieces(t, rel, v, lo)
-                   for run in runs(piece, lo) for n in run]
+                   for run in adopted(piece, lo) for n in run]
             want = sorted((m, p) for m, p, k in alive if m >= lo and _rel(rel, k, v))
             assert sorted(got) == want
             assert len(got) == len(set(got))
     for old, content in versions:
-        assert frozenset((n.ms, n.pos) for n in tnodes(old)) == content
+        assert frozenset((n.node.ms, n.node.pos) for n in tnodes(old)) == content
 
 
 def test_ordered_index_depth_is_logarithmic_for_values_unrelated_to_time():
@@ -803,32 +810,92 @@ def test_ordered_index_depth_is_logarithmic_for_values_unrelated_to_time():
     w, t, worst = 256, None, 0
     for pos in range(20_000):
         t = ordered.insert(t, leaf(pos, pos), rng.random(), pos - w)
-        worst = max(worst, depth(t))
+        worst = max(worst, tdepth(t))
     assert worst <= 4 * math.log2(w) + 4
 
 
+@pytest.mark.parametrize("order", ["increasing", "decreasing", "random", "constant"])
+@pytest.mark.parametrize("w", [64, 1024])
+def test_ordered_index_probe_work_is_logarithmic_for_any_arrival_order(order, w):
+    """Values monotone in time (a rising or falling price) made the old max-start-heap
+    tree a list and a probe O(w) pieces. Counted, not timed: for every arrival order the
+    tree holds only the window's runs, its depth and the pieces (and nodes visited) of
+    every probe stay O(log w), and each insert makes O(log w) nodes amortised."""
+    rng = random.Random(w)
+    value = {"increasing": lambda p: p, "decreasing": lambda p: -p,
+             "random": lambda p: rng.random(), "constant": lambda p: 7}[order]
+    t, worst_depth, worst_pieces, keys = None, 0, 0, []
+
+    class Ops:
+        tree_inserts = tree_nodes = 0
+
+    ops = Ops()
+    n = 8 * w
+    for pos in range(n):
+        lo = pos - w
+        k = value(pos)
+        keys.append(k)
+        t = ordered.insert(t, leaf(pos, pos), k, lo, ops)
+        assert ordered.size(t) == min(pos + 1, w + 1)  # expired runs are deleted
+        worst_depth = max(worst_depth, tdepth(t))
+        live = sorted(keys[max(0, lo):])
+        v = live[rng.randrange(len(live))]
+        for rel in RELS:
+            found = ordered.pieces(t, rel, v, lo)
+            worst_pieces = max(worst_pieces, len(found))
+            if pos % 97 == 0:  # and they are exactly the runs in range
+                got = sorted(n.pos for piece in found for run in adopted(piece, lo) for n in run)
+                assert got == [p for p in range(max(0, lo), pos + 1) if _rel(rel, keys[p], v)]
+    bound = 4 * math.log2(w) + 4
+    assert worst_depth <= bound
+    assert worst_pieces <= 2 * bound
+    assert ops.tree_inserts == n
+    assert ops.tree_nodes <= n * 2 * bound
+
+
+@pytest.mark.parametrize("order", ["random", "rising", "falling"])
 @pytest.mark.parametrize("w", [32, 512])
-def test_ordered_index_work_does_not_grow_with_partial_matches(w, monkeypatch):
+def test_ordered_index_work_does_not_grow_with_partial_matches(w, order, monkeypatch):
     """Every A is a partial match that a later B may extend; each B's probe returns at most
-    O(depth) heaps, and the trees it probes stay O(log w) deep (values unrelated to time),
-    however many runs wait: the work counted, not timed."""
+    O(depth) heaps, and the trees it probes stay O(log w) deep (values random, or monotone
+    in time as a rising price), however many runs wait: the work counted, not timed."""
     import cer_cli.engine.pcea as engine_module
 
     seen = []
 
     def counted(t, rel, v, lo):
         found = ordered.pieces(t, rel, v, lo)
-        seen.append((len(found), depth(t)))
+        seen.append((len(found), tdepth(t)))
         return found
 
     monkeypatch.setattr(engine_module, "pieces", counted)
     rng = random.Random(w)
     text = f"SELECT * WHERE A AS x ; B AS y FILTER y.v > x.v * 2 - 100 WITHIN {w} EVENTS"
     engine = plan(parse(text)).executor()
-    events = [{"type": "A" if rng.random() < 0.7 else "B", "v": rng.randrange(1000)}
-              for _ in range(6000)]
+    value = {"random": lambda i: rng.randrange(1000), "rising": lambda i: i,
+             "falling": lambda i: -i}[order]
+    events = [{"type": "A" if rng.random() < 0.7 else "B", "v": value(i)} for i in range(6000)]
     engine.count(events_frame(events))
     assert len(seen) > 1000
+    assert engine.ops.tree_inserts == sum(e["type"] == "A" for e in events)
     bound = 4 * math.log2(w) + 4
     assert max(d for _, d in seen) <= bound
     assert max(k for k, _ in seen) <= 2 * bound
+
+
+@pytest.mark.parametrize("order", ["random", "rising"])
+def test_ordered_index_inserts_are_counted_in_ops_and_allocated_nodes(order):
+    """Every run put into an ordered index is counted (``tree_inserts``), and the tree nodes
+    it makes (``tree_nodes``, O(log w) amortised each) are part of ``allocated_nodes``."""
+    rng = random.Random(3)
+    w = 64
+    engine = plan(parse(f"SELECT * WHERE A AS x ; B AS y FILTER y.v > x.v WITHIN {w} EVENTS")).executor()
+    events = [{"type": "A" if rng.random() < 0.6 else "B",
+               "v": i if order == "rising" else rng.randrange(100)} for i in range(3000)]
+    engine.count(events_frame(events))
+    ops, stats = engine.ops, engine.stats
+    a = sum(e["type"] == "A" for e in events)
+    assert ops.tree_inserts == a
+    assert a <= ops.tree_nodes <= a * 2 * (4 * math.log2(w) + 4)
+    assert stats.allocated_nodes == ops.extends + ops.union_nodes + ops.tree_nodes
+    assert ops.union_nodes == 0  # the only index is the ordered one

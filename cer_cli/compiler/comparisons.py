@@ -113,7 +113,7 @@ def _unprev(e: ast.Expr) -> ast.Expr:
 def ordered_cost(short: bool = False) -> str:
     if short:
         return "O(log w) expected per probe and insert (ordered index)"
-    return ("ordered index: the runs of the adopted state are kept in a search tree on the"
-            " compared value that is also a max-start heap; a probe returns O(depth) heaps to"
-            " adopt, an insert copies one path: O(log w) expected, O(w) when the values are"
-            " monotone in time")
+    return ("ordered index: the runs of the adopted state are kept in a balanced search tree"
+            " (treap) on the compared value that knows each subtree's latest start; a probe"
+            " returns O(depth) subtrees to adopt, an insert copies one path: O(log w) expected,"
+            " whatever the order in which the values arrive")

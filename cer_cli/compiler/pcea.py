@@ -756,5 +756,5 @@ def compare_cost(pcea: PCEA, predicate: ast.Predicate) -> str:
              if t.compare(j) is not None and t.compare(j).text == text]
     where = ("on the edge " + ", ".join(dict.fromkeys(edges))) if edges else "on its edge"
     return (f"an ordered-index probe {where}: the runs waiting there are kept sorted by the"
-            f" compared value; {ordered_cost(short=True)}, O(w) at worst, independent of the"
+            f" compared value; {ordered_cost(short=True)}, independent of the"
             " number of partial matches")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -87,15 +88,29 @@ def _kind(dtype: pl.DataType) -> str | None:
     return None
 
 
-def _datetime_literal(text: str, dtype: pl.DataType) -> pl.Expr | None:
-    """A string literal compared with a datetime attribute is that date-time (UTC)."""
+#: nanoseconds per unit of a polars datetime
+_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
+
+
+def _datetime_literal(text: str) -> pl.Expr | None:
+    """A string literal compared with a datetime attribute is that date-time (UTC), as
+    the attribute's value is compared (``_instant``)."""
     value = iso_datetime(text)
     if value is None:
         return None
-    out = pl.lit(value, dtype=pl.Datetime("us")).cast(pl.Datetime(dtype.time_unit))
-    if dtype.time_zone is not None:
-        out = out.dt.replace_time_zone("UTC").dt.convert_time_zone(dtype.time_zone)
-    return out
+    return pl.lit((value - _EPOCH) // _US * 1_000, dtype=pl.Int128)
+
+
+_EPOCH = datetime(1970, 1, 1)
+_US = timedelta(microseconds=1)
+
+
+def _instant(expr: pl.Expr, dtype: pl.Datetime) -> pl.Expr:
+    """A datetime compares as its instant, exactly: nanoseconds since the epoch (the
+    physical value, UTC for an aware one; a naive one is UTC by definition). Polars refuses
+    to compare different zones or naive with aware, and compares different units in the
+    coarser one (a nanosecond later would be equal)."""
+    return expr.cast(pl.Int64).cast(pl.Int128) * _NS[dtype.time_unit]
 
 
 #: Maps an attribute reference to the name of the frame column holding its value.
@@ -130,7 +145,7 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
         if kind == "float":
             return pl.col(name).cast(pl.Float64).fill_nan(None), kind
         if kind == "datetime":
-            return pl.col(name), kind
+            return _instant(pl.col(name), schema[name]), kind
         return pl.col(name).cast(pl.Int64 if kind == "int" else pl.String), kind
     if isinstance(node, ast.Neg):
         inner = _value(node.operand, schema, column)
@@ -252,7 +267,7 @@ def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
         if (isinstance(node, ast.Literal) and isinstance(node.value, str)
                 and isinstance(other, ast.AttrRef) and column(other) in schema
                 and _kind(schema[column(other)]) == "datetime"):
-            lit = _datetime_literal(node.value, schema[column(other)])
+            lit = _datetime_literal(node.value)
             return None if lit is None else (lit, "datetime")
         return value(node)
 

@@ -3,55 +3,82 @@
 When the transition that adopts runs of state ``p`` relates them to the new event by a
 comparison ``key(t') rel probe(t)`` (``<``, ``<=``, ``>``, ``>=``, ``=``, ``!=``; each side an
 expression of one event, so linear arithmetic such as ``y.v > x.v * 1.1 + 2`` is the key
-``x.v * 1.1 + 2``), the runs of ``p`` (per equality key) are kept in a *priority search
-tree*: a binary search tree on the key value that is at the same time a max-start heap
-(a treap whose priority is the run's max-start ``ms``, ties broken by position).
+``x.v * 1.1 + 2``), the runs of ``p`` (per equality key) are kept in a persistent *treap*:
+a binary search tree on the key value whose shape is fixed by a pseudo-random priority
+(a hash of the run's position), not by the start times.
 
-* Because it is a max-start heap with the layout of ``engine.pcea.Node`` (payload, ``left``,
-  ``right``), every subtree is a union-heap that ``engine.pcea.runs`` enumerates as it is:
-  dead subtrees (``ms`` below the window) are pruned, every visited node yields a run, so
-  enumeration stays output-linear.
+* Why not a heap on start times: a tree that is both a search tree on the value and a
+  max-start heap is as deep as the longest monotone run of values in time (a steadily
+  rising price makes it a list), so a probe could return O(w) pieces. A treap's depth is
+  O(log w) expected whatever the order in which the values arrive.
+* Each node is augmented with the largest (``ms``) and smallest (``mn``) max-start of the
+  runs in its subtree. ``ms`` lets enumeration (``engine.pcea.adopted``) skip subtrees
+  whose runs all left the window, and lets the engine drop a wholly dead tree in O(1);
+  ``mn`` lets ``insert`` find and delete the expired runs first, so the tree holds only the
+  window's runs (each run is deleted once: amortised O(log w) per insert).
 * Because it is a search tree on the key, the runs satisfying ``key rel v`` are the union
   of O(depth) *pieces*: whole subtrees and single payloads along the two search paths
   (``pieces``). The adopting node keeps those pieces (a ``Bundle``) instead of one heap.
-* Insertion is persistent (path copying, like the Braun heap's union): a node that adopted
-  pieces keeps seeing exactly the runs that existed then. Dead subtrees met on the way are
-  cut off, so the tree holds the window's runs (and dead ones hanging below live nodes).
+  A payload is an ``engine.pcea.Node`` without union children, i.e. a one-run heap.
+* Everything is persistent (path copying): a node that adopted pieces keeps seeing
+  exactly the runs that existed then.
 
-Cost: insertion and probe O(depth). The depth is that of a treap whose priorities are the
-start times: O(log w) expected when the compared values arrive in an order unrelated to
-time (w: the runs of one state and key in the window), O(w) at worst (values monotone in
-time, e.g. a steadily rising attribute). Enumeration: linear in the output, plus one check
-per piece whose runs all left the window.
+Cost: insertion, deletion of an expired run and probe O(log w) expected, w the runs of
+one state and key in the window, for any arrival order of the values. Enumeration of a
+piece: the runs still in the window, plus the expired nodes on the paths to them (a piece
+is not a heap on start times, so at most O(log w) such nodes per run output; none when it
+is enumerated at the event that made it).
 """
 
 from __future__ import annotations
 
+_MASK = (1 << 64) - 1
+
+
+def priority(pos: int) -> int:
+    """A pseudo-random priority from a position (splitmix64): deterministic, so the tree
+    shape, and hence the order in which matches are enumerated, is reproducible."""
+    z = (pos * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
 
 class TNode:
-    """A tree node: the payload of an ``engine.pcea.Node`` (same fields, so the heap walks
-    read it alike) with its compared value ``key``. ``left`` holds smaller keys, ``right``
-    greater or equal ones; both have a smaller (``ms``, ``pos``). Never mutated."""
+    """A tree node: the run ``node`` (its payload, a childless ``engine.pcea.Node``) at
+    ``key``; ``left`` / ``right`` hold the nodes before / after it in (key, position) order
+    (the position breaks ties, so equal values do not make a list), both a smaller
+    ``prio``. ``ms`` / ``mn``: largest / smallest max-start in the subtree. Never mutated."""
 
-    __slots__ = ("ms", "pos", "state", "time", "prod", "left", "right", "key")
+    __slots__ = ("ms", "mn", "prio", "key", "node", "left", "right")
 
-    def __init__(self, ms, pos, state, time, prod, left, right, key):
-        self.ms = ms
-        self.pos = pos
-        self.state = state
-        self.time = time
-        self.prod = prod
+    def __init__(self, node, key, prio, left, right):
+        self.node = node
+        self.key = key
+        self.prio = prio
         self.left = left
         self.right = right
-        self.key = key
+        ms = mn = node.ms
+        if left is not None:
+            if left.ms > ms:
+                ms = left.ms
+            if left.mn < mn:
+                mn = left.mn
+        if right is not None:
+            if right.ms > ms:
+                ms = right.ms
+            if right.mn < mn:
+                mn = right.mn
+        self.ms = ms
+        self.mn = mn
 
     def __repr__(self) -> str:
-        return f"TNode(state={self.state}, pos={self.pos}, ms={self.ms}, key={self.key!r})"
+        return f"TNode(pos={self.node.pos}, ms={self.ms}, key={self.key!r})"
 
 
 class Bundle:
-    """The runs a node adopted through the ordered index: the union of ``pieces`` (heaps).
-    ``ms`` is the largest max-start of its pieces (the latest start of any run in it)."""
+    """The runs a node adopted through the ordered index: the union of ``pieces`` (heaps
+    or subtrees). ``ms`` is the largest max-start of its pieces (the latest start in it)."""
 
     __slots__ = ("ms", "pieces")
 
@@ -60,46 +87,80 @@ class Bundle:
         self.pieces = pieces
 
 
-def insert(t: TNode | None, x, key, lo) -> TNode:
-    """A new tree with the runs of ``t`` and the fresh node ``x`` at ``key``; ``t`` is
-    unchanged. Subtrees whose max-start is below ``lo`` are dead and dropped."""
-    ms, pos = x.ms, x.pos
-    # walk down while the existing node has the higher priority, copying the path
-    path = []
-    cur = t
-    while cur is not None and cur.ms >= lo and (cur.ms > ms or (cur.ms == ms and cur.pos > pos)):
-        path.append(cur)
-        cur = cur.left if key < cur.key else cur.right
-    if cur is not None and cur.ms < lo:
-        cur = None
-    small, large = _split(cur, key, lo)
-    node = TNode(ms, pos, x.state, x.time, x.prod, small, large, key)
-    for p in reversed(path):
-        if key < p.key:
-            node = TNode(p.ms, p.pos, p.state, p.time, p.prod, node, _live(p.right, lo), p.key)
-        else:
-            node = TNode(p.ms, p.pos, p.state, p.time, p.prod, _live(p.left, lo), node, p.key)
-    return node
+class _Count:
+    """Tree nodes made by one update (``Ops.tree_nodes`` in the engine)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self):
+        self.n = 0
 
 
-def _live(t, lo):
-    return t if t is not None and t.ms >= lo else None
+def insert(t: TNode | None, x, key, lo, ops=None) -> TNode:
+    """A new tree with the live runs of ``t`` and the fresh run ``x`` (a childless node) at
+    ``key``; ``t`` is unchanged. Runs whose max-start is below ``lo`` are deleted first.
+    ``ops`` (optional): its ``tree_inserts`` / ``tree_nodes`` count the work."""
+    c = _Count()
+    t = _purge(t, lo, c)
+    t = _insert(t, x, key, priority(x.pos), c)
+    if ops is not None:
+        ops.tree_inserts += 1
+        ops.tree_nodes += c.n
+    return t
 
 
-def _split(t: TNode | None, key, lo) -> tuple[TNode | None, TNode | None]:
-    """(keys < key, keys >= key), persistently, without the dead subtrees."""
-    if t is None or t.ms < lo:
+def _make(node, key, prio, left, right, c: _Count) -> TNode:
+    c.n += 1
+    return TNode(node, key, prio, left, right)
+
+
+def _insert(t, x, key, prio, c):
+    if t is None or prio > t.prio:
+        small, large = _split(t, key, x.pos, c)
+        return _make(x, key, prio, small, large, c)
+    if key < t.key or (key == t.key and x.pos < t.node.pos):
+        return _make(t.node, t.key, t.prio, _insert(t.left, x, key, prio, c), t.right, c)
+    return _make(t.node, t.key, t.prio, t.left, _insert(t.right, x, key, prio, c), c)
+
+
+def _split(t, key, pos, c):
+    """(nodes before (key, pos), the others), persistently."""
+    if t is None:
         return None, None
-    if t.key < key:
-        a, b = _split(t.right, key, lo)
-        return TNode(t.ms, t.pos, t.state, t.time, t.prod, _live(t.left, lo), a, t.key), b
-    a, b = _split(t.left, key, lo)
-    return a, TNode(t.ms, t.pos, t.state, t.time, t.prod, b, _live(t.right, lo), t.key)
+    if t.key < key or (t.key == key and t.node.pos < pos):
+        a, b = _split(t.right, key, pos, c)
+        return _make(t.node, t.key, t.prio, t.left, a, c), b
+    a, b = _split(t.left, key, pos, c)
+    return a, _make(t.node, t.key, t.prio, b, t.right, c)
 
 
-def _leaf(t: TNode) -> TNode:
-    """The payload of ``t`` alone (its own run, without the subtrees)."""
-    return TNode(t.ms, t.pos, t.state, t.time, t.prod, None, None, t.key)
+def _merge(a, b, c):
+    """The union of two trees, every key of ``a`` at most every key of ``b``."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a.prio > b.prio:
+        return _make(a.node, a.key, a.prio, a.left, _merge(a.right, b, c), c)
+    return _make(b.node, b.key, b.prio, _merge(a, b.left, c), b.right, c)
+
+
+def _purge(t, lo, c):
+    """``t`` without the runs whose max-start is below ``lo``. Only subtrees holding such a
+    run are entered (``mn``), so the work is O(depth) per run deleted."""
+    if t is None or t.mn >= lo:
+        return t
+    if t.ms < lo:
+        return None
+    left, right = _purge(t.left, lo, c), _purge(t.right, lo, c)
+    if t.node.ms < lo:
+        return _merge(left, right, c)
+    return _make(t.node, t.key, t.prio, left, right, c)
+
+
+def size(t: TNode | None) -> int:
+    """Nodes of a tree (tests and statistics)."""
+    return 0 if t is None else 1 + size(t.left) + size(t.right)
 
 
 #: ``key rel v`` as (key below the range?, key above the range?) tests.
@@ -118,8 +179,8 @@ def _bounds(rel: str, v):
 
 
 def pieces(t: TNode | None, rel: str, v, lo) -> list:
-    """The live runs of ``t`` whose key satisfies ``key rel v``, as O(depth) heaps (whole
-    subtrees and single payloads). ``!=`` is the union of ``<`` and ``>``."""
+    """The live runs of ``t`` whose key satisfies ``key rel v``, as O(depth) pieces (whole
+    subtrees, and single payloads: one-run heaps). ``!=`` is the union of ``<`` and ``>``."""
     out: list = []
     if rel == "!=":
         _collect(t, None, lambda k: k >= v, lo, out)
@@ -135,15 +196,16 @@ def _collect(t, below, above, lo, out) -> None:
     on that side (None: no bound on that side, or already known to hold in ``t``)."""
     while t is not None and t.ms >= lo:
         if below is None and above is None:
-            out.append(t)
+            out.append(t if t.left is not None or t.right is not None else t.node)
             return
         k = t.key
         if below is not None and below(k):
-            t = t.right  # t and its smaller keys are below the range
+            t = t.right  # t and the keys before it (not greater) are below the range
             continue
         if above is not None and above(k):
-            t = t.left  # t and its greater-or-equal keys are above it
+            t = t.left  # t and the keys after it (not smaller) are above it
             continue
-        out.append(_leaf(t))
+        if t.node.ms >= lo:
+            out.append(t.node)
         _collect(t.left, below, None, lo, out)  # smaller keys than an inside one: below the top
         t, below = t.right, None  # greater-or-equal keys: above the bottom

@@ -24,8 +24,9 @@ Per event (``HashJoinEngine._loop``):
 
 A transition whose edge to a source carries a comparison (``compiler.comparisons``) keeps
 that source's runs in an ordered index instead (``engine.ordered``: per join key, a search
-tree on the compared value that is also a max-start heap); the probe returns the few heaps
-holding exactly the runs in range, adopted together as a ``Bundle``.
+tree on the compared value, balanced whatever the order the values arrive in); the probe
+returns the O(log w) subtrees and payloads holding exactly the runs in range, adopted
+together as a ``Bundle``.
 
 All transitions fire before any index changes, so an event never joins a run it created
 itself. ``H`` is keyed by (state, key): each state has one consuming transition. Entries
@@ -48,7 +49,7 @@ import polars as pl
 from cer_cli.compiler.pcea import PCEA, pcea_cost
 from cer_cli.compiler.predicates import AttrTest, atom_expression, comparable, value_expression
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
-from cer_cli.engine.ordered import Bundle, insert, pieces
+from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
 from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
 from cer_cli.query import ast
 from cer_cli.query.scope import strip_var
@@ -93,6 +94,8 @@ class Ops:
     union_nodes: int = 0  # heap nodes copied or created by unions
     max_union_nodes: int = 0  # the most any single union touched
     probes: int = 0
+    tree_inserts: int = 0  # runs inserted into ordered indexes
+    tree_nodes: int = 0  # ordered-index nodes made by them (path copies, splits, deletions)
 
 
 def extend(state: int, pos: int, time, start_time, prod: tuple) -> Node:
@@ -206,13 +209,38 @@ def runs(h: Node, lo) -> Iterator[tuple[Node, ...]]:
 
 
 def adopted(h, lo) -> Iterator[tuple[Node, ...]]:
-    """The runs of one adopted heap, or of every live piece of a ``Bundle``."""
+    """The runs of one adopted heap or ordered-index subtree, or of every live piece of a
+    ``Bundle``."""
     if type(h) is Bundle:
         for piece in h.pieces:
             if piece.ms >= lo:
-                yield from runs(piece, lo)
+                if type(piece) is TNode:
+                    yield from tree_runs(piece, lo)
+                else:
+                    yield from runs(piece, lo)
+    elif type(h) is TNode:
+        yield from tree_runs(h, lo)
     else:
         yield from runs(h, lo)
+
+
+def tree_runs(t: TNode, lo) -> Iterator[tuple[Node, ...]]:
+    """The runs of an ordered-index subtree whose max-start is at least ``lo``. Subtrees
+    with ``ms < lo`` are skipped; a visited node whose own run expired is only a way to a
+    live one below it (the tree is ordered by value, not by start)."""
+    stack = [t]
+    pop, push = stack.pop, stack.append
+    while stack:
+        m = pop()
+        c = m.left
+        if c is not None and c.ms >= lo:
+            push(c)
+        c = m.right
+        if c is not None and c.ms >= lo:
+            push(c)
+        x = m.node
+        if x.ms >= lo:
+            yield from runs(x, lo)
 
 
 def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
@@ -225,6 +253,20 @@ def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
 
 
 # --------------------------------------------------------------------------- the engine
+
+#: nanoseconds per unit of a polars datetime
+_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
+
+
+def _values(s: pl.Series) -> list:
+    """The Python values the hash join hashes (its equality keys; compared values come
+    from ``value_expression``, already exact). Datetimes become exact integers of
+    nanoseconds since the epoch (their UTC instant, the physical value: naive is UTC):
+    Python datetimes lose nanoseconds, and a naive one never equals an aware one."""
+    if isinstance(s.dtype, pl.Datetime):
+        ints, f = s.cast(pl.Int64).to_list(), _NS[s.dtype.time_unit]
+        return ints if f == 1 else [None if v is None else v * f for v in ints]
+    return s.to_list()
 
 
 def _key_builder(own: tuple, car: tuple):
@@ -348,7 +390,7 @@ class HashJoinEngine:
         )
         return "\n".join([
             "engine: PCEA Algorithm 1 (hash join): hash index by (state, join key),"
-            " persistent max-start heaps, windowed output-linear enumeration",
+            " persistent max-start heaps (ordered indexes: treaps), windowed enumeration",
             f"  {pcea_cost(self.pcea, w, short=True)}",
             f"  {window}; {parts}",
             f"  strategy {self.strategy}: every match; limit "
@@ -359,12 +401,12 @@ class HashJoinEngine:
     @property
     def stats(self) -> EngineStats:
         """``live_nodes`` / ``peak_live_nodes``: index entries (one heap per state and key)
-        now / at most; ``allocated_nodes``: DS_w nodes made (extends and union path
-        copies). There is no tECS compaction and no determinisation: those counters are 0
+        now / at most; ``allocated_nodes``: DS_w nodes made (extends, union path copies
+        and ordered-index nodes). There is no tECS compaction and no determinisation: those counters are 0
         (``ops`` counts the hash join's own work)."""
         return EngineStats(
             self._events, self._matches, len(self._parts), self._entries,
-            self.ops.extends + self.ops.union_nodes, 0,
+            self.ops.extends + self.ops.union_nodes + self.ops.tree_nodes, 0,
             max(self._peak, self._entries), 0, 0, 0, 0,
         )
 
@@ -417,7 +459,7 @@ class HashJoinEngine:
                     values[s, cls] = [None] * n
                     continue
                 cols = [
-                    (frame[a].fill_nan(None) if schema[a].is_float() else frame[a]).to_list()
+                    _values(frame[a].fill_nan(None) if schema[a].is_float() else frame[a])
                     if a in schema else [None] * n
                     for a in attrs
                 ]
@@ -672,7 +714,7 @@ class HashJoinEngine:
                             self._entries += 1
                             if self._entries > self._peak:
                                 self._peak = self._entries
-                        d[k] = insert(h, node, v, lo)
+                        d[k] = insert(h, node, v, lo, ops)
                     elif h is None:
                         self._entries += 1
                         if self._entries > self._peak:
