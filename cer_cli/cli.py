@@ -576,7 +576,7 @@ def _refuse_unbounded(compiled, filename) -> None:
     post = compiled.post_filter
     if post is None:
         return
-    site = post.sites[0]
+    site = (post.sites + post.absences)[0]
     raise QueryError(
         f"'{post.describe()[0]}' is a predicate between events and the query has no WITHIN"
         " window: each match is found by testing candidates that may combine any earlier"

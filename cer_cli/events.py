@@ -24,6 +24,8 @@ STREAM = "__cer_stream"
 TIME = "__cer_time"
 ROW = "__cer_row"
 POS = "__cer_pos"
+#: The engine's partition key id (one per PARTITION BY key, as ``MatchBatch.part``).
+KEY = "__cer_engine_key"
 RESERVED = (TYPE, STREAM, TIME, ROW, POS)
 
 #: Attribute types a schema knows. Predicates are type-checked against these.

@@ -380,6 +380,66 @@ def test_correlated_absence_example_equals_its_partition_by_twin():
     assert correlated == twin and twin
 
 
+def test_correlated_absence_without_partition_equals_a_direct_computation():
+    """queries/buy_then_large_sell_still_open.cel against a plain loop over the log: a BUY
+    and a later SELL (both volume >= 1000) at most 20 s apart, with no SELL of the BUY's
+    stock strictly between them; some candidates are lost to such a SELL."""
+    result = run("match", str(ROOT / "queries/buy_then_large_sell_still_open.cel"),
+                 str(ROOT / "samples/stocks.csv"), "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    got = sorted((m.start, m.end) for m in as_matches(result.stdout))
+    rows = list(read_events([str(ROOT / "samples/stocks.csv")]).frame().iter_rows(named=True))
+    want, lost = [], 0
+    for i, b in enumerate(rows):
+        if b["__cer_type"] != "BUY" or b["volume"] < 1000:
+            continue
+        for j in range(i + 1, len(rows)):
+            s = rows[j]
+            if s["__cer_time"] - b["__cer_time"] > 20 * 10**9:
+                break
+            if s["__cer_type"] != "SELL" or s["volume"] < 1000:
+                continue
+            if any(r["__cer_type"] == "SELL" and r["name"] == b["name"] for r in rows[i + 1:j]):
+                lost += 1
+            else:
+                want.append((b["__cer_pos"], s["__cer_pos"]))
+    assert got == sorted(want) and got and lost
+
+
+def test_correlated_absence_cli_example_and_misuse(tmp_path):
+    """The issue's example on a hand-checked log: A0(u1) B1(u2) C2(u1) A3(u1) B4(u1) C5(u1)
+    gives only [0, 2] (B4 of user 1 blocks A3 and A0; B1 of user 2 blocks nothing)."""
+    log = tmp_path / "log.csv"
+    log.write_text("type,time,user\nA,1,1\nB,2,2\nC,3,1\nA,4,1\nB,5,1\nC,6,1\n")
+    query = "A AS a ; !(B AS b FILTER b.user = a.user) ; C"
+    ok = run("match", "-e", query + " WITHIN 10 EVENTS", str(log), "--format", "jsonl")
+    assert ok.exit_code == 0, ok.output
+    recs = [json.loads(line) for line in ok.stdout.splitlines()]
+    assert [(r["start"], r["end"], [e["vars"] for e in r["events"]]) for r in recs] == [
+        (0, 2, [["A", "a"], ["C"]])]  # the gap's hidden bounds are not reported
+    for shape in ("long", "wide"):
+        free = run("match", "-e", query, str(log), "--allow-unbounded", "--format", "csv",
+                   "--shape", shape)
+        assert free.exit_code == 0 and "gap1" not in free.stdout, free.output
+        assert len(free.stdout.splitlines()) == (3 if shape == "long" else 2)
+    for text, words in [(query, ["relax_absence:", "bisect on B.user", "O(log n)"]),
+                        (query.replace("=", "<"), ["scan of the gap", "O(events in the gap)"])]:
+        shown = run("explain", "-e", text + " WITHIN 10 EVENTS", str(log))
+        assert shown.exit_code == 0, shown.output
+        for w in [*words, "gap1.left", "gap1.right"]:
+            assert w in shown.stdout, w
+    for text, where, words in [
+        (query, "<expr>:1:26:", "no WITHIN window"),
+        ("A AS a ; !(B AS b FILTER b.user = d.user) ; C WITHIN 3 EVENTS", "<expr>:1:",
+         "'d'"),
+        ("A AS a ; !(B AS b FILTER b.user = a.user) WITHIN 3 EVENTS", "<expr>:1:26:",
+         "PARTITION BY"),
+    ]:
+        bad = run("match", "-e", text, str(log))
+        assert bad.exit_code == 2, bad.output
+        assert where in bad.output and words in bad.output and "Traceback" not in bad.output
+
+
 @pytest.mark.parametrize("query, words", [
     ("flights_no_recovery", ["; !(DEP FILTER DEP[(delay <= 0)])", "trailing absence: each match of φ waits"]),
     ("flights_late_again_same_tail", ["implied_absence:", "inside each PARTITION BY key (tailnum)",

@@ -81,6 +81,8 @@ def _pairs():
         ("A ; B", SINGLE),
         ("A ; !B WITHIN 2 seconds", SINGLE),
         ("A ; !B PARTITION BY [id] WITHIN 3 EVENTS", PARTITION),
+        ("A AS a ; !(B AS b FILTER b.v < a.v) ; C WITHIN 3 EVENTS", RANGES),
+        ("A AS a ; !(B AS b FILTER b.v < a.v) ; C PARTITION BY [id]", PARTITION),
     ],
 )
 def test_plan_kinds(text, kind):
@@ -262,6 +264,8 @@ WIDE_QUERIES = [
     "SELECT * WHERE SELL AS s ; BUY AS b FILTER b[price > 100] WITHIN 5 EVENTS",
     "SELECT * WHERE SELL AS s ; (BUY AS b)+ WITHIN 3 EVENTS",  # b: list columns
     "SELECT s WHERE SELL AS s ; !BUY WITHIN 2 EVENTS",  # trailing absence: single task
+    # correlated absence without partition (post-filter): ranges, the gap inside the match
+    "SELECT * WHERE BUY AS b ; !(SELL AS x FILTER x.name = b.name) ; SELL AS s WITHIN 4 EVENTS",
 ]
 
 

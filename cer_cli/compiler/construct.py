@@ -10,7 +10,10 @@ glued with ε-edges; transitions carry the set of variables they mark.
 * ``φ FILTER P(x)`` — conjoins ``P`` to every transition of φ that marks ``x`` (CORE's
   "for all"; after the rewrites P already sits on its atom, so this is one transition);
 * ``φ ; ψ`` — φ's exit, a fresh state with an unmarked ``TRUE`` skip loop, ψ's entry;
-  ``φ : ψ`` — no skip state; ``φ1 ; !ψ ; φ2`` — the skip loop guarded by ``NOT ψ``;
+  ``φ : ψ`` — no skip state; ``φ1 ; !ψ ; φ2`` — the skip loop guarded by ``NOT ψ``; a
+  correlated gap (``Seq.gap``, ψ checked by the post-filter) — an unguarded loop, entered
+  only through copies of φ1's last transitions marking ``gapK.left`` and left only through
+  copies of φ2's first transitions marking ``gapK.right`` (hidden: never reported);
 * ``φ+`` — exit back to entry through a fresh skip state; ``φ:+`` — directly;
 * ``φ OR ψ`` — fresh entry and exit around both;
 * ``NOT(a)`` — one unmarked transition guarded by the negation of the whole atom guard.
@@ -58,6 +61,37 @@ class _Builder:
         self.alphabet = alphabet
         self.n_states = 0
         self.edges: list[list] = []
+        self.hidden: set[str] = set()  # the gap bounds' variables (mark_last, mark_first)
+
+    def eps_closure(self, start: int, forward: bool) -> set[int]:
+        """States reachable from ``start`` along ε-edges (backwards: that reach it)."""
+        seen, todo = {start}, [start]
+        while todo:
+            s = todo.pop()
+            for a, g, _, b in self.edges:
+                if g is EPSILON and (a if forward else b) == s:
+                    t = b if forward else a
+                    if t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+        return seen
+
+    def mark_last(self, frag: _Fragment, var: str, target: int) -> tuple[int, ...]:
+        """Copies of ``frag``'s transitions that can end its match, marking ``var`` and
+        leading to ``target`` (every ε-path to the exit already exists: nothing follows
+        the fragment's exit while its parent is being built)."""
+        self.hidden.add(var)
+        ends = self.eps_closure(frag.exit, forward=False)
+        return tuple(self.edge(a, g, frozenset(lab | {var}), target)
+                     for a, g, lab, b in [self.edges[i] for i in frag.edges] if b in ends)
+
+    def mark_first(self, frag: _Fragment, var: str, source: int) -> tuple[int, ...]:
+        """Copies of ``frag``'s transitions that can start its match, marking ``var`` and
+        leaving from ``source``."""
+        self.hidden.add(var)
+        starts = self.eps_closure(frag.entry, forward=True)
+        return tuple(self.edge(source, g, frozenset(lab | {var}), b)
+                     for a, g, lab, b in [self.edges[i] for i in frag.edges] if a in starts)
 
     def state(self) -> int:
         self.n_states += 1
@@ -79,7 +113,7 @@ class _Builder:
         if isinstance(f, ast.As):
             inner = self.build(f.formula)
             for i in inner.edges:
-                if self.edges[i][2]:
+                if self.edges[i][2] - self.hidden:  # a hidden mark alone reports nothing
                     self.edges[i][2] = self.edges[i][2] | {f.var}
             return inner
         if isinstance(f, ast.Filter):
@@ -93,10 +127,18 @@ class _Builder:
             # that would skip a ψ event dies there (constant work per event, tECS unchanged)
             gap = GTrue() if f.absent is None else GNot(self.absent_guard(f.absent))
             skip = self.state()
-            self.edge(left.exit, EPSILON, frozenset(), skip)
             loop = self.edge(skip, gap, frozenset(), skip)
-            self.edge(skip, EPSILON, frozenset(), right.entry)
-            return _Fragment(left.entry, right.exit, left.edges + (loop,) + right.edges)
+            if f.gap is None:
+                self.edge(left.exit, EPSILON, frozenset(), skip)
+                self.edge(skip, EPSILON, frozenset(), right.entry)
+                return _Fragment(left.entry, right.exit, left.edges + (loop,) + right.edges)
+            # a correlated gap (relax_absence): the post-filter needs its exact bounds, so
+            # φ1's last transitions and φ2's first are duplicated, the copies marking the
+            # hidden variables and the only way into and out of the gap
+            last = self.mark_last(left, f"{f.gap}.left", skip)
+            first = self.mark_first(right, f"{f.gap}.right", skip)
+            return _Fragment(left.entry, right.exit,
+                             left.edges + last + (loop,) + right.edges + first)
         if isinstance(f, ast.FOr):
             left, right = self.build(f.left), self.build(f.right)
             entry, exit_ = self.state(), self.state()

@@ -26,6 +26,10 @@ methods, tried in this order by the planner (``cer_cli.plan``) through
    fragment of ``cer_cli.compiler.pcea`` (chosen by the planner after the passes), the
    engine joins them by key in a PCEA (the hash join) instead of testing candidates.
 
+Absence: ``implied_absence`` drops the comparisons of an absent ψ with the match that a
+partition key implies; ``relax_absence`` turns any other into an ``AbsenceSite`` that the
+post-filter checks per candidate (the gap leaves the automaton).
+
 Both analyses work on the formula *before* ``split_filters`` (which would copy a mixed
 ``OR`` into formula branches and lose which branch a conjunct belonged to).
 """
@@ -52,6 +56,7 @@ from cer_cli.query.scope import (
     nodes,
     pred_vars,
     prev_refs,
+    rename_var,
     subformulas,
     with_children,
 )
@@ -477,14 +482,16 @@ def _psi_own(psi: ast.Formula) -> frozenset[str]:
     return frozenset(own | {atom.name, atom.label})
 
 
-def _implied(psi: ast.Formula, keys: frozenset[str], own: frozenset[str]) -> ast.Formula:
+def _implied(psi: ast.Formula, keys: frozenset[str], own: frozenset[str],
+             strict: bool) -> ast.Formula:
     """ψ without its conjuncts ``ψ.k = x.k`` on a partition key ``k`` (true for every event
-    of a partition); raises QueryError for any other comparison with the match."""
+    of a partition). Any other comparison with the match stays for ``relax_absence`` (the
+    post-filter), or raises QueryError when ``strict`` (a trailing ψ)."""
     if isinstance(psi, ast.As):
-        return replace(psi, formula=_implied(psi.formula, keys, own))
+        return replace(psi, formula=_implied(psi.formula, keys, own, strict))
     if not isinstance(psi, ast.Filter):
         return psi
-    inner = _implied(psi.formula, keys, own)
+    inner = _implied(psi.formula, keys, own, strict)
     kept = []
     for c in conjuncts(psi.predicate):
         if all(pred_vars(a) <= own for a in filter_atoms(c)):
@@ -492,10 +499,13 @@ def _implied(psi: ast.Formula, keys: frozenset[str], own: frozenset[str]) -> ast
             continue
         eq = _equality_attr(c)
         if eq is None or eq[0] not in keys or len({eq[1], eq[2]} & own) != 1:
+            if not strict:
+                kept.append(c)
+                continue
             raise QueryError(
-                f"'{shown(c)}' compares the absent event with the match; cer evaluates such a"
-                " comparison only as an equality of one attribute that is a PARTITION BY key"
-                " (then it holds inside each key's events)",
+                f"'{shown(c)}' compares the absent event with the match; after a trailing '!'"
+                " cer evaluates such a comparison only as an equality of one attribute that"
+                " is a PARTITION BY key (then it holds inside each key's events)",
                 c.span or psi.span,
                 hints=["add PARTITION BY the compared attribute, e.g. PARTITION BY user for"
                        " b.user = a.user", "compare with an equality of one attribute"])
@@ -546,7 +556,7 @@ def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
         kids = tuple(walk(k) for k in children(f))
         f = with_children(f, kids) if kids else f
         if isinstance(f, ast.Seq) and f.absent is not None:
-            psi = _implied(f.absent, frozenset(keys), _psi_own(f.absent))
+            psi = _implied(f.absent, frozenset(keys), _psi_own(f.absent), strict=False)
             if psi != f.absent:
                 dropped.append(psi)
             f = replace(f, absent=psi)
@@ -554,7 +564,7 @@ def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
 
     out = replace(query, formula=walk(query.formula))
     if query.trailing is not None:
-        psi = _implied(query.trailing, frozenset(keys), _psi_own(query.trailing))
+        psi = _implied(query.trailing, frozenset(keys), _psi_own(query.trailing), strict=True)
         if psi != query.trailing:
             dropped.append(psi)
         out = replace(out, trailing=psi)
@@ -562,3 +572,102 @@ def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
         return out, None
     return out, (f"{len(dropped)} comparison(s) of an absent event with the match hold inside"
                  f" each PARTITION BY key ({', '.join(sorted(keys))}): the gap tests the rest")
+
+
+#: The name ψ's own variables get in an ``AbsenceSite``'s predicates (not an identifier, so
+#: it cannot meet a variable of the match).
+PSI = "!ψ"
+
+
+@dataclass(frozen=True)
+class AbsenceSite:
+    """A gap ``φ1 ; !ψ ; φ2`` whose ψ compares with the match (``relax_absence``).
+
+    The automaton's gap is free and marks φ1's last event with ``gap + ".left"`` and φ2's
+    first with ``gap + ".right"``; a candidate is kept iff no event strictly between them
+    (in its partition) is an ``etype`` satisfying ``unary`` and ``correlated`` (ψ's own
+    variables renamed ``PSI``, the others the match's single events). ``method``:
+    ``bisect`` when ``correlated`` is ``ψ.a = expr`` of one match variable (``key``: the
+    two sides), else ``scan``."""
+
+    gap: str
+    etype: ast.EventType
+    unary: ast.Predicate | None
+    correlated: ast.Predicate
+    predicate: ast.Predicate  # as written, for messages and explain
+    method: str
+    key: tuple[ast.Expr, ast.Expr] | None = None
+
+    @property
+    def bounds(self) -> tuple[str, str]:
+        return f"{self.gap}.left", f"{self.gap}.right"
+
+    @property
+    def match_vars(self) -> frozenset[str]:
+        return frozenset(pred_vars(self.correlated) - {PSI})
+
+
+def _bisect_key(c: ast.Predicate) -> tuple[ast.Expr, ast.Expr] | None:
+    """``(ψ.a, expr)`` when ``c`` is ``ψ.a = expr`` (either order), expr of one match
+    variable."""
+    if not isinstance(c, ast.Compare) or c.op != "=" or prev_refs(c):
+        return None
+    for mine, other in ((c.left, c.right), (c.right, c.left)):
+        if (isinstance(mine, ast.AttrRef) and mine.var == PSI
+                and len(pred_vars(other)) == 1 and PSI not in pred_vars(other)):
+            return mine, other
+    return None
+
+
+def relax_absence(query: ast.Query) -> tuple[ast.Query, tuple[AbsenceSite, ...]]:
+    """Pass: a gap whose ψ still compares with the match (after ``implied_absence``) leaves
+    the automaton; ``AbsenceSite`` says how the post-filter checks it (docs/language.md,
+    "Absence"). Raises QueryError for a gap inside a '+' (its bounds repeat) or a ψ reading
+    a variable also bound outside the gap's sequence."""
+    out: list[AbsenceSite] = []
+
+    def walk(f: ast.Formula, path: Path, in_plus: bool) -> ast.Formula:
+        kids = tuple(walk(k, (*path, i), in_plus or isinstance(f, ast.Plus))
+                     for i, k in enumerate(children(f)))
+        f = with_children(f, kids) if kids else f
+        if not (isinstance(f, ast.Seq) and f.absent is not None):
+            return f
+        psi, own = f.absent, _psi_own(f.absent)
+        parts: list[ast.Predicate] = []
+        atom = psi
+        while isinstance(atom, (ast.As, ast.Filter)):
+            if isinstance(atom, ast.Filter):
+                parts += conjuncts(atom.predicate)
+            atom = atom.formula
+        mine = [c for c in parts if all(pred_vars(a) <= own for a in filter_atoms(c))]
+        theirs = [c for c in parts if c not in mine]
+        if not theirs:
+            return f
+        written = conj(theirs)
+        if in_plus:
+            raise QueryError(f"'{shown(written)}' compares the absent event with the match"
+                             " inside a '+': each repetition has its own gap", written.span,
+                             hints=["move the absence out of the '+'"])
+        for v in sorted(pred_vars(written) - own):
+            if any(not _inside(d, path) for d in _definers(query.formula, v)):
+                raise QueryError(f"'{shown(written)}' reads '{v}', which is also bound outside"
+                                 " the sequence around the '!'", written.span)
+        rename = _rename_own(own)
+        corr = rename(written)
+        key = _bisect_key(corr) if len(theirs) == 1 else None
+        site = AbsenceSite(f"gap{len(out) + 1}", atom, rename(conj(mine)) if mine else None,
+                           corr, written, "bisect" if key else "scan", key)
+        out.append(site)
+        return replace(f, absent=None, gap=site.gap)
+
+    formula = walk(query.formula, (), False)
+    return (replace(query, formula=formula) if out else query), tuple(out)
+
+
+def _rename_own(own: frozenset[str]):
+    def rename(p: ast.Predicate) -> ast.Predicate:
+        for v in sorted(own):
+            p = rename_var(p, v, PSI)
+        return p
+
+    return rename

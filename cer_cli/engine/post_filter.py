@@ -18,6 +18,15 @@ of the relaxed automaton and keeps those for which every site holds (docs/langua
   consecutive events of y in the match, the later as ``y`` and the earlier as ``PREV(y)``;
   the first iteration has no previous one and passes.
 
+A correlated absence (``compiler.correlation.AbsenceSite``, docs/language.md "Absence")
+rejects a candidate when some event strictly between its gap's bounds (the hidden variables
+``gapK.left`` / ``gapK.right``), in its partition, satisfies ψ with the candidate's single
+events of the variables ψ reads. ``bisect``: ψ's events (type and unary filters) are sorted
+by (partition, value of ψ.a, position), and each candidate looks up the first one after its
+left bound with its value (an as-of join: O(log n) per candidate, n the retained events);
+``scan``: every ψ event inside each candidate's gap is tested (O(events in the gap), which
+the window bounds).
+
 Each atom is one ``cer_cli.compiler.predicates.predicate_expression`` — the same code, hence
 the same semantics, as the automaton's unary atoms — evaluated by polars over one row per
 (match, combination of events). Cost: linear in the number of such rows per atom (the
@@ -32,9 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from cer_cli.compiler.correlation import Site, shown
-from cer_cli.compiler.predicates import predicate_expression
-from cer_cli.events import POS, MatchBatch
+from cer_cli.compiler.correlation import PSI, AbsenceSite, Site, shown
+from cer_cli.compiler.predicates import comparable, predicate_expression, value_expression
+from cer_cli.events import KEY, POS, STREAM, TYPE, MatchBatch
 from cer_cli.query import ast
 from cer_cli.query.scope import attr_refs, is_atom, pred_vars, prev_refs
 
@@ -65,23 +74,38 @@ class PostFilter:
 
     sites: tuple[Site, ...]
     select: frozenset[str] | None  # the real SELECT (None: every variable)
+    absences: tuple[AbsenceSite, ...] = ()
+
+    @property
+    def hidden(self) -> frozenset[str]:
+        """The gap bounds' variables: read here, never reported."""
+        return frozenset(v for a in self.absences for v in a.bounds)
 
     @property
     def variables(self) -> frozenset[str]:
         """Variables whose events the sites read or whose presence guards a site."""
-        out: frozenset[str] = frozenset()
+        out: frozenset[str] = self.hidden
         for s in self.sites:
             out |= pred_vars(s.predicate) | set(s.guards)
+        for a in self.absences:
+            out |= a.match_vars
         return out
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """Attribute names the predicates read (the engine keeps them for ``keep``)."""
-        return tuple(sorted({r.attr for s in self.sites for r in attr_refs(s.predicate)}))
+        """Attribute names the predicates read (the engine keeps them for ``keep``), and
+        for an absence the type, stream and partition columns of the events in a gap."""
+        names = {r.attr for s in self.sites for r in attr_refs(s.predicate)}
+        for a in self.absences:
+            names |= {r.attr for p in (a.unary, a.correlated) if p is not None
+                      for r in attr_refs(p)} | {TYPE, STREAM, KEY}
+        return tuple(sorted(names))
 
     def describe(self) -> list[str]:
         return [shown(s.predicate) + (f" (when {', '.join(s.guards)} is bound)" if s.guards else "")
-                for s in self.sites]
+                for s in self.sites] + [
+                    f"no {a.etype.label} with {shown(a.predicate)} between {' and '.join(a.bounds)}"
+                    for a in self.absences]
 
     def keep(self, batch: MatchBatch, rows: pl.DataFrame) -> np.ndarray:
         """One bool per match of ``batch``: every site holds on its valuation.
@@ -91,9 +115,11 @@ class PostFilter:
         """
         n = len(batch)
         out = np.ones(n, dtype=bool)
-        if n == 0 or not self.sites:
+        if n == 0 or not (self.sites or self.absences):
             return out
         bound = self._bound(batch, rows)
+        for a in self.absences:
+            out &= ~_blocked(a, batch, bound, rows)
         cache: dict[ast.Predicate, np.ndarray] = {}
         for site in self.sites:
             active = np.ones(n, dtype=bool)
@@ -188,3 +214,73 @@ class PostFilter:
         holds = np.ones(n, dtype=bool)
         holds[verdict[_MATCH].to_numpy()] = verdict["ok"].to_numpy()
         return holds
+
+
+def _blocked(site: AbsenceSite, batch: MatchBatch, bound: pl.DataFrame,
+             rows: pl.DataFrame) -> np.ndarray:
+    """One bool per match: an event of its gap (same partition) satisfies ψ with its
+    bindings. A match without the gap's bounds (another OR branch) is not blocked."""
+    n = len(batch)
+    left, right = site.bounds
+    cands = (bound.filter(pl.col(_VAR) == left).select(_MATCH, pl.col(POS).alias("__l"))
+             .join(bound.filter(pl.col(_VAR) == right).select(_MATCH, pl.col(POS).alias("__r")),
+                   on=_MATCH))
+    if cands.height == 0:
+        return np.zeros(n, dtype=bool)
+    keyed = KEY in rows.columns  # else one partition: the kernel's part is 0
+    part = (np.asarray(batch.part, dtype=np.int64)[cands[_MATCH].to_numpy()] if keyed
+            else np.zeros(cands.height, dtype=np.int64))
+    cands = cands.with_columns(pl.Series("__part", part, dtype=pl.Int64))
+    for v in sorted(site.match_vars):
+        attrs = sorted({r.attr for r in attr_refs(site.correlated) if r.var == v}
+                       & set(bound.columns))
+        cands = cands.join(bound.filter(pl.col(_VAR) == v)
+                           .select(_MATCH, *(pl.col(c).alias(f"{v}.{c}") for c in attrs)),
+                           on=_MATCH, how="left")
+    psi = rows.filter(pl.col(TYPE) == site.etype.name) if TYPE in rows.columns else rows.clear()
+    if site.etype.stream is not None:
+        psi = psi.filter(pl.col(STREAM) == site.etype.stream) if STREAM in psi.columns \
+            else psi.clear()
+    if site.unary is not None:
+        psi = psi.filter(predicate_expression(site.unary, psi.schema, lambda r: r.attr))
+    part = pl.col(KEY).cast(pl.Int64) if KEY in psi.columns else pl.lit(0, pl.Int64)
+    psi = psi.with_columns(part.alias("__part"), pl.col(POS).cast(pl.Int64))
+    if site.method == "bisect":
+        hit = _bisect(site, cands, psi)
+    else:
+        mine = sorted({r.attr for r in attr_refs(site.correlated) if r.var == PSI}
+                      & set(psi.columns))
+        psi = psi.select(pl.col("__part").alias("__ppart"), POS,
+                         *(pl.col(c).alias(f"{PSI}.{c}") for c in mine))
+        pairs = cands.join_where(psi, pl.col("__part") == pl.col("__ppart"),
+                                 pl.col(POS) > pl.col("__l"), pl.col(POS) < pl.col("__r"))
+        ok = pairs.filter(predicate_expression(site.correlated, pairs.schema, _column))
+        hit = ok[_MATCH].unique().to_numpy()
+    out = np.zeros(n, dtype=bool)
+    out[np.asarray(hit, dtype=np.int64)] = True
+    return out
+
+
+def _bisect(site: AbsenceSite, cands: pl.DataFrame, psi: pl.DataFrame) -> np.ndarray:
+    """Matches whose first ψ event after ``l`` with the candidate's value of ψ.a lies
+    before ``r``: an as-of join by (partition, value) on sorted positions."""
+    mine, theirs = site.key
+    (v,) = sorted(pred_vars(theirs))
+    cand_val = value_expression(theirs, {c.split(".", 1)[1]: t for c, t in cands.schema.items()
+                                         if c.startswith(v + ".")})
+    psi_val = value_expression(mine, psi.schema)
+    if cand_val is None or psi_val is None or not comparable(cand_val[1], psi_val[1]):
+        return np.zeros(0, dtype=np.int64)
+    (ce, ck), (pe, pk) = cand_val, psi_val
+    if ck != pk:  # an int against a float: compare as numbers
+        ce, pe = ce.cast(pl.Float64), pe.cast(pl.Float64)
+    plain = cands.rename({c: c.split(".", 1)[1] for c in cands.columns if c.startswith(v + ".")})
+    left = (plain.select(_MATCH, "__l", "__r", "__part", ce.alias("__v"))
+            .drop_nulls("__v").sort("__l"))
+    right = (psi.select("__part", POS, pe.alias("__v")).drop_nulls("__v")
+             .sort(POS))
+    if left.schema["__v"] != right.schema["__v"]:
+        right = right.with_columns(pl.col("__v").cast(left.schema["__v"], strict=False))
+    found = left.join_asof(right, left_on="__l", right_on=POS, by=["__part", "__v"],
+                           strategy="forward", allow_exact_matches=False, check_sortedness=False)
+    return found.filter(pl.col(POS).is_not_null() & (pl.col(POS) < pl.col("__r")))[_MATCH].to_numpy()

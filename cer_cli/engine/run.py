@@ -39,10 +39,10 @@ from cer_cli.compiler.determinize import LazyDFA
 from cer_cli.engine import kernel as K
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.engine.strategies import STRATEGY_COST, dedupe, limit_latest, project, select
-from cer_cli.events import POS, Match, MatchBatch, as_matches
+from cer_cli.events import KEY, POS, Match, MatchBatch, as_matches
 from cer_cli.query import ast
 
-_KEY = "__cer_engine_key"
+_KEY = KEY
 _WTIME = "__cer_engine_time"
 MIN_COMPACT = 4096
 
@@ -290,6 +290,9 @@ class Engine:
             batch = batch.take(np.flatnonzero(np.asarray(post.keep(batch, self._rows), dtype=np.bool_)))
             if post.select is not None:
                 batch = project(batch, post.select)
+            elif post.hidden:
+                batch = project(batch, frozenset(v for ls in batch.labelsets for v in ls)
+                                - post.hidden)
             batch = dedupe(batch)
         batch = select(self.strategy, batch)
         if self.limit is not None:

@@ -34,6 +34,7 @@ from cer_cli.compiler.correlation import (
     implied_absence,
     partition_plan,
     predicate_class,
+    relax_absence,
     relax_correlation,
 )
 from cer_cli.compiler.correlation import (
@@ -85,7 +86,8 @@ class RewriteResult:
     passes: tuple[PassResult, ...]
     warnings: tuple[str, ...]
     #: Conjuncts with predicates between events that the automaton does not test
-    #: (``compiler.correlation.Site``): joined by ``pcea``, else post-filtered.
+    #: (``compiler.correlation.Site``): joined by ``pcea``, else post-filtered; then the
+    #: correlated absences the post-filter checks (``AbsenceSite``).
     post_filters: tuple = ()
     #: The PCEA that evaluates ``post_filters`` as hash joins, and why it does (or why not).
     pcea: object | None = None
@@ -328,6 +330,30 @@ def predicate_methods(query: ast.Query, method: str | None, sites, pcea, pcea_re
     return tuple(out)
 
 
+def absence_methods(absences, within) -> tuple[PredicateMethod, ...]:
+    """One ``PredicateMethod`` per correlated absence (``relax_absence``)."""
+    out = []
+    for a in absences:
+        left, right = a.bounds
+        if a.method == "bisect":
+            cost = ("per candidate O(log n): the first ψ event after its gap's start with its"
+                    " value, found in ψ's events sorted by (partition, value, position);"
+                    " n: the events kept for the candidates")
+            how = f"bisect on {a.etype.label}.{a.key[0].attr}"
+        else:
+            cost = ("per candidate, every ψ event in its gap is tested: O(events in the gap)"
+                    + (", which the window bounds" if within is not None else
+                       "; without WITHIN the gaps grow with the log"))
+            how = "scan of the gap"
+        out.append(PredicateMethod(
+            f"!({a.etype.label} FILTER {to_text(a.predicate)})", f"{POST_FILTER} ({how})", cost,
+            f"a comparison of the absent event with the match that no PARTITION BY key makes"
+            f" true: the automaton's gap is free; {left} and {right} (hidden, never reported)"
+            " mark the last event before it and the first after it, and a candidate is kept"
+            " iff no event strictly between them satisfies ψ with its bindings"))
+    return tuple(out)
+
+
 def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | None = None,
          text: str | None = None) -> Plan:
     """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
@@ -345,12 +371,19 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     relaxed, sites = relax_correlation(partitioned)
     note = f"{len(sites)} predicate(s) between events tested on each candidate" if sites else None
     passes.append(PassResult("relax_correlation", bool(sites), relaxed.formula, note))
+    relaxed, absences = relax_absence(relaxed)
+    passes.append(PassResult(
+        "relax_absence", bool(absences), relaxed.formula,
+        f"{len(absences)} absence(s) compared with the match: the gap is free in the automaton,"
+        " its bounds are marked, the post-filter checks it" if absences else None))
     # 2. the formula passes
     formula, formula_passes, warnings = rewrite(relaxed.formula, reference=query.formula)
     passes += formula_passes
     rewritten_query = replace(relaxed, formula=query.formula if formula is None else formula)
     pcea = reason = None
-    if sites:
+    if sites and absences:
+        reason = "a correlated absence is checked by the post-filter, which then tests these too"
+    elif sites:
         pcea, reason = plan_pcea(rewritten_query, formula, sites)
         if pcea is not None:
             n = len(sites)
@@ -359,7 +392,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
             passes[2] = replace(passes[2], note=f"{what} between events joined by the hash join"
                                 " (PCEA), not by the automaton")
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
-                              tuple(sites), pcea, reason)
+                              tuple(sites) + absences, pcea, reason)
     if pcea is not None:
         method = HASH_JOIN
     elif sites:
@@ -369,10 +402,12 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     else:
         method = None
     why = partition_plan(query)[1] if method == PARTITION else reason
+    base = method
     post = None
-    if method == POST_FILTER:
+    if method == POST_FILTER or absences:
         select = None if query.select is None else frozenset(i.var for i in query.select)
-        post = PostFilter(tuple(sites), select)
+        post = PostFilter(tuple(sites) if method == POST_FILTER else (), select, absences)
+        method = POST_FILTER
     # 3. compilation
     alphabet = Alphabet.from_formula(formula)
     cea = compile_formula(formula, alphabet, cea_projection(query, post))
@@ -389,5 +424,6 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         post_filter=post,
         executor_kind=HASH_JOIN if pcea is not None else "cea",
         fanout=fanout(query, rewritten_query.partition_by),
-        predicate_methods=predicate_methods(query, method, sites, pcea, reason, partitioned),
+        predicate_methods=predicate_methods(query, base, sites, pcea, reason, partitioned)
+        + absence_methods(absences, query.within),
     )

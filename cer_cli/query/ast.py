@@ -221,6 +221,10 @@ class Seq:
     contiguous: bool = False
     span: Span | None = _span()
     absent: Formula | None = None
+    #: Set by ``compiler.correlation.relax_absence`` when ψ compares with the match and no
+    #: partition key makes that hold: the gap is free in the automaton, which marks its
+    #: bounds with the hidden variables ``<gap>.left`` / ``<gap>.right`` for the post-filter.
+    gap: str | None = None
 
 
 @dataclass(frozen=True)

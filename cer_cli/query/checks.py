@@ -293,9 +293,9 @@ def check_absence(query: Query, schema: Schema | None = None) -> None:
     event with a variable of the match (correlated absence, docs/language.md "Absence"):
     one bound on either side of the ``;`` (for a trailing ψ, by φ) to exactly one event in
     every match — not under ``+``, not only in one branch of an OR — so that "ψ with these
-    bindings" names one test per event. Whether the engine can evaluate the comparison
-    (an equality on a PARTITION BY key) is the planner's decision
-    (``compiler.correlation.implied_absence``). ψ's own names, attributes and types are
+    bindings" names one test per event. How the engine evaluates the comparison (implied by
+    a PARTITION BY key, else checked per candidate) is the planner's decision
+    (``compiler.correlation.implied_absence``, ``relax_absence``). ψ's own names, attributes and types are
     checked as a filter's are.
     """
     sites = list(_absence_sites(query.formula))
