@@ -15,9 +15,9 @@ Kinds are the Schema attribute types: ``int``, ``float``, ``str``, ``bool``, ``d
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-import sys
 from typing import Any
 
 from cer_cli.events import Schema
