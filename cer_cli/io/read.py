@@ -7,7 +7,9 @@ it never materialises the log. ``read_events`` builds the *event frame* (see
 ``cer_cli.events``): a validation pass over the time column (O(n) time, O(1) memory) tells
 whether the logs are already ordered; ordered logs are then streamed in batches of about
 ``batch_size`` rows and merged (memory O(batch_size x logs)), unordered ones are loaded
-and stably sorted (memory O(n)). Every input mistake raises ``LogError``.
+and stably sorted (memory O(n)). Logs whose files total at most ``READ_ONCE_BYTES`` are
+parsed once into memory and every pass runs on that frame. Every input mistake raises
+``LogError``.
 """
 
 from __future__ import annotations
