@@ -104,6 +104,25 @@ def test_kind_of_polars_dtypes() -> None:
         assert contract.kind_of(d) == want.get(d), d
 
 
+ALL_POLARS = [*POLARS, pl.Int16, pl.UInt8, pl.UInt16, pl.Int128, pl.UInt128, pl.Float16,
+              pl.Decimal, pl.Datetime, pl.Datetime("ms", "Europe/Paris"), pl.Duration("us"),
+              pl.Array(pl.Int64, 2), pl.Struct({"a": pl.Int64}), pl.Unknown, pl.Int64(),
+              pl.String(), pl.Categorical()]
+
+
+@pytest.mark.parametrize("dtype", ALL_POLARS, ids=[repr(d) for d in ALL_POLARS])
+def test_kind_of_a_polars_dtype_is_the_kind_of_its_arrow_type(dtype) -> None:
+    """kind_of maps polars dtypes by name (no pyarrow import, issue #15): the same kinds as
+    the dtypes' Arrow types; dtypes without one (Int128, Object) have no kind."""
+    try:
+        arrow = pl.Series("x", [], dtype=dtype).to_arrow().type
+    except Exception:
+        want = None
+    else:
+        want = contract.kind_of(arrow)
+    assert contract.kind_of(dtype) == want
+
+
 def test_unify_kinds_is_the_kind_of_polars_supertype() -> None:
     """Across logs a column's kind is its values' common type, as the local frame gets it."""
     dtypes = [pl.Int64, pl.Float64, pl.String, pl.Boolean, pl.Datetime("us"), pl.Null]

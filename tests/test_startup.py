@@ -61,6 +61,26 @@ def test_match_on_a_small_log_runs_uncompiled_without_numba(tmp_path):
     assert "numba" not in loaded
 
 
+def test_match_on_a_small_log_does_not_import_pyarrow(tmp_path):
+    """polars reads CSV and Parquet and the kinds of its dtypes are mapped by name
+    (``contract.kind_of``): only Parquet output (and Spark) import pyarrow, whose import
+    is most of a small run's start-up (issue #15 item 2)."""
+    import polars as pl
+
+    csv = _log(tmp_path, 3)
+    parquet = tmp_path / "log.parquet"
+    pl.read_csv(csv).write_parquet(parquet)
+    for log, extra in ((csv, []), (csv, ["--count"]), (csv, ["--format", "csv"]),
+                       (parquet, []), (f"S={parquet}", ["--count"])):
+        loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(log), *extra])
+        assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+        assert "pyarrow" not in loaded, (log, extra)
+    out = tmp_path / "out.parquet"  # the Parquet writer does load it
+    loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(csv), "-o", str(out)])
+    assert proc.returncode == 0 and pl.read_parquet(out).height == 3, proc.stderr
+    assert "pyarrow" in loaded
+
+
 @pytest.mark.skipif(not K.HAVE_NUMBA, reason="needs numba")
 def test_cer_jit_forces_the_compiled_kernel(tmp_path):
     loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(_log(tmp_path, 3)), "--count"],

@@ -15,12 +15,10 @@ Kinds are the Schema attribute types: ``int``, ``float``, ``str``, ``bool``, ``d
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
-
-import pyarrow as pa
 
 from cer_cli.events import Schema
 
@@ -140,13 +138,15 @@ def _suffix(path: str) -> str:
 
 
 def kind_of(dtype: Any) -> str | None:
-    """The kind (Schema attribute type) of a column type: a pyarrow ``DataType`` or a polars
-    dtype (converted to its Arrow type, so both readers go through the one table below).
+    """The kind (Schema attribute type) of a column type: a pyarrow ``DataType`` (the Spark
+    reader's) or a polars dtype (the local reader's, mapped by name without pyarrow, whose
+    import costs most of a small run's start-up; the same kinds as the dtype's Arrow type).
 
     ``None`` for types predicates cannot use. Unsigned integers are ``int``; decimals are
     ``float``; dictionary-encoded strings (categoricals) are ``str``; dates are ``datetime``.
     """
-    if not isinstance(dtype, pa.DataType):
+    pa = sys.modules.get("pyarrow")  # a pyarrow type exists only once pyarrow is imported
+    if pa is None or not isinstance(dtype, pa.DataType):
         return _polars_kind(dtype)
     t = pa.types
     if t.is_dictionary(dtype):
@@ -164,20 +164,27 @@ def kind_of(dtype: Any) -> str | None:
     return None
 
 
-def _is_string_view(dtype: pa.DataType) -> bool:
-    check = getattr(pa.types, "is_string_view", None)
+def _is_string_view(dtype: Any) -> bool:
+    check = getattr(sys.modules["pyarrow"].types, "is_string_view", None)
     return bool(check and check(dtype))
 
 
-@lru_cache(maxsize=256)
-def _polars_kind(dtype: Any) -> str | None:
-    import polars as pl  # the local reader's library; only polars dtypes get here
+#: polars dtype name -> kind: the kind of the dtype's Arrow type (``kind_of``); 128-bit
+#: integers have none (no Arrow type), nor have the nested, binary and temporal-delta types.
+_POLARS_KINDS = {
+    **dict.fromkeys(("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"),
+                    "int"),
+    **dict.fromkeys(("Float16", "Float32", "Float64", "Decimal"), "float"),
+    **dict.fromkeys(("String", "Utf8", "Categorical", "Enum"), "str"),
+    "Boolean": "bool",
+    **dict.fromkeys(("Date", "Datetime"), "datetime"),
+}
 
-    try:
-        arrow = pl.Series("x", [], dtype=dtype).to_arrow().type
-    except Exception:  # dtypes without an Arrow type (Int128, Object) are unusable
-        return None
-    return kind_of(arrow)
+
+def _polars_kind(dtype: Any) -> str | None:
+    """A polars dtype's kind; ``dtype`` may be a class (``pl.Int64``) or an instance."""
+    cls = dtype if isinstance(dtype, type) else type(dtype)
+    return _POLARS_KINDS.get(cls.__name__) if cls.__module__.startswith("polars") else None
 
 
 def unify_kinds(a: str | None, b: str | None) -> str | None:

@@ -7,7 +7,9 @@ it never materialises the log. ``read_events`` builds the *event frame* (see
 ``cer_cli.events``): a validation pass over the time column (O(n) time, O(1) memory) tells
 whether the logs are already ordered; ordered logs are then streamed in batches of about
 ``batch_size`` rows and merged (memory O(batch_size x logs)), unordered ones are loaded
-and stably sorted (memory O(n)). Every input mistake raises ``LogError``.
+and stably sorted (memory O(n)). Logs whose files total at most ``READ_ONCE_BYTES`` are
+parsed once into memory and every pass runs on that frame. Every input mistake raises
+``LogError``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
 
@@ -409,6 +411,9 @@ def read_events(
     if batch_size is not None and batch_size < 1:
         raise LogError(f"batch size must be positive, got {batch_size}")
     logs = _open(specs, type_column, time_column, fmt)
+    if batch_size is not None and _file_bytes(logs) <= READ_ONCE_BYTES:
+        _unified_dtypes(logs)  # incompatible columns are reported before any value
+        logs = [_materialised(g) for g in logs]
     schema = _schema(logs)
     kinds: list[tuple[str, str]] = []
     total, ordered = 0, True
@@ -423,6 +428,35 @@ def read_events(
     dtypes = _unified_dtypes(logs)
     columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.type_column))
     return EventLog(schema, columns, total, ordered, tuple(logs), dtypes, batch_size)
+
+
+#: Logs whose files total at most this many bytes are read into memory once, and the schema
+#: pass, the time check and the batches work on that frame: three reads of the file (each
+#: parsing every row) become one. Larger logs are scanned per pass and streamed, so memory
+#: stays O(batch_size x logs) however large the log.
+READ_ONCE_BYTES = 64 * 2**20
+
+
+def _file_bytes(logs: list[_Log]) -> float:
+    """Total size of the logs' files; in-memory logs (``read_frame``) count as unbounded."""
+    total = 0.0
+    for g in logs:
+        if g.spec.frame is not None:
+            return float("inf")
+        try:
+            total += g.spec.path.stat().st_size
+        except OSError:
+            return float("inf")
+    return total
+
+
+def _materialised(g: _Log) -> _Log:
+    """``g`` with its scan replaced by the collected frame (same columns, rows, errors)."""
+    try:
+        df = g.lf.collect()
+    except pl.exceptions.PolarsError as e:
+        raise _read_error(g.spec, e) from None
+    return replace(g, lf=df.lazy())
 
 
 def read_frame(

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import polars as pl
-import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
@@ -716,7 +715,8 @@ def write_parquet(
     variables under ``+`` are lists. ``path`` may be a binary stream instead of a path.
     Returns rows. Large row groups on purpose: a Parquet writer keeps every row group's
     metadata until it writes the footer, so small groups make memory grow with the output."""
-    import pyarrow as pa
+    import pyarrow as pa  # only Parquet output needs pyarrow: imported here, not at start-up
+    import pyarrow.parquet as pq
 
     writer: pq.ParquetWriter | None = None
     pending: list[pa.Table] = []

@@ -7,6 +7,7 @@ the query's atoms. Every figure is the median wall time of ``repeats`` child pro
 
 from __future__ import annotations
 
+import compileall
 import statistics
 import sys
 from dataclasses import dataclass
@@ -62,16 +63,37 @@ def measure(name: str, cmd: list[str], repeats: int, timeout: float,
             cwd: Path | None = None) -> Figure:
     """Median wall time of ``repeats`` runs of ``cmd`` (after one unmeasured warm-up run,
     which also lets numba fill its cache)."""
-    times = []
-    out = ""
+    return measure_all([(name, cmd, cwd)], repeats, timeout)[0]
+
+
+def measure_all(specs: list[tuple[str, list[str], Path | None]], repeats: int,
+                timeout: float) -> list[Figure]:
+    """``measure`` for several commands, interleaved: each round runs every command once,
+    so a change of the machine's load (it is shared) hits all of them alike, not one block."""
+    times: list[list[float]] = [[] for _ in specs]
+    outs = [""] * len(specs)
+    failed: dict[int, Figure] = {}
     for i in range(repeats + 1):
-        proc = h.spawn(cmd, timeout, cwd=cwd or h.REPO)
-        if proc.rc != 0 or proc.timed_out:
-            return Figure(name, cmd, None, error=h._reason(proc), cwd=cwd)
-        out = proc.stdout.strip()
-        if i:
-            times.append(proc.wall_s)
-    return Figure(name, cmd, statistics.median(times), output=out, cwd=cwd)
+        for j, (name, cmd, cwd) in enumerate(specs):
+            if j in failed:
+                continue
+            proc = h.spawn(cmd, timeout, cwd=cwd or h.REPO)
+            if proc.rc != 0 or proc.timed_out:
+                failed[j] = Figure(name, cmd, None, error=h._reason(proc), cwd=cwd)
+                continue
+            outs[j] = proc.stdout.strip()
+            if i:
+                times[j].append(proc.wall_s)
+    return [failed.get(j) or Figure(name, cmd, statistics.median(times[j]), output=outs[j], cwd=cwd)
+            for j, (name, cmd, cwd) in enumerate(specs)]
+
+
+def byte_compile(tree: Path) -> None:
+    """Write the bytecode of ``tree``'s cer_cli, as ``pip install`` does for an installed
+    package (and as polars' is): the editable install never gets any under
+    ``PYTHONDONTWRITEBYTECODE=1``, so every run would recompile its ~80 modules from source
+    (about 0.1 s, ``builtins.compile`` in a cProfile of one run), which is not start-up."""
+    compileall.compile_dir(str(tree / "cer_cli"), quiet=1)
 
 
 def run(data: Path, size: int, seed: int, repeats: int = 3, timeout: float = 600.0,
@@ -80,29 +102,30 @@ def run(data: Path, size: int, seed: int, repeats: int = 3, timeout: float = 600
     ``git archive``) also its two `cer match` figures, as ``python -m cer_cli`` run there."""
     cer = h.cer_command()
     py = sys.executable
+    for tree in (h.REPO, baseline):
+        if tree is not None:
+            byte_compile(tree)
     tiny = ensure_tiny(data)
     log = ensure_csv(data, size, seed)
     base = []
     if baseline is not None:
         bcer = [py, "-m", "cer_cli"]
         base = [
-            measure(f"baseline {baseline}: cer match, 3-row log",
-                    bcer + ["match", "-e", "A ; B ; C", str(tiny)], repeats, timeout, baseline),
-            measure(f"baseline {baseline}: cer match --count, {size:,}-row CSV",
-                    bcer + ["match", "-e", COUNT_QUERY, str(log), "--count"], repeats, timeout,
-                    baseline),
+            (f"baseline {baseline}: cer match, 3-row log",
+             bcer + ["match", "-e", "A ; B ; C", str(tiny)], baseline),
+            (f"baseline {baseline}: cer match --count, {size:,}-row CSV",
+             bcer + ["match", "-e", COUNT_QUERY, str(log), "--count"], baseline),
         ]
-    return base + [
-        measure("python -c 'import polars'", [py, "-c", "import polars"], repeats, timeout),
-        measure("cer --help", cer + ["--help"], repeats, timeout),
-        measure("cer check (query only)", cer + ["check", "-e", "A ; B ; C"], repeats, timeout),
-        measure("cer match, 3-row log", cer + ["match", "-e", "A ; B ; C", str(tiny)], repeats,
-                timeout),
-        measure(f"cer match --count, {size:,}-row CSV",
-                cer + ["match", "-e", COUNT_QUERY, str(log), "--count"], repeats, timeout),
-        measure(f"polars: read the {size:,}-row CSV, count the atoms",
-                [py, "-c", POLARS_COUNT, str(log)], repeats, timeout),
-    ]
+    return measure_all(base + [
+        ("python -c 'import polars'", [py, "-c", "import polars"], None),
+        ("cer --help", cer + ["--help"], None),
+        ("cer check (query only)", cer + ["check", "-e", "A ; B ; C"], None),
+        ("cer match, 3-row log", cer + ["match", "-e", "A ; B ; C", str(tiny)], None),
+        (f"cer match --count, {size:,}-row CSV",
+         cer + ["match", "-e", COUNT_QUERY, str(log), "--count"], None),
+        (f"polars: read the {size:,}-row CSV, count the atoms",
+         [py, "-c", POLARS_COUNT, str(log)], None),
+    ], repeats, timeout)
 
 
 def _ratio(a: Figure, b: Figure) -> str:
@@ -117,7 +140,9 @@ def report(figs: list[Figure], repeats: int) -> list[str]:
     if len(base) == 2:
         targets[base[0].name] = f"{_ratio(base[0], polars_import)} polars import"
         targets[base[1].name] = f"{_ratio(base[1], polars_count)} polars"
-    lines = [f"Medians of {repeats} runs (after one warm-up run), wall time of the whole process.",
+    lines = [f"Medians of {repeats} interleaved runs (after one warm-up round), wall time of the"
+             " whole process;"
+             " cer_cli byte-compiled first, as an installed package is.",
              "", "| command | seconds | ratio |", "|---|---|---|"]
     for f in figs:
         secs = f"{f.seconds:.3f}" if f.seconds is not None else f"failed: {f.error}"
