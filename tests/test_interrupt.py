@@ -127,3 +127,54 @@ def test_output_arrays_stay_at_their_cap():
     batches, matches, peak, m, e = map(int, proc.stdout.split())
     assert matches > 20 * 2 ** 11 and batches >= matches // 1000
     assert 0 < peak <= 1000 and m == 1001 and e == 4000
+
+
+def test_a_stuck_main_thread_still_exits_by_the_deadline(tmp_path: Path):
+    """A library call that swallows the signal's exception while it waits (pyspark making a
+    py4j call that waits for the running job) cannot keep cer alive: with a deadline armed,
+    the process ends by it, with the signal's code and one line, and the registered
+    temporary output file is gone."""
+    part = tmp_path / ".out.cer-1.part"
+    part.write_text("half")
+    code = (
+        "import os, signal, time\n"
+        "from cer_cli import signals\n"
+        "signals.install()\n"
+        "signals.exit_deadline(0.5)\n"
+        f"signals.remove_on_forced_exit({str(part)!r})\n"
+        "sent = False\n"
+        "while True:\n"
+        "    try:\n"
+        "        if not sent:\n"
+        "            sent = True\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(10)\n"
+        "    except BaseException:\n"
+        "        pass  # swallowed, as the stuck library call does\n"
+    )
+    t = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 143, out.stderr
+    assert out.stderr.strip().splitlines() == ["terminated"]
+    assert not part.exists()
+    assert time.monotonic() - t < 20  # it did not wait for the 10 s sleeps to be abandoned
+
+
+def test_without_a_deadline_a_signal_unwinds_as_before(tmp_path: Path):
+    """The deadline is armed only where a library may hold the main thread (Spark): a plain
+    run is not cut short while its finally blocks clean up."""
+    code = (
+        "import os, signal, time\n"
+        "from cer_cli import signals\n"
+        "signals.install()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(5)\n"
+        "except signals.Interrupted:\n"
+        "    time.sleep(1.5)  # a slow cleanup\n"
+        "    print('cleaned')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == "cleaned", out.stderr
