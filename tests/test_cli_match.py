@@ -432,12 +432,51 @@ def test_correlated_absence_cli_example_and_misuse(tmp_path):
         (query, "<expr>:1:26:", "no WITHIN window"),
         ("A AS a ; !(B AS b FILTER b.user = d.user) ; C WITHIN 3 EVENTS", "<expr>:1:",
          "'d'"),
-        ("A AS a ; !(B AS b FILTER b.user = a.user) WITHIN 3 EVENTS", "<expr>:1:26:",
-         "PARTITION BY"),
+        ("A AS a ; C AS c FILTER a.user < c.user ; !(B AS b FILTER b.user = a.user)"
+         " WITHIN 3 EVENTS",
+         "<expr>:1:", "cannot"),
+        ("(A AS a)+ ; !(B AS b FILTER b.user = a.user) WITHIN 3 EVENTS", "<expr>:1:", "'a'"),
     ]:
         bad = run("match", "-e", text, str(log))
         assert bad.exit_code == 2, bad.output
         assert where in bad.output and words in bad.output and "Traceback" not in bad.output
+
+
+def test_correlated_trailing_absence_cli_example(tmp_path):
+    """Hand-checked: A0(u1) B1(u2) C2(u1) A3(u1) B4(u1) C5(u1) C6(u2), ``A AS a ; !(B AS b
+    FILTER b.user = a.user) WITHIN 2 EVENTS``: A0's window holds B1 of user 2 only, so A0 is
+    reported at position 3 (the first event past its deadline); B4 of user 1 blocks A3. With
+    ``!=`` B1 blocks A0 and nothing blocks A3 (reported at C6); ``--open-absence report``
+    adds nothing (no window outlives the log)."""
+    log = tmp_path / "log.csv"
+    log.write_text("type,time,user,v\nA,1,1,0\nB,2,2,0\nC,3,1,0\nA,4,1,0\nB,5,1,0\nC,6,1,0\n"
+                   "C,7,2,0\n")
+    for op, want in (("=", [(0, 3)]), ("!=", [(3, 6)])):
+        query = f"A AS a ; !(B AS b FILTER b.user {op} a.user) WITHIN 2 EVENTS"
+        for extra in ((), ("--open-absence", "report")):
+            ok = run("match", "-e", query, str(log), "--format", "jsonl", *extra)
+            assert ok.exit_code == 0, ok.output
+            recs = [json.loads(line) for line in ok.stdout.splitlines()]
+            assert [(r["start"], r["end"]) for r in recs] == want, (op, extra)
+            assert all(e["vars"] == ["A", "a"] for r in recs for e in r["events"])
+    # SELECT without the variable ψ reads: the CEA marks it, the output drops it
+    ok = run("match", "-e", "SELECT c WHERE A AS a ; C AS c ; !(B AS b FILTER b.user = a.user)"
+             " WITHIN 3 EVENTS", str(log), "--format", "jsonl")
+    assert ok.exit_code == 0, ok.output
+    recs = [json.loads(line) for line in ok.stdout.splitlines()]
+    # A0 C2: deadline 3, nothing after C2 up to it: reported at B4 (its B is past the
+    # deadline); A3 C5: deadline 6, open at the end; A0 C5: outside the window
+    assert [(r["start"], r["end"], [e["vars"] for e in r["events"]]) for r in recs] == [
+        (0, 4, [["c"]])]
+    for text, words in [("A AS a ; !(B AS b FILTER b.user = a.user) WITHIN 2 EVENTS",
+                         ["trailing absence compared with the match", "bisect on B.user",
+                          "O(log n)"]),
+                        ("A AS a ; !(B AS b FILTER b.user < a.user) WITHIN 2 EVENTS",
+                         ["scan of the window", "O(ψ events in the window)"])]:
+        shown = run("explain", "-e", text, str(log))
+        assert shown.exit_code == 0, shown.output
+        for w in words:
+            assert w in shown.stdout, w
 
 
 @pytest.mark.parametrize("query, words", [

@@ -266,6 +266,10 @@ WIDE_QUERIES = [
     "SELECT s WHERE SELL AS s ; !BUY WITHIN 2 EVENTS",  # trailing absence: single task
     # correlated absence without partition (post-filter): ranges, the gap inside the match
     "SELECT * WHERE BUY AS b ; !(SELL AS x FILTER x.name = b.name) ; SELL AS s WITHIN 4 EVENTS",
+    # correlated trailing absence: one task without PARTITION BY, by key with it
+    "SELECT s WHERE SELL AS s ; !(BUY AS x FILTER x.name = s.name) WITHIN 3 EVENTS",
+    "SELECT * WHERE SELL AS s ; !(BUY AS x FILTER x.price > s.price) PARTITION BY name"
+    " WITHIN 3 EVENTS",
 ]
 
 

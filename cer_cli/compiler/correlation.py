@@ -28,7 +28,8 @@ methods, tried in this order by the planner (``cer_cli.plan``) through
 
 Absence: ``implied_absence`` drops the comparisons of an absent ψ with the match that a
 partition key implies; ``relax_absence`` turns any other into an ``AbsenceSite`` that the
-post-filter checks per candidate (the gap leaves the automaton).
+post-filter checks per candidate (the gap leaves the automaton); a trailing ψ's becomes one
+(``trailing_absence_site``) that ``engine.absence`` checks when a match's deadline passes.
 
 Both analyses work on the formula *before* ``split_filters`` (which would copy a mixed
 ``OR`` into formula branches and lose which branch a conjunct belonged to).
@@ -482,33 +483,22 @@ def _psi_own(psi: ast.Formula) -> frozenset[str]:
     return frozenset(own | {atom.name, atom.label})
 
 
-def _implied(psi: ast.Formula, keys: frozenset[str], own: frozenset[str],
-             strict: bool) -> ast.Formula:
+def _implied(psi: ast.Formula, keys: frozenset[str], own: frozenset[str]) -> ast.Formula:
     """ψ without its conjuncts ``ψ.k = x.k`` on a partition key ``k`` (true for every event
-    of a partition). Any other comparison with the match stays for ``relax_absence`` (the
-    post-filter), or raises QueryError when ``strict`` (a trailing ψ)."""
+    of a partition). Any other comparison with the match stays: the post-filter checks it
+    for a gap (``relax_absence``), ``engine.absence`` for a trailing ψ
+    (``trailing_absence_site``)."""
     if isinstance(psi, ast.As):
-        return replace(psi, formula=_implied(psi.formula, keys, own, strict))
+        return replace(psi, formula=_implied(psi.formula, keys, own))
     if not isinstance(psi, ast.Filter):
         return psi
-    inner = _implied(psi.formula, keys, own, strict)
+    inner = _implied(psi.formula, keys, own)
     kept = []
     for c in conjuncts(psi.predicate):
-        if all(pred_vars(a) <= own for a in filter_atoms(c)):
-            kept.append(c)
-            continue
         eq = _equality_attr(c)
-        if eq is None or eq[0] not in keys or len({eq[1], eq[2]} & own) != 1:
-            if not strict:
-                kept.append(c)
-                continue
-            raise QueryError(
-                f"'{shown(c)}' compares the absent event with the match; after a trailing '!'"
-                " cer evaluates such a comparison only as an equality of one attribute that"
-                " is a PARTITION BY key (then it holds inside each key's events)",
-                c.span or psi.span,
-                hints=["add PARTITION BY the compared attribute, e.g. PARTITION BY user for"
-                       " b.user = a.user", "compare with an equality of one attribute"])
+        if (all(pred_vars(a) <= own for a in filter_atoms(c)) or eq is None
+                or eq[0] not in keys or len({eq[1], eq[2]} & own) != 1):
+            kept.append(c)
     return inner if not kept else replace(psi, formula=inner, predicate=conj(kept))
 
 
@@ -519,9 +509,8 @@ def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
     cheapest exact method (the gap's guard stays in the automaton). Returns the query with
     those conjuncts dropped and a note for ``cer explain`` (None when nothing was dropped).
 
-    Raises QueryError for a comparison it cannot evaluate, and for absence in a query with
-    predicates between events that do not all become PARTITION BY, or whose ψ is not tied to
-    that key (moving the gap into a key's events would change what it forbids)."""
+    Raises QueryError for absence in a query with predicates between events that do not all
+    become PARTITION BY, or whose ψ is not tied to that key (moving the gap into a key's events would change what it forbids)."""
     psis = list(_absent_nodes(query.formula))
     if query.trailing is not None:
         psis.append(query.trailing)
@@ -556,7 +545,7 @@ def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
         kids = tuple(walk(k) for k in children(f))
         f = with_children(f, kids) if kids else f
         if isinstance(f, ast.Seq) and f.absent is not None:
-            psi = _implied(f.absent, frozenset(keys), _psi_own(f.absent), strict=False)
+            psi = _implied(f.absent, frozenset(keys), _psi_own(f.absent))
             if psi != f.absent:
                 dropped.append(psi)
             f = replace(f, absent=psi)
@@ -564,7 +553,7 @@ def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
 
     out = replace(query, formula=walk(query.formula))
     if query.trailing is not None:
-        psi = _implied(query.trailing, frozenset(keys), _psi_own(query.trailing), strict=True)
+        psi = _implied(query.trailing, frozenset(keys), _psi_own(query.trailing))
         if psi != query.trailing:
             dropped.append(psi)
         out = replace(out, trailing=psi)
@@ -632,36 +621,48 @@ def relax_absence(query: ast.Query) -> tuple[ast.Query, tuple[AbsenceSite, ...]]
         f = with_children(f, kids) if kids else f
         if not (isinstance(f, ast.Seq) and f.absent is not None):
             return f
-        psi, own = f.absent, _psi_own(f.absent)
-        parts: list[ast.Predicate] = []
-        atom = psi
-        while isinstance(atom, (ast.As, ast.Filter)):
-            if isinstance(atom, ast.Filter):
-                parts += conjuncts(atom.predicate)
-            atom = atom.formula
-        mine = [c for c in parts if all(pred_vars(a) <= own for a in filter_atoms(c))]
-        theirs = [c for c in parts if c not in mine]
-        if not theirs:
+        site = _absence_site(f.absent, f"gap{len(out) + 1}")
+        if site is None:
             return f
-        written = conj(theirs)
         if in_plus:
-            raise QueryError(f"'{shown(written)}' compares the absent event with the match"
-                             " inside a '+': each repetition has its own gap", written.span,
+            raise QueryError(f"'{shown(site.predicate)}' compares the absent event with the match"
+                             " inside a '+': each repetition has its own gap", site.predicate.span,
                              hints=["move the absence out of the '+'"])
-        for v in sorted(pred_vars(written) - own):
+        for v in sorted(site.match_vars):
             if any(not _inside(d, path) for d in _definers(query.formula, v)):
-                raise QueryError(f"'{shown(written)}' reads '{v}', which is also bound outside"
-                                 " the sequence around the '!'", written.span)
-        rename = _rename_own(own)
-        corr = rename(written)
-        key = _bisect_key(corr) if len(theirs) == 1 else None
-        site = AbsenceSite(f"gap{len(out) + 1}", atom, rename(conj(mine)) if mine else None,
-                           corr, written, "bisect" if key else "scan", key)
+                raise QueryError(f"'{shown(site.predicate)}' reads '{v}', which is also bound"
+                                 " outside the sequence around the '!'", site.predicate.span)
         out.append(site)
         return replace(f, absent=None, gap=site.gap)
 
     formula = walk(query.formula, (), False)
     return (replace(query, formula=formula) if out else query), tuple(out)
+
+
+def _absence_site(psi: ast.Formula, gap: str) -> AbsenceSite | None:
+    """ψ's comparisons with the match as an ``AbsenceSite`` (None when it has none)."""
+    own, parts, atom = _psi_own(psi), [], psi
+    while isinstance(atom, (ast.As, ast.Filter)):
+        if isinstance(atom, ast.Filter):
+            parts += conjuncts(atom.predicate)
+        atom = atom.formula
+    mine = [c for c in parts if all(pred_vars(a) <= own for a in filter_atoms(c))]
+    theirs = [c for c in parts if c not in mine]
+    if not theirs:
+        return None
+    rename = _rename_own(own)
+    corr = rename(conj(theirs))
+    key = _bisect_key(corr) if len(theirs) == 1 else None
+    return AbsenceSite(gap, atom, rename(conj(mine)) if mine else None, corr, conj(theirs),
+                       "bisect" if key else "scan", key)
+
+
+def trailing_absence_site(query: ast.Query) -> AbsenceSite | None:
+    """A trailing ψ that still compares with the match (after ``implied_absence``): checked
+    by ``engine.absence.TrailingAbsence`` when a waiting match's deadline passes, over the
+    events between φ's last event and the first event past the deadline (the "gap" bounds
+    are those two positions, not marks)."""
+    return None if query.trailing is None else _absence_site(query.trailing, "trailing")
 
 
 def _rename_own(own: frozenset[str]):

@@ -14,6 +14,20 @@ still open.
 
 At the end of the log the waiting matches are unknown: dropped, or with ``open_ends``
 reported by ``finish`` with ``end`` one past the log's last position (no event, so no time).
+
+A ψ that compares itself with the match (``compiler.correlation.trailing_absence_site``:
+``!(B AS b FILTER b.user = a.user)`` without PARTITION BY user) cannot kill every waiting
+match of its partition. Then the wrapper keeps, per partition, the events of its last
+window (time or position at least the partition's newest minus W: every waiting match
+started there, so its events and every event that may block it are among them) with the
+columns ψ reads, and decides a match when its deadline passes — every event up to the
+deadline has then been read: it is blocked iff an event strictly between φ's last event and
+the reporting event (in its partition, so exactly those up to the deadline) satisfies ψ
+with the match's bindings (``engine.post_filter.gap_hits``, the gap check of absence
+between). ``bisect`` (ψ.a = expr of one match variable): an as-of join by (partition,
+value) on the sorted positions, O(log n) per match; ``scan``: every ψ event of the
+match's window is tested, O(ψ events in the window) per match. Decisions are batched per
+frame; memory: the waiting matches plus the events of each partition's last window.
 """
 
 from __future__ import annotations
@@ -26,12 +40,16 @@ import polars as pl
 
 from cer_cli.compiler.predicates import AttrTest, StreamTest, TypeTest, atom_expression, strip_var
 from cer_cli.engine.executor import prepare_frame, window_bound
-from cer_cli.events import POS, Match, MatchBatch, as_matches, batch_of
+from cer_cli.engine.post_filter import MATCH_ID as _MATCH
+from cer_cli.engine.post_filter import gap_hits
+from cer_cli.events import KEY, POS, STREAM, TYPE, Match, MatchBatch, as_matches, batch_of
 from cer_cli.query import ast
+from cer_cli.query.scope import attr_refs
 
 _KEY = "__cer_absence_key"
 _WTIME = "__cer_absence_time"
 _PSI = "__cer_absence_psi"
+_TAU = "__cer_absence_tau"
 
 
 def psi_expression(psi: ast.Formula, schema) -> pl.Expr:
@@ -58,8 +76,14 @@ class TrailingAbsence:
 
     def __init__(self, inner, psi: ast.Formula, window: ast.Window,
                  partition_by: tuple[tuple[str, ...], ...] = (), streams=None,
-                 open_ends: bool = False) -> None:
+                 open_ends: bool = False, site=None,
+                 select: frozenset[str] | None = None) -> None:
         self.inner = inner
+        #: ``AbsenceSite`` when ψ compares with the match (its ``unary`` part then only
+        #: narrows the events kept), and the real SELECT (the CEA also marks ψ's variables)
+        self.site = site
+        self.select = select
+        self._rows: pl.DataFrame | None = None  # correlated: each partition's last window
         self.psi = psi
         self.window = window
         self.partition_by = partition_by
@@ -76,6 +100,21 @@ class TrailingAbsence:
         self._tpos = self._times = None  # window times of recent positions (durations)
 
     def describe(self) -> str:
+        if self.site is not None:
+            site = self.site
+            how = (f"bisect on {site.etype.label}.{site.key[0].attr}: an as-of join by"
+                   " (partition, value), O(log n) per match" if site.method == "bisect" else
+                   "scan of the window: every ψ event between φ's last event and the deadline"
+                   " tested, O(ψ events in the window) per match")
+            return "\n".join([
+                self.inner.describe(),
+                "trailing absence compared with the match (ψ reads"
+                f" {', '.join(sorted(site.match_vars))}): each match of φ waits until its"
+                " deadline τ(first event) + W passes, then is reported at the first event of"
+                " its partition past it unless an event between φ's last event and that one"
+                f" satisfies ψ with the match's bindings ({how}); memory: the waiting matches"
+                " and each partition's events of its last window",
+            ])
         return "\n".join([
             self.inner.describe(),
             "trailing absence: each match of φ waits until its window closes (deadline"
@@ -111,41 +150,54 @@ class TrailingAbsence:
             for m, s in zip(batch.matches(), starts.tolist(), strict=True):
                 candidates.setdefault(m.end, []).append((s + self._bound, m))
         out = self._advance(prepared, candidates)
+        if self.site is not None:
+            out = self._decide(out)
+            self._prune()
         if out:
             yield batch_of(out)
 
     def _remember_times(self, prepared: pl.DataFrame) -> None:
         """Window times by position, for the deadlines of φ's matches: kept while a match
-        may still start there (time at least the newest time minus W)."""
+        may still start there (time at least the frame's first time minus W)."""
         pos = prepared[POS].cast(pl.Int64).to_numpy()
         times = prepared[_WTIME].to_numpy()
         if self._tpos is not None:
-            keep = self._times >= times[-1] - self._bound
+            # this frame's matches end at its first time or later: they start at most W before
+            keep = self._times >= times[0] - self._bound
             pos, times = np.concatenate([self._tpos[keep], pos]), np.concatenate([self._times[keep], times])
         self._tpos, self._times = pos, times
 
     def finish(self) -> Iterator[MatchBatch]:
         """The matches still waiting at the end of the log (``open_ends`` only), ``end`` one
         past the last position read; then nothing waits any more."""
-        waiting = [m for heap in self._waiting.values() for _, _, m in heap]
+        waiting = [(key, m) for key, heap in self._waiting.items() for _, _, m in heap]
         self._waiting.clear()
         if self.open_ends and waiting:
-            once = {(m.start, m.events, m.partition): m for m in waiting}
-            yield batch_of([Match(s, self._end, e, p) for s, e, p in sorted(once, key=repr)])
+            # a correlated ψ already seen still blocks: the window is open after it
+            ended = [(key, m, self._end) for key, m in waiting]
+            done = self._decide(ended) if self.site is not None else [m for _, m, _ in ended]
+            once = {(m.start, m.events, m.partition): m for m in done}
+            if once:
+                yield batch_of([Match(s, self._end, e, p) for s, e, p in sorted(once, key=repr)])
+        self._rows = None
 
-    def _advance(self, frame: pl.DataFrame, candidates) -> list[Match]:
+    def _advance(self, frame: pl.DataFrame, candidates) -> list:
         """Walk the prepared frame's events in order (see the module docstring);
-        ``candidates``: φ's matches with their deadline, by their last event."""
-        if not frame.height or (not candidates and not any(self._waiting.values())):
+        ``candidates``: φ's matches with their deadline, by their last event. Returns the
+        reported matches, or with a correlated ψ the due ones as (partition, match of φ,
+        reporting position) for ``_decide``."""
+        corr = self.site is not None
+        if not frame.height or (not corr and not candidates and not any(self._waiting.values())):
             if frame.height and self._events:
                 self._count_only(frame)
             return []
-        frame = frame.with_columns(psi_expression(self.psi, frame.schema).alias(_PSI))
         pos = frame[POS].to_list()
-        psi = frame[_PSI].to_list()
+        psi = (frame.select(psi_expression(self.psi, frame.schema)).to_series().to_list()
+               if not corr else None)
         part = self._partition_ids(frame)
         times = None if self._events else frame[_WTIME].to_list()
-        out: list[Match] = []
+        taus: list = []
+        out: list = []
         waiting, count = self._waiting, self._count
         for n, p in enumerate(pos):
             key = part[n]
@@ -154,6 +206,7 @@ class TrailingAbsence:
                 count[key] = t + 1
             else:
                 t = times[n]
+            taus.append(t)
             heap = waiting.get(key)
             if heap:
                 if heap[0][0] < t:
@@ -162,14 +215,70 @@ class TrailingAbsence:
                     seen = set()
                     while heap and heap[0][0] < t:
                         m = heapq.heappop(heap)[2]
-                        if (m.start, m.events) not in seen:
+                        if corr:
+                            out.append((key, m, p))
+                        elif (m.start, m.events) not in seen:
                             seen.add((m.start, m.events))
                             out.append(Match(m.start, p, m.events, m.partition))
-                if psi[n]:
+                if not corr and psi[n]:
                     heap.clear()
             for deadline, m in candidates.get(p, ()):
                 self._seq += 1
                 heapq.heappush(waiting.setdefault(key, []), (deadline, self._seq, m))
+        if corr:
+            self._keep(frame, part, taus)
+        return out
+
+    def _keep(self, frame: pl.DataFrame, part: list[int], taus: list) -> None:
+        """Append the frame's events (position, partition, τ and the columns ψ reads)."""
+        site = self.site
+        names = {TYPE, STREAM} | {r.attr for p in (site.unary, site.correlated) if p is not None
+                                  for r in attr_refs(p)}
+        new = frame.select(pl.col(POS).cast(pl.Int64), *sorted(names & set(frame.columns)))
+        new = new.with_columns(pl.Series(KEY, part, dtype=pl.Int64), pl.Series(_TAU, taus))
+        self._rows = new if self._rows is None else pl.concat([self._rows, new],
+                                                              how="diagonal_relaxed")
+
+    def _prune(self) -> None:
+        """Drop the events older than their partition's last window: every waiting match
+        (deadline not passed, so it started in that window) and every later one starts
+        there, and only events after a match's start can be bound in it or block it."""
+        if self._rows is not None and self._rows.height:
+            slack = self._bound + (1 if self._events else 0)
+            self._rows = self._rows.filter(pl.col(_TAU) >= pl.col(_TAU).max().over(KEY) - slack)
+
+    def _decide(self, due: list) -> list[Match]:
+        """The due matches ``(partition, match of φ, reporting position)`` that no event
+        between φ's last event and the reporting one blocks (ψ with their bindings), with
+        the variables only ψ reads dropped, once each."""
+        if not due:
+            return []
+        site, rows = self.site, self._rows
+        cands = pl.DataFrame({_MATCH: np.arange(len(due), dtype=np.int64),
+                              "__l": [m.end for _, m, _ in due],
+                              "__r": [r for _, _, r in due],
+                              "__part": [k for k, _, _ in due]},
+                             schema={_MATCH: pl.Int64, "__l": pl.Int64, "__r": pl.Int64,
+                                     "__part": pl.Int64})
+        for v in sorted(site.match_vars):
+            at = [next((p for p, labels in m.events if v in labels), None) for _, m, _ in due]
+            attrs = sorted({r.attr for r in attr_refs(site.correlated) if r.var == v}
+                           & set(rows.columns))
+            table = rows.select(POS, *(pl.col(c).alias(f"{v}.{c}") for c in attrs))
+            cands = (cands.with_columns(pl.Series("__at", at, dtype=pl.Int64))
+                     .join(table, left_on="__at", right_on=POS, how="left").drop("__at"))
+        blocked = set(gap_hits(site, cands.sort(_MATCH), rows).tolist())
+        out, seen = [], set()
+        for i, (_, m, r) in enumerate(due):
+            if i in blocked:
+                continue
+            events = m.events
+            if self.select is not None:
+                events = tuple((p, kept) for p, labels in events
+                               if (kept := tuple(x for x in labels if x in self.select)))
+            if (m.start, r, events, m.partition) not in seen:
+                seen.add((m.start, r, events, m.partition))
+                out.append(Match(m.start, r, events, m.partition))
         return out
 
     def _count_only(self, frame: pl.DataFrame) -> None:

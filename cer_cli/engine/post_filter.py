@@ -48,6 +48,7 @@ from cer_cli.query import ast
 from cer_cli.query.scope import attr_refs, is_atom, pred_vars, prev_refs
 
 _MATCH = "__cer_match"
+MATCH_ID = _MATCH  #: the candidate id column of ``gap_hits``
 _VAR = "__cer_var"
 
 
@@ -237,6 +238,16 @@ def _blocked(site: AbsenceSite, batch: MatchBatch, bound: pl.DataFrame,
         cands = cands.join(bound.filter(pl.col(_VAR) == v)
                            .select(_MATCH, *(pl.col(c).alias(f"{v}.{c}") for c in attrs)),
                            on=_MATCH, how="left")
+    out = np.zeros(n, dtype=bool)
+    out[gap_hits(site, cands, rows)] = True
+    return out
+
+
+def gap_hits(site: AbsenceSite, cands: pl.DataFrame, rows: pl.DataFrame) -> np.ndarray:
+    """The ``_MATCH`` ids of ``cands`` (columns ``_MATCH``, ``__l``, ``__r``, ``__part`` and
+    ``v.attr`` per variable ψ reads) with an event of ``rows`` (``POS``, ``KEY``: partition,
+    type, stream, attributes) strictly between ``__l`` and ``__r`` in partition ``__part``
+    that satisfies ψ with the candidate's bindings. Shared with ``engine.absence``."""
     psi = rows.filter(pl.col(TYPE) == site.etype.name) if TYPE in rows.columns else rows.clear()
     if site.etype.stream is not None:
         psi = psi.filter(pl.col(STREAM) == site.etype.stream) if STREAM in psi.columns \
@@ -256,9 +267,7 @@ def _blocked(site: AbsenceSite, batch: MatchBatch, bound: pl.DataFrame,
                                  pl.col(POS) > pl.col("__l"), pl.col(POS) < pl.col("__r"))
         ok = pairs.filter(predicate_expression(site.correlated, pairs.schema, _column))
         hit = ok[_MATCH].unique().to_numpy()
-    out = np.zeros(n, dtype=bool)
-    out[np.asarray(hit, dtype=np.int64)] = True
-    return out
+    return np.asarray(hit, dtype=np.int64)
 
 
 def _bisect(site: AbsenceSite, cands: pl.DataFrame, psi: pl.DataFrame) -> np.ndarray:

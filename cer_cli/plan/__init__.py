@@ -36,6 +36,7 @@ from cer_cli.compiler.correlation import (
     predicate_class,
     relax_absence,
     relax_correlation,
+    trailing_absence_site,
 )
 from cer_cli.compiler.correlation import (
     sites as correlation_sites,
@@ -92,6 +93,9 @@ class RewriteResult:
     #: The PCEA that evaluates ``post_filters`` as hash joins, and why it does (or why not).
     pcea: object | None = None
     pcea_reason: str | None = None
+    #: A trailing ψ's comparisons with the match (``AbsenceSite``), checked by
+    #: ``engine.absence`` when a match's deadline passes; None without them.
+    trailing: object | None = None
 
     @property
     def unsatisfiable(self) -> bool:
@@ -143,7 +147,7 @@ class Plan:
     @property
     def projection(self) -> frozenset[str] | None:
         """The variables the automaton marks: SELECT's, plus those the post-filter reads."""
-        return cea_projection(self.query, self.post_filter)
+        return cea_projection(self.query, self.post_filter, self.rewritten.trailing)
 
     @cached_property
     def output_growth(self) -> str | None:
@@ -176,7 +180,16 @@ class Plan:
 
             inner = replace(self, query=replace(q, trailing=None)).executor(**options)
             psi = self.rewritten.query.trailing  # without the comparisons a partition implies
-            return TrailingAbsence(inner, psi, q.within, self.partition_by, q.streams, open_ends)
+            site = self.rewritten.trailing
+            select = None if q.select is None else frozenset(i.var for i in q.select)
+            if site is not None and select is not None:
+                # φ's executor keeps the variables ψ reads; the wrapper drops them
+                post = self.post_filter
+                wide = select | site.match_vars
+                inner = replace(self, query=replace(q, trailing=None), post_filter=None if post is None
+                                else replace(post, select=wide)).executor(**options)
+            return TrailingAbsence(inner, psi, q.within, self.partition_by, q.streams, open_ends,
+                                   site, select)
         if self.executor_kind == HASH_JOIN:
             from cer_cli.engine.pcea import HashJoinEngine
 
@@ -208,10 +221,14 @@ def finish(executor) -> Iterator[Match]:
     return iter(()) if done is None else as_matches(done())
 
 
-def cea_projection(query: ast.Query, post: PostFilter | None) -> frozenset[str] | None:
+def cea_projection(query: ast.Query, post: PostFilter | None,
+                   trailing=None) -> frozenset[str] | None:
+    """SELECT's variables plus those the post-filter and a correlated trailing ψ read."""
     if query.select is None:
         return None
     projection = frozenset(item.var for item in query.select)
+    if trailing is not None:
+        projection |= trailing.match_vars
     return projection if post is None else projection | post.variables
 
 
@@ -354,6 +371,28 @@ def absence_methods(absences, within) -> tuple[PredicateMethod, ...]:
     return tuple(out)
 
 
+def trailing_methods(site) -> tuple[PredicateMethod, ...]:
+    """The method of a trailing ψ's comparisons with the match (``trailing_absence_site``)."""
+    if site is None:
+        return ()
+    if site.method == "bisect":
+        how = f"bisect on {site.etype.label}.{site.key[0].attr}"
+        cost = ("per match O(log n): the first ψ event after φ's last event with the match's"
+                " value, by an as-of join on ψ's events sorted by (partition, value, position);"
+                " n: the events kept, each partition's last window")
+    else:
+        how = "scan of the window"
+        cost = ("per match, every ψ event between φ's last event and the deadline is tested:"
+                " O(ψ events in the window); memory: each partition's last window of events")
+    return (PredicateMethod(
+        f"!({site.etype.label} FILTER {to_text(site.predicate)}) (trailing)",
+        f"trailing absence ({how})", cost,
+        "a comparison of the absent event with the match that no PARTITION BY key makes true:"
+        " each match of φ waits until its deadline passes (every event up to it read), then is"
+        " kept iff no event of its partition after its last event and up to the deadline"
+        " satisfies ψ with its bindings"),)
+
+
 def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | None = None,
          text: str | None = None) -> Plan:
     """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
@@ -363,6 +402,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     written = query
     query, implied = implied_absence(query)
     passes.append(PassResult("implied_absence", implied is not None, query.formula, implied))
+    trailing = trailing_absence_site(query)
     # 1. correlation: the partition rewrite, else the relaxation (post-filters or hash join)
     partitioned = equality_to_partition(query)
     grew = partitioned.partition_by != query.partition_by
@@ -392,7 +432,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
             passes[2] = replace(passes[2], note=f"{what} between events joined by the hash join"
                                 " (PCEA), not by the automaton")
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
-                              tuple(sites) + absences, pcea, reason)
+                              tuple(sites) + absences, pcea, reason, trailing)
     if pcea is not None:
         method = HASH_JOIN
     elif sites:
@@ -410,7 +450,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         method = POST_FILTER
     # 3. compilation
     alphabet = Alphabet.from_formula(formula)
-    cea = compile_formula(formula, alphabet, cea_projection(query, post))
+    cea = compile_formula(formula, alphabet, cea_projection(query, post, trailing))
     return Plan(
         text=text if text is not None else "",
         query=written,
@@ -425,5 +465,5 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         executor_kind=HASH_JOIN if pcea is not None else "cea",
         fanout=fanout(query, rewritten_query.partition_by),
         predicate_methods=predicate_methods(query, base, sites, pcea, reason, partitioned)
-        + absence_methods(absences, query.within),
+        + absence_methods(absences, query.within) + trailing_methods(trailing),
     )

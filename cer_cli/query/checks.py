@@ -294,7 +294,7 @@ def check_absence(query: Query, schema: Schema | None = None) -> None:
     one bound on either side of the ``;`` (for a trailing ψ, by φ) to exactly one event in
     every match — not under ``+``, not only in one branch of an OR — so that "ψ with these
     bindings" names one test per event. How the engine evaluates the comparison (implied by
-    a PARTITION BY key, else checked per candidate) is the planner's decision
+    a PARTITION BY key, else checked per candidate or, trailing, at the deadline) is the planner's decision
     (``compiler.correlation.implied_absence``, ``relax_absence``). ψ's own names, attributes and types are
     checked as a filter's are.
     """
