@@ -278,8 +278,7 @@ def test_local_reader_honours_iso_offsets(tmp_path: Path) -> None:
 
 
 def test_io_does_not_import_spark_or_upper_layers() -> None:
-    """io sits beside query: it imports only events, signals (a leaf) and io itself, never
-    pyspark."""
+    """io sits beside query: it imports only events (and io itself), never pyspark."""
     import ast as pyast
 
     for path in (ROOT / "cer_cli" / "io").glob("*.py"):
@@ -289,9 +288,7 @@ def test_io_does_not_import_spark_or_upper_layers() -> None:
                      else [node.module or ""] if isinstance(node, pyast.ImportFrom) else [])
             for name in names:
                 assert not name.startswith("pyspark"), path
-                if name == "cer_cli" and isinstance(node, pyast.ImportFrom):  # from cer_cli import x
-                    assert {a.name for a in node.names} <= {"signals"}, (path, name)
-                elif name.startswith("cer_cli"):
+                if name.startswith("cer_cli"):
                     assert name.startswith(("cer_cli.events", "cer_cli.io")), (path, name)
 
 
