@@ -18,8 +18,7 @@ if hasattr(signal, "SIGTERM"):
 if hasattr(signal, "SIGHUP"):
     EXITS[signal.SIGHUP] = (129, "terminated")
 
-_state: dict = {"raised": False, "signum": None, "installed": set(), "deadline": None,
-                "doomed": set()}
+_state: dict = {"raised": False, "signum": None, "installed": set()}
 
 
 class Interrupted(BaseException):
@@ -47,46 +46,7 @@ def _handler(signum: int, frame: object) -> None:
         os._exit(EXITS.get(signum, (128 + signum, ""))[0])
     _state["raised"] = True
     _state["signum"] = signum
-    if _state["deadline"] is not None:
-        _force_exit_after(_state["deadline"], signum)
     raise Interrupted(signum)
-
-
-def exit_deadline(seconds: float | None) -> None:
-    """After a signal, end the process ``seconds`` later even if the main thread has not
-    unwound by then. For runs whose main thread can sit in a library call that ignores the
-    exception until a remote job ends: pyspark, interrupted inside a py4j call, makes another
-    call on the same connection while unwinding, which waits for the running Spark job."""
-    _state["deadline"] = seconds
-
-
-def remove_on_forced_exit(path: object, add: bool = True) -> None:
-    """Register (or forget) a temporary file that a forced exit must remove, since it skips
-    the ``finally`` blocks that normally do."""
-    (_state["doomed"].add if add else _state["doomed"].discard)(path)
-
-
-def _force_exit_after(seconds: float, signum: int) -> None:
-    import threading
-
-    def force() -> None:
-        for path in list(_state["doomed"]):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        code, line = EXITS.get(signum, (128 + signum, "interrupted"))
-        if not _state.get("said"):  # the main thread may have said it and be exiting
-            try:
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
-
-    timer = threading.Timer(seconds, force)
-    timer.daemon = True
-    timer.start()
 
 
 def check() -> None:
@@ -141,7 +101,6 @@ def reclaim() -> None:
 
 def exit_for(error: Interrupted) -> None:
     """Print the signal's one line and exit with its code (never returns)."""
-    _state["said"] = True
     try:
         sys.stderr.write(error.message + "\n")
         sys.stderr.flush()

@@ -18,9 +18,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cer_cli"
 #: ``frames`` (the DataFrame API) runs queries through ``api``: just above it, below the CLI.
 RANK = {"events": 0, "signals": 0, "query": 1, "io": 1, "compiler": 2, "engine": 3, "plan": 4,
         "spark": 5, "api": 6, "explain": 6, "frames": 6.5, "cli": 7, "__init__": 8}
-#: io reads logs and writes matches: it may import only events (not the query language) and
-#: signals (a leaf: the temporary output file a forced exit must remove).
-ONLY = {"io": {"events", "signals", "io"}}
+#: io reads logs and writes matches: it may import only events (not the query language).
+ONLY = {"io": {"events", "io"}}
 
 
 def module_name(path: Path) -> str:

@@ -589,23 +589,6 @@ def test_the_spark_session_is_created_off_the_main_thread():
         job._create_session(Builder(fail=True))
 
 
-def test_stop_children_kills_this_process_children_only():
-    """On a signal while spark-submit starts the JVM, cer kills its own children (the JVM
-    would outlive it, printing, for seconds). Run in a subprocess: pytest's own children
-    (the shared Spark session's JVM) must not be touched."""
-    code = (
-        "import subprocess, sys\n"
-        "from cer_cli.spark.job import _stop_children\n"
-        "kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "_stop_children()\n"
-        "print(kid.wait(timeout=10))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(-signal.SIGKILL)
-
-
 # --------------------------------------------------------------------------- overheads
 
 

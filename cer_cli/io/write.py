@@ -34,7 +34,6 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, as_batches, as_matches
 from cer_cli.io.read import EventLog, LogError
 
@@ -981,14 +980,11 @@ def atomic_path(target: str | Path, warn: Callable[[str], None] = _warn) -> Iter
         tmp.unlink(missing_ok=True)
         raise
     os.close(fd)
-    signals.remove_on_forced_exit(tmp)
     try:
         yield tmp
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    finally:
-        signals.remove_on_forced_exit(tmp, add=False)
     try:
         os.replace(tmp, real)
     except BaseException as e:  # a failed rename, or a signal arriving just now

@@ -31,7 +31,6 @@ import os
 import pickle
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -250,7 +249,6 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             signals.check()  # a Ctrl-C while the JVM started ends as the signal
             raise _spark_error(e, master=master) from None
         signals.reclaim()  # in case a SparkContext replaced the SIGINT handler all the same
-        signals.exit_deadline(1.0)  # py4j may wait for a running job while unwinding
     else:
         spark = active
         for k, v in conf.items():
@@ -277,35 +275,12 @@ def _create_session(builder):
 
     thread = threading.Thread(target=start, name="cer-spark-start", daemon=True)
     thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(0.1)
-            signals.check()
-    except signals.Interrupted:
-        _stop_children()  # a JVM still starting would outlive cer (and hold its stderr)
-        raise
+    while thread.is_alive():
+        thread.join(0.1)
+        signals.check()
     if "error" in result:
         raise result["error"]
     return result["spark"]
-
-
-def _stop_children() -> None:
-    """SIGKILL this process's children (Linux ``/proc``; elsewhere nothing): on a signal
-    while ``spark-submit`` starts the JVM, pyspark has not yet handed us the process, and a
-    JVM still starting notices its parent gone only once it is up, seconds later."""
-    me = str(os.getpid())
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-            if stat[stat.rindex(")") + 2:].split()[1] == me:
-                os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            continue
 
 
 def _configured_master(spark_conf_cls) -> bool:
