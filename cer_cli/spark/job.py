@@ -33,7 +33,6 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -244,11 +243,11 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         for k, v in conf.items():
             builder = builder.config(k, v)
         try:
-            spark = _create_session(builder)
+            spark = builder.getOrCreate()
         except Exception as e:
             signals.check()  # a Ctrl-C while the JVM started ends as the signal
             raise _spark_error(e, master=master) from None
-        signals.reclaim()  # in case a SparkContext replaced the SIGINT handler all the same
+        signals.reclaim()  # SparkContext replaced the SIGINT handler
     else:
         spark = active
         for k, v in conf.items():
@@ -257,30 +256,6 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     spark.sparkContext.setLogLevel(conf.get("cer.logLevel", "FATAL"))
     _ship_package(spark)
     return spark
-
-
-def _create_session(builder):
-    """``builder.getOrCreate()`` in a helper thread. SparkContext installs its own SIGINT
-    handler (cancel the jobs, then a KeyboardInterrupt that surfaces as py4j tracebacks) only
-    when created in the main thread; created elsewhere it leaves cer's handlers alone, and the
-    main thread, waiting in short joins, stops on Ctrl-C/SIGTERM within a second even while
-    the JVM starts (a slow, loaded machine takes longer than any fixed wait)."""
-    result: dict = {}
-
-    def start() -> None:
-        try:
-            result["spark"] = builder.getOrCreate()
-        except BaseException as e:  # handed to the main thread
-            result["error"] = e
-
-    thread = threading.Thread(target=start, name="cer-spark-start", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(0.1)
-        signals.check()
-    if "error" in result:
-        raise result["error"]
-    return result["spark"]
 
 
 def _configured_master(spark_conf_cls) -> bool:
