@@ -77,6 +77,8 @@ HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 #: name -> compile without reference counting? (the functions ``compiled`` compiles)
 _JIT: dict[str, bool] = {}
+#: the functions numba inlines into their callers (see ``njit_inline``)
+_INLINE: set[str] = set()
 _PLAIN: dict = {}  # name -> the plain function (to tell when a test replaced the name)
 
 
@@ -92,6 +94,15 @@ def njit_plain(f):
     with counting on, the atomic increments per call cost more than the algorithm."""
     _JIT[f.__name__], _PLAIN[f.__name__] = True, f
     return f
+
+
+def njit_inline(f):
+    """``njit_plain``, and inlined into its callers (numba's ``inline="always"``): the
+    tECS and union-list helpers run several times per event, and an array argument of a
+    compiled call is passed as some seven machine words, so a call to ``_add`` with its
+    three arrays cost about as much as the node it creates."""
+    _INLINE.add(f.__name__)
+    return njit_plain(f)
 
 
 _compiled: dict | None = None
@@ -124,6 +135,8 @@ def _compile_all() -> dict:
         copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
         copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, __name__, f.__doc__
         opts = {"_nrt": False} if no_nrt else {}
+        if name in _INLINE:
+            opts["inline"] = "always"
         g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
     return {name: g[name] for name in _JIT}
 
@@ -153,7 +166,7 @@ CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 # ---------------------------------------------------------------------------- tECS nodes
 
 
-@njit_plain
+@njit_inline
 def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
     """Append a node; the caller made room (``NEED_ROOM``). Returns its index — and never an
     array: numba reference-counts every array a call returns, which cost ~30 ns per call."""
@@ -170,12 +183,12 @@ def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
     return n
 
 
-@njit_plain
+@njit_inline
 def _node(nodes, mt, st, left, right):
     return _add(nodes, mt, st, UNION, -1, nodes[left, MX], mt[left], left, right, -1)
 
 
-@njit_plain
+@njit_inline
 def _union(nodes, mt, st, n1, n2):
     """``⟦n1⟧ ∪ ⟦n2⟧`` for safe nodes of equal max-start, by the gadgets (a)–(d) of CORE
     Fig. 5: at most three new nodes, and the result is safe (time-ordered, 3-bounded)."""
@@ -193,7 +206,7 @@ def _union(nodes, mt, st, n1, n2):
     return _node(nodes, mt, st, nodes[n1, A], u)
 
 
-@njit_plain
+@njit_inline
 def _merge(nodes, mt, st, lst, length):
     """One safe node for the union-list ``lst[:length]``: the right comb
     ``∨(n0, ∨(n1, … nk))``, ``length - 1`` new nodes."""
@@ -216,7 +229,7 @@ def _widen(arr, width):
     return out
 
 
-@njit_plain
+@njit_inline
 def _insert(nodes, mt, st, nul, nulen, s, n):
     """Add safe node ``n`` (``max(n) <= max(head)``) to the union-list ``nul[s, :nulen[s]]``,
     keeping max-starts strictly decreasing from index 1: an equal max-start is merged with
@@ -245,7 +258,7 @@ def _insert(nodes, mt, st, nul, nulen, s, n):
     return True
 
 
-@njit_plain
+@njit_inline
 def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
           unm, off, cnt, mq, ml, src, length, pos):
     """EXECTRANS of one det-move on the union-list ``src[:length]``: extend along every
@@ -428,7 +441,7 @@ def _compact_all(nodes, mt, st, tstate, tlen, ulen, ul, prow, pcount, now, by_ev
     st[NEXT_COMPACT] = max(st[COMPACT_MIN], 2 * st[NN])
 
 
-@njit_plain
+@njit_inline
 def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune, etau, emit,
                es_node, es_depth, path_pos, path_lab,
                o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab):
@@ -796,7 +809,7 @@ def _fill_counts(nodes, st, cnt, cst):
     cst[C_DONE] = st[NN]
 
 
-@njit_plain
+@njit_inline
 def _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, p, ns):
     """How many complex events end at the current event of partition ``p`` (no window):
     the sum of the node counts of the final det-states' union-list entries; -1 if too big."""
