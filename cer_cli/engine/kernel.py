@@ -620,22 +620,46 @@ def run_events(
                 ht = hastime[i]
             prune = has_bound and ht
             tau = t - bound
-            # ---- every move this event needs must be known, and the node arrays big
-            # enough, before anything changes
+            # ---- Algorithm 1 (evaluate.advance) in one pass over T (row r), building T' in
+            # the spare row. T is only pruned (idempotent) until the commit, so a move not
+            # known yet or too small a node array undoes the event (its nodes are dropped)
+            # and returns; the caller fills the move or grows the arrays and the event is
+            # done again from the start.
+            sp = st[SPARE]
+            nstate = tstate[sp]
+            nulen = ulen[sp]
+            nul = ul[sp]
+            nn0 = st[NN]
+            alloc0 = st[ALLOC]
+            cap = nodes.shape[0]
+            ns = 0
+            status = DONE
             q = initial
-            if tunm[q, c] == UNKNOWN:  # asked even without a window time, as advance does
+            unm = tunm[q, c]
+            cnt0 = tcnt[q, c]
+            if unm == UNKNOWN:  # asked even without a window time, as advance does
                 st[MISS_STATE] = q
                 st[MISS_COL] = c
                 return NEED_MOVE, i
-            need = 5 + 4 * tcnt[q, c]  # nodes: the bottom, and ``_exec``'s bound per list
             # an event that moves every live det-state to itself, unmarked, starts nothing
             # and ends nothing changes no table: only its partition's count advances
-            idle = (not ht) or (tunm[q, c] < 0 and tcnt[q, c] == 0)
+            idle = (not ht) or (unm < 0 and cnt0 == 0)
+            if ht and (unm >= 0 or cnt0 > 0):
+                need = 5 + 4 * cnt0  # nodes: the bottom, and ``_exec``'s bound per list
+                if nn0 + need > cap:
+                    st[NEED_NODES] = nn0 + need
+                    return NEED_ROOM, i
+                st[WORK] += need
+                one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
+                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                           unm, toff[q, c], cnt0, mq, ml, one, 1, pos)
             for k in range(tlen[r]):
+                if ns < 0:
+                    break
                 length = ulen[r, k]
                 if prune:
-                    if mt[ul[r, k, 0]] < tau:
-                        continue
+                    if length == 0 or mt[ul[r, k, 0]] < tau:
+                        continue  # the head has the list's max-start: all of it expired
                     if mt[ul[r, k, length - 1]] < tau:  # drop expired entries, in place
                         m = 0
                         for e in range(length):
@@ -646,14 +670,36 @@ def run_events(
                         ulen[r, k] = m
                         length = m
                 q = tstate[r, k]
-                if tunm[q, c] == UNKNOWN:
+                unm = tunm[q, c]
+                cnt0 = tcnt[q, c]
+                if unm == UNKNOWN:
                     st[MISS_STATE] = q
                     st[MISS_COL] = c
-                    return NEED_MOVE, i
-                need += length + 4 * tcnt[q, c] + 3
-                if idle and (tunm[q, c] != q or tcnt[q, c] > 0 or final[q]):
+                    status = NEED_MOVE
+                    break
+                need = length + 4 * cnt0 + 3
+                if st[NN] + need > cap:
+                    st[NEED_NODES] = st[NN] + need
+                    status = NEED_ROOM
+                    break
+                st[WORK] += need
+                if idle and (unm != q or cnt0 > 0 or final[q]):
                     idle = False
-            if idle:
+                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                           unm, toff[q, c], cnt0, mq, ml, ul[r, k], length, pos)
+            if ns < 0:  # a union-list outgrew the rows' width
+                for q in range(slot_of.shape[0]):
+                    slot_of[q] = -1
+                st[NEED_SCRATCH] = ul.shape[2] + 1
+                status = NEED_WIDTH
+            else:
+                for k in range(ns):
+                    slot_of[nstate[k]] = -1
+            if status != DONE or idle:  # undo: T is intact, T' and its nodes are dropped
+                st[NN] = nn0
+                st[ALLOC] = alloc0
+                if status != DONE:
+                    return status, i
                 pcount[p] = local + 1
                 if ht:
                     now[0] = t
@@ -662,42 +708,6 @@ def run_events(
                 st[SKIPPED] += 1
                 i += 1
                 continue
-            if st[NN] + need > nodes.shape[0]:
-                st[NEED_NODES] = st[NN] + need
-                return NEED_ROOM, i
-            st[WORK] += need
-            # ---- Algorithm 1 (evaluate.advance): T (row r) -> T' (the spare row)
-            sp = st[SPARE]
-            nstate = tstate[sp]
-            nulen = ulen[sp]
-            nul = ul[sp]
-            nn0 = st[NN]
-            alloc0 = st[ALLOC]
-            ns = 0
-            if ht:
-                q = initial
-                if tunm[q, c] >= 0 or tcnt[q, c] > 0:
-                    one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
-                    ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                               tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, one, 1, pos)
-            for k in range(tlen[r]):
-                if ns < 0:
-                    break
-                length = ulen[r, k]
-                if prune and (length == 0 or mt[ul[r, k, 0]] < tau):
-                    continue
-                q = tstate[r, k]
-                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                           tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, ul[r, k], length, pos)
-            if ns < 0:  # a union-list outgrew the width: undo the event (T is intact)
-                for q in range(slot_of.shape[0]):
-                    slot_of[q] = -1
-                st[NN] = nn0
-                st[ALLOC] = alloc0
-                st[NEED_SCRATCH] = ul.shape[2] + 1
-                return NEED_WIDTH, i
-            for k in range(ns):
-                slot_of[nstate[k]] = -1
             # ---- commit: the new table replaces the old one by swapping rows
             pcount[p] = local + 1
             if ht:
