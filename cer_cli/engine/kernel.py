@@ -42,7 +42,8 @@ Layout (all owned by ``KernelState``):
 * The det-automaton as a dense table indexed by ``(det-state, symbol column)``:
   ``tunm`` the unmarked target (-1 none, ``UNKNOWN`` not computed yet) and the marked
   moves ``mq/ml[toff : toff + tcnt]`` (target, label set). When the loop meets an
-  ``UNKNOWN`` entry it stops *before* touching the event and returns ``NEED_MOVE`` with the
+  ``UNKNOWN`` entry it undoes the event (only new nodes and the spare row: the
+  partition's table is untouched until the commit) and returns ``NEED_MOVE`` with the
   event index, det-state and column in ``st``; the caller computes the move
   (``LazyDFA.step``), fills the table and calls again from that event.
 
@@ -399,8 +400,8 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
 # Why the loop is written as a resumable state machine: numba reference-counts every array
 # a variable may be re-bound to inside a loop (atomic increments on every iteration), which
 # cost more than the algorithm itself. So ``run_events`` never re-binds an array: it returns
-# to the caller whenever an array is too small (``NEED_ROOM`` before touching an event,
-# ``NEED_WIDTH`` before committing its table, ``NEED_OUT`` during its enumeration, which
+# to the caller whenever an array is too small (``NEED_ROOM``/``NEED_WIDTH`` while building
+# an event's new table, which is then undone and redone; ``NEED_OUT`` during its enumeration, which
 # resumes), and the caller grows the array (or flushes the outputs) and calls again.
 
 # st[...] slots of the resumable loop: the phase of the current event and what it needs
