@@ -26,26 +26,30 @@ Python with polars, pyarrow and numpy. Spark and input failures become ``SparkEr
 from __future__ import annotations
 
 import atexit
+import logging
 import math
 import os
 import pickle
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
+from time import monotonic, sleep
 from typing import TYPE_CHECKING
 
 from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
-from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json
+from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json, remove_open_parts
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
@@ -219,6 +223,8 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             "pyspark is not installed", ["pip install 'cer-cli[spark]' (pyspark 4)"]
         ) from None
     conf = {**SESSION_DEFAULTS, **(conf or {})}
+    _stopping.update(since=None, pids={}, partial=None)
+    signals.guard(SIGNAL_DEADLINE, _stop_processes, _end_run)  # pyspark can hold the main thread
     active = SparkSession.getActiveSession()
     if active is None or (master is not None and active.sparkContext.master != master):
         check_master(master if master is not None else conf.get("spark.master"))
@@ -243,11 +249,11 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         for k, v in conf.items():
             builder = builder.config(k, v)
         try:
-            spark = builder.getOrCreate()
+            spark = _create(builder)
         except Exception as e:
             signals.check()  # a Ctrl-C while the JVM started ends as the signal
             raise _spark_error(e, master=master) from None
-        signals.reclaim()  # SparkContext replaced the SIGINT handler
+        signals.reclaim()  # should a SparkContext have replaced the SIGINT handler all the same
     else:
         spark = active
         for k, v in conf.items():
@@ -256,6 +262,148 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     spark.sparkContext.setLogLevel(conf.get("cer.logLevel", "FATAL"))
     _ship_package(spark)
     return spark
+
+
+def _create(builder) -> SparkSession:
+    """``builder.getOrCreate()`` in a helper thread: SparkContext installs its own SIGINT
+    handler (cancel the jobs from inside the handler, then a KeyboardInterrupt: py4j
+    tracebacks) only when created in the main thread, and cer reclaims the signal only after
+    ``getOrCreate`` returns. The main thread waits in short joins, so a signal while the JVM
+    starts is handled at once."""
+    result: dict = {}
+
+    def start() -> None:
+        try:
+            result["spark"] = builder.getOrCreate()
+        except BaseException as e:  # handed to the main thread
+            result["error"] = e
+
+    thread = threading.Thread(target=start, name="cer-spark-start", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+        signals.check()
+    if "error" in result:
+        raise result["error"]
+    return result["spark"]
+
+
+# --------------------------------------------------------------------------- signals
+
+#: Seconds from a signal to the end of a Spark run, however stuck its main thread is.
+SIGNAL_DEADLINE = 1.0
+#: Seconds the run's processes get to end on SIGTERM (the JVM deletes its temporary
+#: directories) before SIGKILL.
+SIGTERM_GRACE = 0.5
+_stopping: dict = {"since": None, "pids": {}, "partial": None}
+
+
+def _stop_processes() -> None:
+    """On a signal (``signals.guard``): cancel the jobs from another thread, without waiting,
+    and SIGTERM every process below cer (the JVM, pyspark's daemon and its Python workers,
+    which would compute on after cer exits). The main thread's pending py4j calls then fail
+    at once instead of waiting for the job; py4j's logged tracebacks about the lost
+    connection are silenced."""
+    _stopping["since"] = monotonic()
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+
+    def cancel() -> None:
+        try:
+            from pyspark import SparkContext
+
+            if SparkContext._active_spark_context is not None:
+                SparkContext._active_spark_context.cancelAllJobs()
+        except BaseException:
+            pass
+
+    threading.Thread(target=cancel, name="cer-spark-cancel", daemon=True).start()
+    _signal_processes(signal.SIGTERM)
+
+
+def _end_run() -> None:
+    """Before a signal's exit: SIGKILL what survived ``SIGTERM_GRACE``, then remove what the
+    run was writing (the JVM is gone, it writes no more)."""
+    since = _stopping["since"] if _stopping["since"] is not None else monotonic()
+    while _signal_processes(None, scan=False) and monotonic() < since + SIGTERM_GRACE:
+        sleep(0.02)
+    _signal_processes(signal.SIGKILL)
+    remove_open_parts()
+    if _stopping["partial"] is not None:
+        _remove_partial(*_stopping["partial"])
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` after the command name: state, ppid, ..."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def _descendants() -> dict[int, str]:
+    """Every process below this one (Linux ``/proc``; elsewhere none), pid -> start time."""
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return {}
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    for pid in pids:
+        fields = _stat(pid)
+        if fields and len(fields) > 19:
+            children.setdefault(int(fields[1]), []).append(pid)
+            started[pid] = fields[19]
+    found: dict[int, str] = {}
+    todo = [os.getpid()]
+    while todo:
+        for kid in children.get(todo.pop(), ()):
+            if kid not in found:
+                found[kid] = started[kid]
+                todo.append(kid)
+    return found
+
+
+def _signal_processes(signum: int | None, scan: bool = True) -> list[int]:
+    """Send ``signum`` (None: nothing) to every process below cer (``scan``), and to those
+    found below it before (a process whose parent died moves to init); returns those still
+    running."""
+    if scan:
+        _stopping["pids"].update(_descendants())
+    running = []
+    for pid, start in list(_stopping["pids"].items()):
+        fields = _stat(pid)
+        if fields is None or fields[19] != start or fields[0] in "ZX":
+            _stopping["pids"].pop(pid, None)  # gone (or the pid reused)
+            continue
+        running.append(pid)
+        if signum is not None:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+    return running
+
+
+def _remove_partial(output: str, mode: str) -> None:
+    """Remove what an interrupted ``spark_write`` left of ``output``: the directory, or its
+    content if it existed (empty) before the run. Local paths only."""
+    if re.match(r"^[A-Za-z][\w+.-]*://", output) and not output.startswith("file://"):
+        return
+    path = Path(output[len("file://"):] if output.startswith("file://") else output)
+    if mode != "overwrite":
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _configured_master(spark_conf_cls) -> bool:
@@ -1227,7 +1375,14 @@ def spark_write(
         writer = long.write.mode(mode)
         if fmt == "csv":  # quotes doubled inside quoted fields (RFC 4180), as local CSV does
             writer = writer.option("header", True).option("escape", '"')
-        writer.format(fmt).save(output)
+        _stopping["partial"] = (output, mode)  # until saved, a signal's exit removes it
+        try:
+            writer.format(fmt).save(output)
+        except Exception:
+            signals.check()  # failed because of a signal: keep it marked for removal
+            _stopping["partial"] = None
+            raise
+        _stopping["partial"] = None
         return total
     except (SparkError, QueryError):
         raise
