@@ -173,12 +173,12 @@ def test_a_signal_another_thread_receives_still_ends_a_guarded_run(tmp_path: Pat
     the handler only when the main thread next runs Python code, which a blocking call
     (a py4j call waiting for the JVM) delays for as long as it blocks. The guard hears of
     it all the same (``signal.set_wakeup_fd``). Here the main thread blocks the signal, so
-    that only another thread can receive it, and waits on a pipe that is never written."""
+    that only another thread can receive it, and waits on a pipe that is never written; the
+    signal comes once it waits."""
     out, took = _guarded(tmp_path, (
-        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()  # while read waits\n"
         "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
         "r, w = os.pipe()\n"
-        "os.kill(os.getpid(), signal.SIGINT)\n"
         "os.read(r, 1)\n"
     ))
     assert out.returncode == 130, out.stderr
