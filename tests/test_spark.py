@@ -535,9 +535,11 @@ def test_shipped_package_is_removed_at_exit(tmp_path):
     assert not list(tmp_path.glob("cer-spark-*"))
 
 
-def _session(sid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the live processes of session ``sid`` (Linux ``/proc``)."""
+def _session(sid: int) -> list[tuple[int, str, float]]:
+    """(pid, command line, CPU seconds) of the live processes of session ``sid`` (Linux
+    ``/proc``)."""
     found = []
+    tick = os.sysconf("SC_CLK_TCK")
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -548,7 +550,7 @@ def _session(sid: int) -> list[tuple[int, str]]:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
         if int(fields[3]) == sid and fields[0] not in "ZX":
-            found.append((int(name), cmd))
+            found.append((int(name), cmd, (int(fields[11]) + int(fields[12])) / tick))
     return found
 
 
@@ -580,13 +582,15 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, 
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True,
         )
         try:
-            wanted = "pyspark.daemon" if phase == "task" else "java"
+            # The endless task: a Python worker that has computed for 2 s. The JVM starting:
+            # spark-submit has started java.
+            wanted, cpu = ("pyspark.daemon", 2.0) if phase == "task" else ("java", 0.0)
             deadline = time.monotonic() + 240
-            while not any(wanted in cmd for _, cmd in _session(proc.pid)):
+            while not any(wanted in cmd and used >= cpu for _, cmd, used in _session(proc.pid)):
                 assert proc.poll() is None, err_path.read_text()[-2000:]
                 assert time.monotonic() < deadline, "the run never got there"
                 time.sleep(0.1)
-            time.sleep(3 if phase == "task" else 0.5)  # the task runs / the JVM starts
+            time.sleep(0.5)
             assert proc.poll() is None, err_path.read_text()[-2000:]
             sent = time.monotonic()
             proc.send_signal(signum)
