@@ -600,10 +600,11 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, 
             left = _session(proc.pid)
         finally:
             proc.kill()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # should the test fail: the JVM, workers
-            except OSError:
-                pass
+            for pid, _, _ in _session(proc.pid):  # should the test fail: the JVM, workers
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
     err = err_path.read_text()
     assert proc.returncode == code, err[-2000:]
     assert took < 5, (took, err[-2000:])  # 1 s, with room for a loaded machine
