@@ -302,10 +302,10 @@ def _stop_processes() -> None:
     """On a signal (``signals.guard``): cancel the jobs from another thread, without waiting,
     and SIGTERM every process below cer (the JVM, pyspark's daemon and its Python workers,
     which would compute on after cer exits). The main thread's pending py4j calls then fail
-    at once instead of waiting for the job; py4j's logged tracebacks about the lost
-    connection are silenced."""
+    at once instead of waiting for the job. Logging is switched off: py4j logs the lost
+    connection with tracebacks, some through the root logger (cer itself does not log)."""
     _stopping["since"] = monotonic()
-    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    logging.disable(logging.CRITICAL)
 
     def cancel() -> None:
         try:
