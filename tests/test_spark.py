@@ -564,7 +564,8 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, 
     """A Spark run ends like a local one: within a second or so of the signal, with one line
     and 128 + the signal, no partial output (``-o`` through a temporary file with
     ``--limit``, Spark's own directory without), and no process left computing: not the
-    JVM, not the Python worker in its endless task (``A+ ; B``), whose parent dies first.
+    JVM, not the Python worker in its endless task (``A+ ; B``), whose parent dies first;
+    no scratch file of the JVM; and nothing printed after the signal but that line.
     The signal comes while the task runs (in a py4j call that a signal does not end) or
     while the JVM starts."""
     log = tmp_path / "a.csv"
@@ -573,13 +574,17 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, 
     args = {"file": ["--limit", "1000000000", "--format", "csv", "-o", str(out)],
             "directory": ["--format", "csv", "-o", str(out)], "stdout": ["--format", "jsonl"]}
     # stderr goes to a file and cer's own exit is awaited: a process below cer inherits the
-    # stream. Its own session finds every process of the run, even once cer is gone.
+    # stream. Its own session finds every process of the run, even once cer is gone. The
+    # JVM's scratch files go to cer's directory in TMPDIR.
     err_path = tmp_path / "err.txt"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     with open(err_path, "w") as err_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cer_cli", "match", "--spark", "--master", "local[1]",
              "-e", "A+ ; B", str(log), *args[output]],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True,
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
         try:
             # The endless task: a Python worker that has computed for 2 s. The JVM starting:
@@ -592,6 +597,7 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, 
                 time.sleep(0.1)
             time.sleep(0.5)
             assert proc.poll() is None, err_path.read_text()[-2000:]
+            before = err_path.stat().st_size
             sent = time.monotonic()
             proc.send_signal(signum)
             proc.wait(timeout=30)
@@ -610,8 +616,11 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, 
     assert took < 5, (took, err[-2000:])  # 1 s, with room for a loaded machine
     lines = [x.strip() for x in err.strip().splitlines()]
     assert lines[-1] == line and lines.count(line) == 1 and "Traceback" not in err, err[-2000:]
+    if phase == "task":  # nothing else after the signal: no Java or Python stack trace
+        assert err_path.read_bytes()[before:].decode() == line + "\n", err[-2000:]
     assert left == [], left
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "err.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "err.txt", "tmp"]
+    assert not list(scratch.glob("cer-spark-*"))  # nor the JVM's scratch files
 
 
 def test_a_signal_stops_every_process_below_cer():

@@ -42,7 +42,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from time import monotonic, sleep
 from typing import TYPE_CHECKING
 
 from cer_cli import signals
@@ -223,7 +222,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             "pyspark is not installed", ["pip install 'cer-cli[spark]' (pyspark 4)"]
         ) from None
     conf = {**SESSION_DEFAULTS, **(conf or {})}
-    _stopping.update(since=None, pids={}, partial=None)
+    _stopping.update(pids={}, partial=None)
     signals.guard(SIGNAL_DEADLINE, _stop_processes, _end_run)  # pyspark can hold the main thread
     active = SparkSession.getActiveSession()
     if active is None or (master is not None and active.sparkContext.master != master):
@@ -248,6 +247,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             os.environ["PYSPARK_PYTHON"] = python  # pyspark reads the workers' Python here
         for k, v in conf.items():
             builder = builder.config(k, v)
+        _own_scratch(conf)
         try:
             spark = _create(builder)
         except Exception as e:
@@ -292,44 +292,66 @@ def _create(builder) -> SparkSession:
 
 #: Seconds from a signal to the end of a Spark run, however stuck its main thread is.
 SIGNAL_DEADLINE = 1.0
-#: Seconds the run's processes get to end on SIGTERM (the JVM deletes its temporary
-#: directories) before SIGKILL.
-SIGTERM_GRACE = 0.5
-_stopping: dict = {"since": None, "pids": {}, "partial": None}
+_stopping: dict = {"pids": {}, "partial": None, "scratch": None}
+
+
+def _own_scratch(conf: dict[str, str]) -> None:
+    """Have the JVM and its workers keep their scratch files (``spark-*``, ``blockmgr-*``:
+    shuffle and cached blocks, fetched files) in a directory of cer's, unless the user
+    chose one (``SPARK_LOCAL_DIRS``, ``spark.local.dir``): a signal SIGKILLs the JVM, whose
+    shutdown would have deleted them, and ``_end_run`` removes the directory instead."""
+    if ("SPARK_LOCAL_DIRS" in os.environ or "spark.local.dir" in conf
+            or _in_defaults("spark.local.dir") or "PYSPARK_GATEWAY_PORT" in os.environ):
+        return  # the user's choice, or spark-submit's JVM (not below cer: not killed)
+    scratch = tempfile.mkdtemp(prefix="cer-spark-")
+    atexit.register(shutil.rmtree, scratch, True)
+    os.environ["SPARK_LOCAL_DIRS"] = scratch  # the JVM and pyspark's workers read it
+    _stopping["scratch"] = scratch
 
 
 def _stop_processes() -> None:
-    """On a signal (``signals.guard``): cancel the jobs from another thread, without waiting,
-    and SIGTERM every process below cer (the JVM, pyspark's daemon and its Python workers,
-    which would compute on after cer exits). The main thread's pending py4j calls then fail
-    at once instead of waiting for the job. Logging is switched off: py4j logs the lost
-    connection with tracebacks, some through the root logger (cer itself does not log)."""
-    _stopping["since"] = monotonic()
+    """On a signal (``signals.guard``): SIGKILL every process below cer (the JVM, pyspark's
+    daemon and its Python workers, which would compute on after cer exits). The main
+    thread's pending py4j calls then fail at once instead of waiting for the job. SIGKILL,
+    not SIGTERM: a JVM shutting down with a job running prints Java stack traces. Logging
+    is switched off: py4j logs the lost connection with tracebacks, some through the root
+    logger (cer itself does not log); so are the tracebacks of pyspark's threads that lose
+    the JVM (its accumulator server prints them as a ``socketserver``)."""
     logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda args: None
+    try:
+        from pyspark import SparkContext
 
-    def cancel() -> None:
-        try:
-            from pyspark import SparkContext
-
-            if SparkContext._active_spark_context is not None:
-                SparkContext._active_spark_context.cancelAllJobs()
-        except BaseException:
-            pass
-
-    threading.Thread(target=cancel, name="cer-spark-cancel", daemon=True).start()
-    _signal_processes(signal.SIGTERM)
+        server = getattr(SparkContext._active_spark_context, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = lambda request, address: None
+    except Exception:
+        pass
+    _kill_processes()
 
 
 def _end_run() -> None:
-    """Before a signal's exit: SIGKILL what survived ``SIGTERM_GRACE``, then remove what the
-    run was writing (the JVM is gone, it writes no more)."""
-    since = _stopping["since"] if _stopping["since"] is not None else monotonic()
-    while _signal_processes(None, scan=False) and monotonic() < since + SIGTERM_GRACE:
-        sleep(0.02)
-    _signal_processes(signal.SIGKILL)
+    """Before a signal's exit: SIGKILL what is still below cer, then remove what the run
+    was writing and the JVM's scratch files (the JVM is gone, it writes no more)."""
+    _kill_processes()
     remove_open_parts()
     if _stopping["partial"] is not None:
         _remove_partial(*_stopping["partial"])
+    if _stopping["scratch"] is not None:
+        shutil.rmtree(_stopping["scratch"], ignore_errors=True)
+
+
+def _kill_processes() -> None:
+    """SIGKILL every process below cer, and those found below it before (a process whose
+    parent died moves to init)."""
+    _stopping["pids"].update(_descendants())
+    for pid, start in list(_stopping["pids"].items()):
+        fields = _stat(pid)
+        if fields is not None and fields[19] == start and fields[0] not in "ZX":  # not reused
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -365,27 +387,6 @@ def _descendants() -> dict[int, str]:
     return found
 
 
-def _signal_processes(signum: int | None, scan: bool = True) -> list[int]:
-    """Send ``signum`` (None: nothing) to every process below cer (``scan``), and to those
-    found below it before (a process whose parent died moves to init); returns those still
-    running."""
-    if scan:
-        _stopping["pids"].update(_descendants())
-    running = []
-    for pid, start in list(_stopping["pids"].items()):
-        fields = _stat(pid)
-        if fields is None or fields[19] != start or fields[0] in "ZX":
-            _stopping["pids"].pop(pid, None)  # gone (or the pid reused)
-            continue
-        running.append(pid)
-        if signum is not None:
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                pass
-    return running
-
-
 def _remove_partial(output: str, mode: str) -> None:
     """Remove what an interrupted ``spark_write`` left of ``output``: the directory, or its
     content if it existed (empty) before the run. Local paths only."""
@@ -408,16 +409,20 @@ def _remove_partial(output: str, mode: str) -> None:
 
 def _configured_master(spark_conf_cls) -> bool:
     """Whether spark-submit or spark-defaults.conf already chose a master."""
-    if os.environ.get("MASTER"):
+    if os.environ.get("MASTER") or _in_defaults("spark.master"):
         return True
+    return "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+
+
+def _in_defaults(key: str) -> bool:
+    """Whether ``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``'s spark-defaults.conf sets ``key``."""
     home = os.environ.get("SPARK_CONF_DIR") or (
         os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None
     )
     if home and os.path.isfile(os.path.join(home, "spark-defaults.conf")):
         with open(os.path.join(home, "spark-defaults.conf"), encoding="utf-8") as f:
-            if any(line.split()[:1] == ["spark.master"] for line in f):
-                return True
-    return "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+            return any(line.split()[:1] == [key] for line in f)
+    return False
 
 
 _shipped: dict[str, str] = {}
