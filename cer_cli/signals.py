@@ -10,6 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: signal -> (exit code, the one line printed on stderr). 128 + the signal's number, as shells do.
 EXITS: dict[int, tuple[int, str]] = {signal.SIGINT: (130, "interrupted")}
@@ -18,7 +22,7 @@ if hasattr(signal, "SIGTERM"):
 if hasattr(signal, "SIGHUP"):
     EXITS[signal.SIGHUP] = (129, "terminated")
 
-_state: dict = {"raised": False, "signum": None, "installed": set()}
+_state: dict = {"raised": False, "signum": None, "installed": set(), "guard": None}
 
 
 class Interrupted(BaseException):
@@ -43,10 +47,98 @@ def _handler(signum: int, frame: object) -> None:
     if _state["raised"]:
         # A second signal while unwinding: leave at once. A temporary file left behind is
         # recognisable by its name and removed by the next write to the same target.
-        os._exit(EXITS.get(signum, (128 + signum, ""))[0])
+        code, line = EXITS.get(signum, (128 + signum, "interrupted"))
+        if _state["guard"] is not None:  # its processes and files are to go all the same
+            _leave(line, _state["guard"])
+        os._exit(code)
     _state["raised"] = True
     _state["signum"] = signum
     raise Interrupted(signum)
+
+
+def guard(seconds: float, on_signal: Callable[[], None], before_exit: Callable[[], None]) -> None:
+    """After a signal, end this run within ``seconds`` whatever its main thread does.
+
+    pyspark can hold it in a py4j call that waits for the running job: unwinding makes
+    another call on the same connection, and a signal the kernel gives another thread does
+    not even interrupt the call. So a helper thread waits on ``signal.set_wakeup_fd``, which
+    a signal writes whichever thread receives it: it runs ``on_signal`` at once and
+    ``os._exit``s at the deadline. ``before_exit`` runs before either exit (``exit_for``'s
+    or the deadline's, which skips ``finally`` blocks: it removes temporary files; it may
+    run twice). Armed only while cer handles the signals, until ``restore``."""
+    if not _state["installed"]:
+        return
+    if _state["guard"] is not None:
+        _state["guard"].update(seconds=seconds, on_signal=on_signal, before_exit=before_exit)
+        return
+    import _thread
+    import threading
+
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(read)
+        os.close(write)
+        return
+    g = {"seconds": seconds, "on_signal": on_signal, "before_exit": before_exit,
+         "fds": (read, write), "previous": previous, "said": _thread.allocate_lock()}
+    threading.Thread(target=_deadline, args=(g,), name="cer-signal-deadline", daemon=True).start()
+    _state["guard"] = g
+
+
+def _disarm() -> None:
+    g = _state["guard"]
+    if g is not None:
+        _state["guard"] = None
+        signal.set_wakeup_fd(g["previous"])
+        try:
+            os.write(g["fds"][1], b"\0")  # dismisses the helper thread
+        except OSError:
+            pass
+        os.close(g["fds"][1])
+
+
+def _deadline(g: dict) -> None:
+    import time
+
+    signum = 0
+    while signum not in EXITS:
+        try:
+            got = os.read(g["fds"][0], 1)
+        except OSError:
+            return
+        signum = got[0] if got else 0
+        if signum == 0:  # disarmed: the run ended without a signal
+            os.close(g["fds"][0])
+            return
+    end = time.monotonic() + g["seconds"]
+    try:
+        g["on_signal"]()
+    except Exception:
+        pass
+    time.sleep(max(0.0, end - time.monotonic()))
+    code, line = EXITS.get(signum, (128 + signum, "interrupted"))
+    _leave(line, g)
+    os._exit(code)
+
+
+def _leave(line: str, g: dict | None) -> None:
+    """``before_exit`` of the guard (if any), then the signal's line, printed once whichever
+    thread (the unwound main one or the deadline's) gets here first."""
+    if g is not None:
+        try:
+            g["before_exit"]()
+        except Exception:
+            pass
+        if not g["said"].acquire(blocking=False):
+            return
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def check() -> None:
@@ -67,6 +159,7 @@ def install() -> dict[int, object]:
     if signal.getsignal(signal.SIGINT) is not _handler:  # not nested: a fresh run
         _state["raised"] = False
         _state["signum"] = None
+        _disarm()
     for signum in EXITS:
         handler = signal.getsignal(signum)
         if handler is not signal.SIG_IGN:
@@ -88,6 +181,7 @@ def restore(previous: dict[int, object]) -> None:
         _state["raised"] = False
         _state["signum"] = None
         _state["installed"] = set()
+        _disarm()
 
 
 def reclaim() -> None:
@@ -100,10 +194,19 @@ def reclaim() -> None:
 
 
 def exit_for(error: Interrupted) -> None:
-    """Print the signal's one line and exit with its code (never returns)."""
-    try:
-        sys.stderr.write(error.message + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+    """Print the signal's one line and exit with its code (never returns). A guarded run
+    (``guard``) ends with ``os._exit`` after the ``atexit`` functions: the interpreter's own
+    exit would run py4j's finalizers, which call the JVM (and may wait for it)."""
+    g = _state["guard"]
+    _leave(error.message, g)
+    if g is not None:
+        import atexit
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(error.exit_code)
     sys.exit(error.exit_code)

@@ -127,3 +127,83 @@ def test_output_arrays_stay_at_their_cap():
     batches, matches, peak, m, e = map(int, proc.stdout.split())
     assert matches > 20 * 2 ** 11 and batches >= matches // 1000
     assert 0 < peak <= 1000 and m == 1001 and e == 4000
+
+
+def _guarded(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``body`` in a process whose signals cer handles, with a guard of 0.5 s whose
+    ``before_exit`` removes a file (as a Spark run's removes its temporary output)."""
+    part = tmp_path / ".out.cer-1.part"
+    part.write_text("half")
+    code = (
+        "import os, signal, threading, time\n"
+        "from cer_cli import signals\n"
+        "signals.install()\n"
+        f"signals.guard(0.5, lambda: None, lambda: os.unlink({str(part)!r}))\n"
+        + body
+    )
+    t = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    return out, time.monotonic() - t
+
+
+def test_a_stuck_main_thread_still_exits_by_the_deadline(tmp_path: Path):
+    """A library call that swallows the signal's exception while it waits (pyspark unwinding
+    with a py4j call that waits for the running job) cannot keep a guarded run alive: it
+    ends by the deadline with the signal's code and one line, its temporary file gone."""
+    out, took = _guarded(tmp_path, (
+        "sent = False\n"
+        "while True:\n"
+        "    try:\n"
+        "        if not sent:\n"
+        "            sent = True\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(10)\n"
+        "    except BaseException:\n"
+        "        pass  # swallowed, as the stuck library call does\n"
+    ))
+    assert out.returncode == 143, out.stderr
+    assert out.stderr.strip().splitlines() == ["terminated"]
+    assert not (tmp_path / ".out.cer-1.part").exists()
+    assert took < 10  # not after the 10 s sleep
+
+
+def test_a_signal_another_thread_receives_still_ends_a_guarded_run(tmp_path: Path):
+    """The kernel may deliver a signal to any thread that does not block it; Python runs
+    the handler only when the main thread next runs Python code, which a blocking call
+    (a py4j call waiting for the JVM) delays for as long as it blocks. The guard hears of
+    it all the same (``signal.set_wakeup_fd``). Here the main thread blocks the signal, so
+    that only another thread can receive it, and waits on a pipe that is never written; the
+    signal comes once it waits."""
+    out, took = _guarded(tmp_path, (
+        "threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()  # while read waits\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+        "r, w = os.pipe()\n"
+        "os.read(r, 1)\n"
+    ))
+    assert out.returncode == 130, out.stderr
+    assert out.stderr.strip().splitlines() == ["interrupted"]
+    assert not (tmp_path / ".out.cer-1.part").exists()
+    assert took < 10
+
+
+def test_without_a_guard_a_signal_unwinds_as_before(tmp_path: Path):
+    """The guard is armed only where a library may hold the main thread (Spark): a plain run
+    is not cut short while its finally blocks clean up, and the run that ends disarms it."""
+    code = (
+        "import os, signal, time\n"
+        "from cer_cli import signals\n"
+        "previous = signals.install()\n"
+        "signals.guard(0.2, lambda: None, lambda: None)\n"
+        "signals.restore(previous)\n"
+        "signals.install()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(5)\n"
+        "except signals.Interrupted:\n"
+        "    time.sleep(1.5)  # a slow cleanup\n"
+        "    print('cleaned')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == "cleaned", out.stderr

@@ -571,41 +571,121 @@ def test_shipped_package_is_removed_at_exit(tmp_path):
     assert not list(tmp_path.glob("cer-spark-*"))
 
 
-@pytest.mark.xfail(strict=False, reason="known bug, open: a signal that lands while pyspark "
-                   "is inside a py4j call can hang cer's unwinding (pyspark makes another call on "
-                   "the same connection, which waits for the running job); timing-dependent")
-@pytest.mark.parametrize("signum, code, line", [(signal.SIGINT, 130, "interrupted"),
-                                                (signal.SIGTERM, 143, "terminated")])
-def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line):
-    """pyspark's SparkContext installs its own SIGINT handler (py4j tracebacks); cer takes
-    its handlers back, so a Spark run ends like a local one: one line, 128 + the signal."""
+def _session(sid: int) -> list[tuple[int, str, float]]:
+    """(pid, command line, CPU seconds) of the live processes of session ``sid`` (Linux
+    ``/proc``)."""
+    found = []
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid and fields[0] not in "ZX":
+            found.append((int(name), cmd, (int(fields[11]) + int(fields[12])) / tick))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("signum, code, line, phase, output", [
+    (signal.SIGINT, 130, "interrupted", "task", "file"),
+    (signal.SIGTERM, 143, "terminated", "task", "directory"),
+    (signal.SIGINT, 130, "interrupted", "jvm", "stdout"),
+], ids=["sigint-task-file", "sigterm-task-directory", "sigint-jvm-starting"])
+def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, phase, output):
+    """A Spark run ends like a local one: within a second or so of the signal, with one line
+    and 128 + the signal, no partial output (``-o`` through a temporary file with
+    ``--limit``, Spark's own directory without), and no process left computing: not the
+    JVM, not the Python worker in its endless task (``A+ ; B``), whose parent dies first;
+    no scratch file of the JVM; and nothing printed after the signal but that line.
+    The signal comes while the task runs (in a py4j call that a signal does not end) or
+    while the JVM starts."""
     log = tmp_path / "a.csv"
-    log.write_text("type\n" + "A\n" * 3000 + "B\n")  # A+ ; B: runs for ever in its task
-    # stderr goes to a file and cer's own exit is awaited: Spark's Python worker (a
-    # grandchild, in its own session here so it can be cleaned up) inherits the stream and
-    # may hold a pipe open after cer has exited.
+    log.write_text("type\n" + "A\n" * 3000 + "B\n")
+    out = tmp_path / "out.csv"
+    args = {"file": ["--limit", "1000000000", "--format", "csv", "-o", str(out)],
+            "directory": ["--format", "csv", "-o", str(out)], "stdout": ["--format", "jsonl"]}
+    # stderr goes to a file and cer's own exit is awaited: a process below cer inherits the
+    # stream. Its own session finds every process of the run, even once cer is gone. The
+    # JVM's scratch files go to cer's directory in TMPDIR.
     err_path = tmp_path / "err.txt"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     with open(err_path, "w") as err_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cer_cli", "match", "--spark", "--master", "local[1]",
-             "-e", "A+ ; B", str(log), "--format", "jsonl"],
+             "-e", "A+ ; B", str(log), *args[output]],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True,
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
         try:
-            time.sleep(15)  # the JVM is up and the task is running
+            # The endless task: a Python worker that has computed for 2 s. The JVM starting:
+            # spark-submit has started java.
+            wanted, cpu = ("pyspark.daemon", 2.0) if phase == "task" else ("java", 0.0)
+            deadline = time.monotonic() + 240
+            while not any(wanted in cmd and used >= cpu for _, cmd, used in _session(proc.pid)):
+                assert proc.poll() is None, err_path.read_text()[-2000:]
+                assert time.monotonic() < deadline, "the run never got there"
+                time.sleep(0.1)
+            time.sleep(0.5)
             assert proc.poll() is None, err_path.read_text()[-2000:]
+            before = err_path.stat().st_size
+            sent = time.monotonic()
             proc.send_signal(signum)
             proc.wait(timeout=30)
+            took = time.monotonic() - sent
+            time.sleep(2)
+            left = _session(proc.pid)
         finally:
             proc.kill()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the JVM and its Python workers
-            except OSError:
-                pass
+            for pid, _, _ in _session(proc.pid):  # should the test fail: the JVM, workers
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
     err = err_path.read_text()
     assert proc.returncode == code, err[-2000:]
+    assert took < 5, (took, err[-2000:])  # 1 s, with room for a loaded machine
     lines = [x.strip() for x in err.strip().splitlines()]
-    assert line in lines and "Traceback" not in err, err[-2000:]
+    assert lines[-1] == line and lines.count(line) == 1 and "Traceback" not in err, err[-2000:]
+    if phase == "task":  # nothing else after the signal: no Java or Python stack trace
+        assert err_path.read_bytes()[before:].decode() == line + "\n", err[-2000:]
+    assert left == [], left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "err.txt", "tmp"]
+    assert not list(scratch.glob("cer-spark-*"))  # nor the JVM's scratch files
+
+
+def test_a_signal_stops_every_process_below_cer():
+    """What a signal does to a Spark run's processes (the JVM, pyspark's daemon, its
+    workers), on a child and a grandchild: both end, the grandchild too although its parent
+    dies first (it moves to init, and is still found). Run in a subprocess: pytest's own
+    children (the shared Spark session's JVM) must not be touched."""
+    code = (
+        "import os, subprocess, sys, time\n"
+        "from cer_cli.spark import job\n"
+        "grand = 'import time; time.sleep(60)'\n"
+        "kid = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; '\n"
+        "    f'p = subprocess.Popen([sys.executable, \"-c\", {grand!r}]); print(p.pid, flush=True);'\n"
+        "    'time.sleep(60)'], stdout=subprocess.PIPE, text=True)\n"
+        "grandchild = int(kid.stdout.readline())\n"
+        "t = time.monotonic()\n"
+        "job._stop_processes()\n"
+        "job._end_run()\n"
+        "print(kid.wait(timeout=10), round(time.monotonic() - t, 1))\n"
+        "for _ in range(100):\n"
+        "    if (job._stat(grandchild) or ['Z'])[0] in 'ZX':  # gone, or dead and not reaped\n"
+        "        print('gone'); break\n"
+        "    time.sleep(0.05)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    status, took, gone = out.stdout.split()
+    assert int(status) in (-signal.SIGTERM, -signal.SIGKILL) and float(took) < 2 and gone == "gone"
 
 
 # --------------------------------------------------------------------------- overheads

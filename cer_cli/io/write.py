@@ -980,18 +980,36 @@ def atomic_path(target: str | Path, warn: Callable[[str], None] = _warn) -> Iter
         tmp.unlink(missing_ok=True)
         raise
     os.close(fd)
+    _open_parts.add(tmp)
     try:
-        yield tmp
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:
-        os.replace(tmp, real)
-    except BaseException as e:  # a failed rename, or a signal arriving just now
-        tmp.unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise OutputError(f"cannot replace {target}: {e.strerror}") from None
-        raise
+        try:
+            yield tmp
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        try:
+            os.replace(tmp, real)
+        except BaseException as e:  # a failed rename, or a signal arriving just now
+            tmp.unlink(missing_ok=True)
+            if isinstance(e, OSError):
+                raise OutputError(f"cannot replace {target}: {e.strerror}") from None
+            raise
+    finally:
+        _open_parts.discard(tmp)
+
+
+#: The temporary files ``atomic_path`` is writing now, for ``remove_open_parts``.
+_open_parts: set[Path] = set()
+
+
+def remove_open_parts() -> None:
+    """Remove the temporary files being written: for an exit that skips ``finally`` blocks
+    (``os._exit`` at a signal's deadline, ``cer_cli.signals.guard``)."""
+    for tmp in list(_open_parts):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 class _Sequential:

@@ -26,13 +26,16 @@ Python with polars, pyarrow and numpy. Spark and input failures become ``SparkEr
 from __future__ import annotations
 
 import atexit
+import logging
 import math
 import os
 import pickle
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,7 +48,7 @@ from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
-from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json
+from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json, remove_open_parts
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
@@ -219,6 +222,8 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             "pyspark is not installed", ["pip install 'cer-cli[spark]' (pyspark 4)"]
         ) from None
     conf = {**SESSION_DEFAULTS, **(conf or {})}
+    _stopping.update(pids={}, partial=None)
+    signals.guard(SIGNAL_DEADLINE, _stop_processes, _end_run)  # pyspark can hold the main thread
     active = SparkSession.getActiveSession()
     if active is None or (master is not None and active.sparkContext.master != master):
         check_master(master if master is not None else conf.get("spark.master"))
@@ -242,12 +247,13 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
             os.environ["PYSPARK_PYTHON"] = python  # pyspark reads the workers' Python here
         for k, v in conf.items():
             builder = builder.config(k, v)
+        _own_scratch(conf)
         try:
-            spark = builder.getOrCreate()
+            spark = _create(builder)
         except Exception as e:
             signals.check()  # a Ctrl-C while the JVM started ends as the signal
             raise _spark_error(e, master=master) from None
-        signals.reclaim()  # SparkContext replaced the SIGINT handler
+        signals.reclaim()  # should a SparkContext have replaced the SIGINT handler all the same
     else:
         spark = active
         for k, v in conf.items():
@@ -258,18 +264,165 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     return spark
 
 
+def _create(builder) -> SparkSession:
+    """``builder.getOrCreate()`` in a helper thread: SparkContext installs its own SIGINT
+    handler (cancel the jobs from inside the handler, then a KeyboardInterrupt: py4j
+    tracebacks) only when created in the main thread, and cer reclaims the signal only after
+    ``getOrCreate`` returns. The main thread waits in short joins, so a signal while the JVM
+    starts is handled at once."""
+    result: dict = {}
+
+    def start() -> None:
+        try:
+            result["spark"] = builder.getOrCreate()
+        except BaseException as e:  # handed to the main thread
+            result["error"] = e
+
+    thread = threading.Thread(target=start, name="cer-spark-start", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+        signals.check()
+    if "error" in result:
+        raise result["error"]
+    return result["spark"]
+
+
+# --------------------------------------------------------------------------- signals
+
+#: Seconds from a signal to the end of a Spark run, however stuck its main thread is.
+SIGNAL_DEADLINE = 1.0
+_stopping: dict = {"pids": {}, "partial": None, "scratch": None}
+
+
+def _own_scratch(conf: dict[str, str]) -> None:
+    """Have the JVM and its workers keep their scratch files (``spark-*``, ``blockmgr-*``:
+    shuffle and cached blocks, fetched files) in a directory of cer's, unless the user
+    chose one (``SPARK_LOCAL_DIRS``, ``spark.local.dir``): a signal SIGKILLs the JVM, whose
+    shutdown would have deleted them, and ``_end_run`` removes the directory instead."""
+    if ("SPARK_LOCAL_DIRS" in os.environ or "spark.local.dir" in conf
+            or _in_defaults("spark.local.dir") or "PYSPARK_GATEWAY_PORT" in os.environ):
+        return  # the user's choice, or spark-submit's JVM (not below cer: not killed)
+    scratch = tempfile.mkdtemp(prefix="cer-spark-")
+    atexit.register(shutil.rmtree, scratch, True)
+    os.environ["SPARK_LOCAL_DIRS"] = scratch  # the JVM and pyspark's workers read it
+    _stopping["scratch"] = scratch
+
+
+def _stop_processes() -> None:
+    """On a signal (``signals.guard``): SIGKILL every process below cer (the JVM, pyspark's
+    daemon and its Python workers, which would compute on after cer exits). The main
+    thread's pending py4j calls then fail at once instead of waiting for the job. SIGKILL,
+    not SIGTERM: a JVM shutting down with a job running prints Java stack traces. Logging
+    is switched off: py4j logs the lost connection with tracebacks, some through the root
+    logger (cer itself does not log); so are the tracebacks of pyspark's threads that lose
+    the JVM (its accumulator server prints them as a ``socketserver``)."""
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda args: None
+    try:
+        from pyspark import SparkContext
+
+        server = getattr(SparkContext._active_spark_context, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = lambda request, address: None
+    except Exception:
+        pass
+    _kill_processes()
+
+
+def _end_run() -> None:
+    """Before a signal's exit: SIGKILL what is still below cer, then remove what the run
+    was writing and the JVM's scratch files (the JVM is gone, it writes no more)."""
+    _kill_processes()
+    remove_open_parts()
+    if _stopping["partial"] is not None:
+        _remove_partial(*_stopping["partial"])
+    if _stopping["scratch"] is not None:
+        shutil.rmtree(_stopping["scratch"], ignore_errors=True)
+
+
+def _kill_processes() -> None:
+    """SIGKILL every process below cer, and those found below it before (a process whose
+    parent died moves to init)."""
+    _stopping["pids"].update(_descendants())
+    for pid, start in list(_stopping["pids"].items()):
+        fields = _stat(pid)
+        if fields is not None and fields[19] == start and fields[0] not in "ZX":  # not reused
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` after the command name: state, ppid, ..."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def _descendants() -> dict[int, str]:
+    """Every process below this one (Linux ``/proc``; elsewhere none), pid -> start time."""
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return {}
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    for pid in pids:
+        fields = _stat(pid)
+        if fields and len(fields) > 19:
+            children.setdefault(int(fields[1]), []).append(pid)
+            started[pid] = fields[19]
+    found: dict[int, str] = {}
+    todo = [os.getpid()]
+    while todo:
+        for kid in children.get(todo.pop(), ()):
+            if kid not in found:
+                found[kid] = started[kid]
+                todo.append(kid)
+    return found
+
+
+def _remove_partial(output: str, mode: str) -> None:
+    """Remove what an interrupted ``spark_write`` left of ``output``: the directory, or its
+    content if it existed (empty) before the run. Local paths only."""
+    if re.match(r"^[A-Za-z][\w+.-]*://", output) and not output.startswith("file://"):
+        return
+    path = Path(output[len("file://"):] if output.startswith("file://") else output)
+    if mode != "overwrite":
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 def _configured_master(spark_conf_cls) -> bool:
     """Whether spark-submit or spark-defaults.conf already chose a master."""
-    if os.environ.get("MASTER"):
+    if os.environ.get("MASTER") or _in_defaults("spark.master"):
         return True
+    return "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+
+
+def _in_defaults(key: str) -> bool:
+    """Whether ``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``'s spark-defaults.conf sets ``key``."""
     home = os.environ.get("SPARK_CONF_DIR") or (
         os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None
     )
     if home and os.path.isfile(os.path.join(home, "spark-defaults.conf")):
         with open(os.path.join(home, "spark-defaults.conf"), encoding="utf-8") as f:
-            if any(line.split()[:1] == ["spark.master"] for line in f):
-                return True
-    return "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+            return any(line.split()[:1] == [key] for line in f)
+    return False
 
 
 _shipped: dict[str, str] = {}
@@ -1260,7 +1413,14 @@ def spark_write(
         writer = long.write.mode(mode)
         if fmt == "csv":  # quotes doubled inside quoted fields (RFC 4180), as local CSV does
             writer = writer.option("header", True).option("escape", '"')
-        writer.format(fmt).save(output)
+        _stopping["partial"] = (output, mode)  # until saved, a signal's exit removes it
+        try:
+            writer.format(fmt).save(output)
+        except Exception:
+            signals.check()  # failed because of a signal: keep it marked for removal
+            _stopping["partial"] = None
+            raise
+        _stopping["partial"] = None
         return total
     except (SparkError, QueryError):
         raise
