@@ -507,11 +507,21 @@ def match_command(
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
+        _warm_up(logs)
         compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
                    open_ends=open_absence == "report")
+
+
+def _warm_up(logs) -> None:
+    """A log large enough for the compiled kernel: start loading it now, while the log is
+    read (``engine.run.warm_up_jit``)."""
+    from cer_cli.engine.run import warm_up_jit
+    from cer_cli.io.read import estimate_events
+
+    warm_up_jit(estimate_events(list(logs)))
 
 
 def _check_output(output, fmt, count, query_path, logs) -> None:
