@@ -364,11 +364,14 @@ def explain_command(
         render(data, fmt, _stdout())
 
 
-def _compile(text, filename, logs, type_column, time_column, batch_size=None):
-    """Read the logs' schema (if any), then parse, check and compile the query."""
+def _compile(text, filename, logs, type_column, time_column, batch_size=None, warm_up=False):
+    """Read the logs' schema (if any), then parse, check and compile the query; with
+    ``warm_up``, a large log's compiled kernel starts loading while the log is read."""
     from cer_cli.api import compile_query
     from cer_cli.io.read import read_events
 
+    if warm_up and logs:  # after cer's imports: numba's import does not run beside them
+        _warm_up(logs)    # (threads importing the same modules can see one half made)
     log = None
     if logs:
         log = read_events(
@@ -507,8 +510,8 @@ def match_command(
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
-        _warm_up(logs)
-        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
+        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS,
+                                 warm_up=True)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
