@@ -88,6 +88,24 @@ def test_the_collector_is_off_during_start_up_and_back_for_the_run(tmp_path):
     assert proc.returncode == 0 and _gc_state(proc) == (False, 0), proc.stderr
 
 
+def test_the_cer_script_runs_numpy_with_one_blas_thread(tmp_path):
+    """OpenBLAS starts its thread pool when numpy is imported (~55 ms of a small run);
+    cer does no linear algebra, so the entry point asks for one thread, unless the user
+    chose a number."""
+    probe = ("import atexit, os, runpy, sys\n"
+             "atexit.register(lambda: sys.stderr.write("
+             "'\\nBLAS ' + os.environ.get('OPENBLAS_NUM_THREADS', '-') + '\\n'))\n"
+             "sys.argv = ['cer'] + sys.argv[1:]\n"
+             "runpy.run_module('cer_cli', run_name='__main__')\n")
+    args = ["match", "-e", "A ; B ; C", str(_log(tmp_path, 3)), "--count"]
+    for env, want in (({}, "1"), ({"OPENBLAS_NUM_THREADS": "2"}, "2")):
+        full = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        proc = subprocess.run([sys.executable, "-c", probe, *args], cwd=ROOT, text=True,
+                              capture_output=True, timeout=600, env={**full, **env})
+        assert proc.returncode == 0 and proc.stdout.strip() == "1", proc.stderr
+        assert proc.stderr.splitlines()[-1] == f"BLAS {want}"
+
+
 def test_in_process_callers_keep_their_collector(tmp_path):
     """``cli.main`` called from Python (not the `cer` script) leaves ``gc`` as it found it."""
     import gc
