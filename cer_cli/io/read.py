@@ -15,6 +15,7 @@ parsed once into memory and every pass runs on that frame. Every input mistake r
 from __future__ import annotations
 
 import heapq
+import io
 import os
 import re
 from collections.abc import Iterator
@@ -120,7 +121,7 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     schema = plain.collect_schema()
     texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
     if texts:
-        no_date = (plain.head(_DATE_PROBE_ROWS)
+        no_date = (_csv_head(path, plain)
                    .select(pl.col(texts).str.strip_chars().str.contains(r"^[0-9]").not_()
                            .fill_null(False).any())
                    .collect().row(0))
@@ -130,6 +131,26 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
             if any(d.is_temporal() for d in lf.collect_schema().values()):
                 return lf
     return pl.scan_csv(path, schema=schema)
+
+
+def _csv_head(path: Path, plain: pl.LazyFrame) -> pl.LazyFrame:
+    """At most the first ``_DATE_PROBE_ROWS`` rows of the CSV, text columns as text.
+
+    Parsed from the file's first 64 KiB (cut after its last full line) when they hold no
+    quote, so no record can span lines: polars' ``head`` of a scan still splits the whole
+    file first (0.17 s for a 128 MB log against 3 ms). Otherwise, or when those bytes do
+    not parse, the scan's own head. Fewer rows only make ``_scan_csv`` more cautious."""
+    try:
+        with path.open("rb") as f:
+            sample = f.read(_SAMPLE_BYTES)
+        sample = sample[: sample.rfind(b"\n") + 1]
+        if sample and b'"' not in sample:
+            head = pl.read_csv(io.BytesIO(sample), infer_schema=False, n_rows=_DATE_PROBE_ROWS)
+            if head.columns == list(plain.collect_schema()):
+                return head.lazy()
+    except (pl.exceptions.PolarsError, OSError):
+        pass
+    return plain.head(_DATE_PROBE_ROWS)
 
 
 def _trailing_blank_lines(path: Path) -> int:
