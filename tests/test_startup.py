@@ -230,3 +230,19 @@ def test_match_on_a_large_log_loads_numba_and_counts_the_same(tmp_path):
     loaded_plain, plain = _loaded(args, CER_JIT="0")
     assert "numba" not in loaded_plain
     assert proc.stdout == plain.stdout and int(proc.stdout) > 0
+
+
+def test_the_hash_join_loads_only_for_predicates_between_events():
+    """The PCEA planner (``compiler.pcea``) and engine are imported only by a query with
+    predicates between events, which is what they plan and run."""
+    code = ("import sys; from cer_cli.api import compile_query; compile_query(sys.argv[1]); "
+            "print(*('cer_cli.compiler.pcea' in sys.modules, 'cer_cli.engine.pcea' in sys.modules))")
+
+    def loaded(query: str) -> str:
+        proc = subprocess.run([sys.executable, "-c", code, query], cwd=ROOT, text=True,
+                              capture_output=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert loaded("A ; B ; C WITHIN 5 EVENTS") == "False False"
+    assert loaded("A AS a ; B AS b FILTER a.v = b.v WITHIN 5 EVENTS").startswith("True")
