@@ -305,6 +305,29 @@ def _windows() -> st.SearchStrategy[ast.Window | None]:
     )
 
 
+def simple_windows(max_events: int) -> st.SearchStrategy[ast.Window | None]:
+    """No window, ``WITHIN 1..max_events EVENTS``, ``WITHIN 1 second`` or ``WITHIN 1..3 [ts]``:
+    the windows the correlation generators draw (``_windows`` adds fractional durations)."""
+    return st.one_of(
+        st.none(),
+        st.builds(ast.EventsWindow, st.integers(1, max_events)),
+        st.builds(ast.DurationWindow, st.just(((1, "second"),))),
+        st.builds(ast.AttributeWindow, st.integers(1, 3), st.just("ts")),
+    )
+
+
+@st.composite
+def projections(draw, labels: list[str], max_size: int, kinds=("all", "all", "some")):
+    """A SELECT list over ``labels``: ``None`` (``*``), ``()`` (kind "none") or a few of them."""
+    kind = draw(st.sampled_from(kinds))
+    if kind == "all":
+        return None
+    if kind == "none":
+        return ()
+    return tuple(ast.SelectItem(v) for v in draw(
+        st.lists(st.sampled_from(labels), min_size=1, max_size=max_size, unique=True)))
+
+
 @st.composite
 def queries(
     draw,

@@ -286,14 +286,8 @@ def test_correlated_absence_equals_reference(trailing, data, events):
 
 
 @st.composite
-def _general_correlated(draw):
-    """``φ1 ; !(T AS n FILTER n.x op a.x [AND n.v > k]) ; φ2`` with ``a`` bound once by φ1
-    or φ2, op one of =, !=, <, on ``v`` or ``id``, with or without PARTITION BY id, WITHIN,
-    strategies, CONSUME BY and LIMIT: the post-filter's absence check (bisect or scan)."""
-    a = ast.As(ast.EventType(draw(st.sampled_from("ABC"))), "a")
-    small = formulas(max_depth=2)
-    # mostly single events around the gap, so that random streams often have a ψ in it
-    left = draw(st.one_of(st.just(a), st.just(a), small.map(lambda f: ast.Seq(f, a)), small))
+def _correlated_psi(draw):
+    """``T AS n FILTER n.x op a.x [AND n.v > k]``, op one of =, !=, <, on ``v`` or ``id``."""
     attr = draw(st.sampled_from(("v", "id")))
     op = draw(st.sampled_from(("=", "!=", "<")))
     sides = [ast.AttrRef("n", attr), ast.AttrRef("a", attr)]
@@ -303,7 +297,19 @@ def _general_correlated(draw):
     if draw(st.booleans()):
         pred = ast.And(pred, ast.Compare(">", ast.AttrRef("n", "v"),
                                          ast.Literal(draw(st.integers(0, 1)))))
-    psi = ast.Filter(ast.As(ast.EventType(draw(st.sampled_from("ABC"))), "n"), pred)
+    return ast.Filter(ast.As(ast.EventType(draw(st.sampled_from("ABC"))), "n"), pred)
+
+
+@st.composite
+def _general_correlated(draw):
+    """``φ1 ; !(T AS n FILTER n.x op a.x [AND n.v > k]) ; φ2`` with ``a`` bound once by φ1
+    or φ2, op one of =, !=, <, on ``v`` or ``id``, with or without PARTITION BY id, WITHIN,
+    strategies, CONSUME BY and LIMIT: the post-filter's absence check (bisect or scan)."""
+    a = ast.As(ast.EventType(draw(st.sampled_from("ABC"))), "a")
+    small = formulas(max_depth=2)
+    # mostly single events around the gap, so that random streams often have a ψ in it
+    left = draw(st.one_of(st.just(a), st.just(a), small.map(lambda f: ast.Seq(f, a)), small))
+    psi = draw(_correlated_psi())
     base = draw(queries(st.just(left), from_streams=False))
     right = draw(st.one_of(st.sampled_from("ABC").map(ast.EventType),
                            st.sampled_from("ABC").map(ast.EventType), small))
@@ -432,16 +438,7 @@ def _trailing_correlated(draw):
     small = formulas(max_depth=2)
     phi = draw(st.one_of(st.just(a), st.just(a), small.map(lambda f: ast.Seq(f, a)),
                          small.map(lambda f: ast.Seq(a, f))))
-    attr = draw(st.sampled_from(("v", "id")))
-    op = draw(st.sampled_from(("=", "!=", "<")))
-    sides = [ast.AttrRef("n", attr), ast.AttrRef("a", attr)]
-    if draw(st.booleans()):
-        sides.reverse()
-    pred = ast.Compare(op, *sides)
-    if draw(st.booleans()):
-        pred = ast.And(pred, ast.Compare(">", ast.AttrRef("n", "v"),
-                                         ast.Literal(draw(st.integers(0, 1)))))
-    psi = ast.Filter(ast.As(ast.EventType(draw(st.sampled_from("ABC"))), "n"), pred)
+    psi = draw(_correlated_psi())
     base = draw(queries(st.just(phi), select=False, from_streams=False, consume=False,
                         limit=False, window=False))
     window = draw(st.one_of(

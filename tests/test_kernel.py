@@ -141,6 +141,32 @@ def test_kernel_grows_its_tables_and_resets_the_move_table(monkeypatch):
     assert tight.stats.peak_live_nodes <= roomy.stats.peak_live_nodes
 
 
+def _chain_cea(n: int) -> CEA:
+    """States 0 -> 1 -> ... -> n on A (unmarked), and each of 1 ... n to the final n + 1 on
+    B, marked x: after n As a B inserts n outputs of distinct max-starts into one list."""
+    return CEA(n + 2, 0, frozenset({n + 1}), (
+        *(Transition(i, GAtom(0), frozenset(), i + 1) for i in range(n)),
+        *(Transition(i, GAtom(1), frozenset({"x"}), n + 1) for i in range(1, n + 1)),
+    ))  # fmt: skip
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_union_lists_outgrowing_the_table_rows_redo_the_event(partitioned):
+    """The new table is built in the spare row while the old one is read: a union-list
+    longer than the rows are wide (4 at first) undoes the event, the rows are widened and
+    the event is done again — with the brute-force matches, and with the partitions'
+    rows swapped in between (interleaved keys)."""
+    cea = _chain_cea(7)
+    events = [{**e, "id": i % 2 if partitioned else 0}
+              for i, e in enumerate(letters("AABAAAAAAAAAAAAABBAB"))]
+    query = ast.Query(ast.EventType("A"), partition_by=(("id",),) if partitioned else ())
+    engine = _engine(cea, query)
+    got = list(engine.run(events_frame(events)))
+    assert engine._k.ul.shape[2] > 4 and len(got) > 7
+    reference.assert_same_matches(got, expected(cea, query, events))
+    assert engine.stats.allocated_nodes == engine.stats.live_nodes  # undone nodes are not counted
+
+
 @pytest.mark.parametrize("strategy", ["ALL", "LAST", "MAX"])
 def test_flushes_split_an_events_complex_events_only_without_post_processing(strategy):
     """With output arrays for 2 matches, the kernel flushes often. With post-processing

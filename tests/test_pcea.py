@@ -27,7 +27,7 @@ from cer_cli.query.parser import parse
 from cer_cli.query.scope import conjuncts
 from tests import reference
 from tests.builders import ev, events_frame
-from tests.gen_formulas import STREAMS, streams, unary_atoms
+from tests.gen_formulas import STREAMS, projections, simple_windows, streams, unary_atoms
 
 # --------------------------------------------------------------------------- the union-heap
 
@@ -401,15 +401,8 @@ def chain_queries(draw):
     elif draw(st.booleans()) and names_of:  # a unary filter around everything
         f = ast.Filter(f, draw(unary_atoms(draw(st.sampled_from(sorted(names_of))))))
     labels = sorted(reference.vdef(f))
-    select = draw(st.sampled_from(("all", "some", "none")))
-    projection = None if select == "all" else () if select == "none" else tuple(
-        ast.SelectItem(v) for v in draw(st.lists(st.sampled_from(labels), min_size=1, max_size=3,
-                                                 unique=True)))
-    window = draw(st.one_of(
-        st.none(), st.builds(ast.EventsWindow, st.integers(1, 4)),
-        st.builds(ast.DurationWindow, st.just(((1, "second"),))),
-        st.builds(ast.AttributeWindow, st.integers(1, 3), st.just("ts")),
-    ))
+    projection = draw(projections(labels, 3, kinds=("all", "some", "none")))
+    window = draw(simple_windows(4))
     return shaped, ast.Query(
         formula=f,
         strategy=draw(st.sampled_from(("ALL", "ALL", "ALL", "ANY", "MAX"))),
@@ -652,15 +645,8 @@ def comparison_queries(draw):
         f = ast.FOr(f, b)
     f = ast.Filter(f, pred)
     labels = sorted(reference.vdef(f))
-    select = draw(st.sampled_from(("all", "all", "some")))
-    projection = None if select == "all" else tuple(
-        ast.SelectItem(v) for v in draw(st.lists(st.sampled_from(labels), min_size=1, max_size=3,
-                                                 unique=True)))
-    window = draw(st.one_of(
-        st.none(), st.builds(ast.EventsWindow, st.integers(1, 5)),
-        st.builds(ast.DurationWindow, st.just(((1, "second"),))),
-        st.builds(ast.AttributeWindow, st.integers(1, 3), st.just("ts")),
-    ))
+    projection = draw(projections(labels, 3))
+    window = draw(simple_windows(5))
     return ast.Query(
         formula=f,
         strategy=draw(st.sampled_from(("ALL", "ALL", "ALL", "ANY", "NEXT"))),

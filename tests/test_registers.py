@@ -27,6 +27,7 @@ from cer_cli.query.printer import to_text
 from cer_cli.query.scope import conjuncts
 from tests import reference
 from tests.builders import events_frame
+from tests.gen_formulas import projections, simple_windows
 from tests.test_pcea import check_against_reference, valued_streams
 
 # --------------------------------------------------------------------------- syntax
@@ -174,15 +175,8 @@ def register_queries(draw):
     if draw(st.booleans()):
         f = ast.Seq(f, ast.As(ast.EventType("C"), "z"))
     labels = sorted(reference.vdef(f))
-    select = draw(st.sampled_from(("all", "all", "some")))
-    projection = None if select == "all" else tuple(
-        ast.SelectItem(v) for v in draw(st.lists(st.sampled_from(labels), min_size=1, max_size=2,
-                                                 unique=True)))
-    window = draw(st.one_of(
-        st.none(), st.builds(ast.EventsWindow, st.integers(1, 5)),
-        st.builds(ast.DurationWindow, st.just(((1, "second"),))),
-        st.builds(ast.AttributeWindow, st.integers(1, 3), st.just("ts")),
-    ))
+    projection = draw(projections(labels, 2))
+    window = draw(simple_windows(5))
     return ast.Query(
         formula=f,
         strategy=draw(st.sampled_from(("ALL", "ALL", "ANY", "NEXT", "MAX"))),

@@ -300,12 +300,48 @@ def test_cli_spark_writes_the_wide_shape_as_local_mode(spark, tmp_path, fmt):
         got = pl.read_parquet(str(tmp_path / "spark.parquet" / "*.parquet"))
         assert got.columns == want.columns and want.height > 0
         assert got.sort("match").equals(want.cast(got.schema))
-    else:  # the same cells, read as text (Spark prints times with milliseconds)
+    else:  # the same text, cell for cell (times as local CSV writes them)
         want = pl.read_csv(tmp_path / "local.csv", infer_schema=False)
         got = pl.read_csv(str(tmp_path / "spark.csv" / "*.csv"), infer_schema=False)
         assert got.columns == want.columns and want.height > 0
-        strip = [pl.col(c).str.replace_all(r"\.000", "") for c in got.columns]
-        assert got.select(strip).sort(pl.col("match").cast(pl.Int64)).equals(want)
+        assert got.sort(pl.col("match").cast(pl.Int64)).equals(want)
+
+
+#: Times local output writes in several ways: whole seconds, fractions, offsets in the time
+#: column (naive UTC after reading), and a column of aware times that is not the time column.
+ZONED_LOG = """type,time,v,at
+A,2024-01-01T10:00:00+02:00,5,2024-01-01T10:00:00.25+02:00
+B,2024-01-01T10:00:01.5+02:00,9,2024-01-01T10:00:00+02:00
+A,2024-01-01T09:00:02Z,1,2024-01-02T00:00:00Z
+B,2024-01-01T09:00:03.000123Z,2,2024-01-02T00:00:00.000001Z
+"""
+
+
+@pytest.mark.parametrize("shape", ["long", "wide"])
+def test_spark_text_output_writes_times_as_local_mode(spark, tmp_path, shape):
+    """Spark's CSV and JSON writers print datetimes their own way (``.000``, ``Z``); cer's
+    Spark output writes them as local output does (Python's isoformat)."""
+    log = tmp_path / "zoned.csv"
+    log.write_text(ZONED_LOG)
+    query = "SELECT * WHERE A AS x ; B+ AS y WITHIN 10 seconds" if shape == "wide" else "A ; B"
+    args = ["-e", query, str(log), "--shape", shape]
+    assert _cli("match", *args, "-o", str(tmp_path / "local.csv")).exit_code == 0
+    for fmt in ("csv", "jsonl"):
+        out = tmp_path / f"spark-{fmt}"
+        result = _cli("match", *args, "-o", str(out), "--format", fmt, "--spark",
+                      "--master", "local[2]")
+        assert result.exit_code == 0, result.output
+    want = pl.read_csv(tmp_path / "local.csv", infer_schema=False)
+    got = pl.read_csv(str(tmp_path / "spark-csv" / "*.csv"), infer_schema=False)
+    order = [pl.col("match").cast(pl.Int64)] + (["position"] if shape == "long" else [])
+    assert want.height > 1 and got.sort(order).equals(want)
+    rows = [json.loads(line) for f in sorted(glob.glob(str(tmp_path / "spark-jsonl" / "*.json")))
+            for line in Path(f).read_text().splitlines()]
+    times = [c for c in want.columns if c.endswith(("time", "at")) and "[" not in c]
+    for row, cells in zip(sorted(rows, key=lambda r: (r["match"], r.get("position", 0))),
+                          want.iter_rows(named=True), strict=True):
+        assert {c: row[c] for c in times if not isinstance(row[c], list)} == {
+            c: cells[c] for c in times if not (cells[c] or "").startswith("[")}
 
 
 def test_spark_match_refuses_unknown_shapes_and_non_frames(spark):

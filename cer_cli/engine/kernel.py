@@ -21,8 +21,10 @@ ascending sweep.
 
 Per event (``run_events``): window pruning, Algorithm 1 (the initial det-state with a fresh
 bottom first, then the table's det-states in insertion order — the paper's ordered-keys,
-which makes every union-list insert legal), windowed enumeration from the final det-states,
-CONSUME BY, and compaction when the node arrays doubled since the last one. With a LIMIT
+which makes every union-list insert legal) writing the new table T' into a spare row and
+committing it by swapping row indices (T' never gets copied back), windowed enumeration
+from the final det-states (skipped at once when the table holds none), CONSUME BY, and
+compaction when the node arrays doubled since the last one. With a LIMIT
 (``st[LIMIT_K]``) the loop stops instead of enumerating (``NEED_LIMIT``) and the caller
 enumerates only the event's k latest starts, best-first (``latest_first``).
 
@@ -30,14 +32,18 @@ Layout (all owned by ``KernelState``):
 
 * tECS nodes: ``nodes[n] = (kind, pos, mx, a, b, lab)`` (int64) and ``mt[n]`` (int64 or
   float64, the window-time dtype); ``st[NN]`` nodes are in use. The arrays double when full.
-* Per partition ``p`` the Algorithm-1 table, in insertion order: ``tlen[p]`` entries, entry
-  ``k`` is det-state ``tstate[p, k]`` with union-list ``ul[p, k, :ulen[p, k]]``. A table
-  has at most one entry per det-state, so ``tstate`` is as wide as the number of det-states
-  (the caller widens it when states appear); union-lists grow (``ul`` is widened) when needed.
+* Per partition ``p`` the Algorithm-1 table in row ``r = prow[p]``, in insertion order:
+  ``tlen[r]`` entries, entry ``k`` is det-state ``tstate[r, k]`` with union-list
+  ``ul[r, k, :ulen[r, k]]``. There is one row more than partitions: the spare row
+  ``st[SPARE]`` (``tlen`` 0), where the next event's new table is built. A table has at
+  most one entry per det-state, so ``tstate`` is as wide as the number of det-states (the
+  caller widens it when states appear); union-lists grow (``ul`` is widened, and the event
+  redone, ``NEED_WIDTH``) when needed.
 * The det-automaton as a dense table indexed by ``(det-state, symbol column)``:
   ``tunm`` the unmarked target (-1 none, ``UNKNOWN`` not computed yet) and the marked
   moves ``mq/ml[toff : toff + tcnt]`` (target, label set). When the loop meets an
-  ``UNKNOWN`` entry it stops *before* touching the event and returns ``NEED_MOVE`` with the
+  ``UNKNOWN`` entry it undoes the event (only new nodes and the spare row: the
+  partition's table is untouched until the commit) and returns ``NEED_MOVE`` with the
   event index, det-state and column in ``st``; the caller computes the move
   (``LazyDFA.step``), fills the table and calls again from that event.
 
@@ -72,6 +78,8 @@ HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 #: name -> compile without reference counting? (the functions ``compiled`` compiles)
 _JIT: dict[str, bool] = {}
+#: the functions numba inlines into their callers (see ``njit_inline``)
+_INLINE: set[str] = set()
 _PLAIN: dict = {}  # name -> the plain function (to tell when a test replaced the name)
 
 
@@ -87,6 +95,15 @@ def njit_plain(f):
     with counting on, the atomic increments per call cost more than the algorithm."""
     _JIT[f.__name__], _PLAIN[f.__name__] = True, f
     return f
+
+
+def njit_inline(f):
+    """``njit_plain``, and inlined into its callers (numba's ``inline="always"``): the
+    tECS and union-list helpers run several times per event, and an array argument of a
+    compiled call is passed as some seven machine words, so a call to ``_add`` with its
+    three arrays cost about as much as the node it creates."""
+    _INLINE.add(f.__name__)
+    return njit_plain(f)
 
 
 _compiled: dict | None = None
@@ -119,6 +136,8 @@ def _compile_all() -> dict:
         copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
         copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, __name__, f.__doc__
         opts = {"_nrt": False} if no_nrt else {}
+        if name in _INLINE:
+            opts["inline"] = "always"
         g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
     return {name: g[name] for name in _JIT}
 
@@ -148,7 +167,7 @@ CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 # ---------------------------------------------------------------------------- tECS nodes
 
 
-@njit_plain
+@njit_inline
 def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
     """Append a node; the caller made room (``NEED_ROOM``). Returns its index — and never an
     array: numba reference-counts every array a call returns, which cost ~30 ns per call."""
@@ -165,12 +184,12 @@ def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
     return n
 
 
-@njit_plain
+@njit_inline
 def _node(nodes, mt, st, left, right):
     return _add(nodes, mt, st, UNION, -1, nodes[left, MX], mt[left], left, right, -1)
 
 
-@njit_plain
+@njit_inline
 def _union(nodes, mt, st, n1, n2):
     """``⟦n1⟧ ∪ ⟦n2⟧`` for safe nodes of equal max-start, by the gadgets (a)–(d) of CORE
     Fig. 5: at most three new nodes, and the result is safe (time-ordered, 3-bounded)."""
@@ -188,7 +207,7 @@ def _union(nodes, mt, st, n1, n2):
     return _node(nodes, mt, st, nodes[n1, A], u)
 
 
-@njit_plain
+@njit_inline
 def _merge(nodes, mt, st, lst, length):
     """One safe node for the union-list ``lst[:length]``: the right comb
     ``∨(n0, ∨(n1, … nk))``, ``length - 1`` new nodes."""
@@ -211,11 +230,12 @@ def _widen(arr, width):
     return out
 
 
-@njit_plain
+@njit_inline
 def _insert(nodes, mt, st, nul, nulen, s, n):
     """Add safe node ``n`` (``max(n) <= max(head)``) to the union-list ``nul[s, :nulen[s]]``,
     keeping max-starts strictly decreasing from index 1: an equal max-start is merged with
-    ``_union``. ``nul`` is wide enough: the caller sized it for the event."""
+    ``_union``. Returns False, changing nothing, when the list would grow past ``nul``'s
+    width (the caller widens it and redoes the event)."""
     m = nodes[n, MX]
     length = nulen[s]
     for i in range(1, length):
@@ -223,24 +243,30 @@ def _insert(nodes, mt, st, nul, nulen, s, n):
         mi = nodes[x, MX]
         if mi == m:
             nul[s, i] = _union(nodes, mt, st, x, n)
-            return
+            return True
         if mi < m:
+            if length >= nul.shape[1]:
+                return False
             for j in range(length, i, -1):
                 nul[s, j] = nul[s, j - 1]
             nul[s, i] = n
             nulen[s] = length + 1
-            return
+            return True
+    if length >= nul.shape[1]:
+        return False
     nul[s, length] = n
     nulen[s] = length + 1
+    return True
 
 
-@njit_plain
+@njit_inline
 def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
           unm, off, cnt, mq, ml, src, length, pos):
     """EXECTRANS of one det-move on the union-list ``src[:length]``: extend along every
-    marking move, reuse the list along the unmarked one. The new
-    table is the scratch ``nstate/nul/nulen[:ns]`` with ``slot_of[q]`` its index of ``q``.
-    Allocates at most ``length + 4·cnt + 3`` nodes; returns the new ``ns``."""
+    marking move, reuse the list along the unmarked one. The new table is
+    ``nstate/nul/nulen[:ns]`` (the spare row of the table arrays, see ``run_events``) with
+    ``slot_of[q]`` its index of ``q``. Allocates at most ``length + 4·cnt + 3`` nodes;
+    returns the new ``ns``, or -1 when a union-list outgrew ``nul``'s width."""
     n = -1
     if cnt > 0:
         n = _merge(nodes, mt, st, src, length)
@@ -254,8 +280,8 @@ def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
                 nul[ns, 0] = o
                 nulen[ns] = 1
                 ns += 1
-            else:
-                _insert(nodes, mt, st, nul, nulen, s, o)
+            elif not _insert(nodes, mt, st, nul, nulen, s, o):
+                return -1
     if unm >= 0:
         s = slot_of[unm]
         if s < 0:
@@ -268,7 +294,8 @@ def _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
         else:
             if n < 0:
                 n = _merge(nodes, mt, st, src, length)
-            _insert(nodes, mt, st, nul, nulen, s, n)
+            if not _insert(nodes, mt, st, nul, nulen, s, n):
+                return -1
     return ns
 
 
@@ -373,50 +400,55 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
 # Why the loop is written as a resumable state machine: numba reference-counts every array
 # a variable may be re-bound to inside a loop (atomic increments on every iteration), which
 # cost more than the algorithm itself. So ``run_events`` never re-binds an array: it returns
-# to the caller whenever an array is too small (``NEED_ROOM`` before touching an event,
-# ``NEED_WIDTH`` before committing its table, ``NEED_OUT`` during its enumeration, which
+# to the caller whenever an array is too small (``NEED_ROOM``/``NEED_WIDTH`` while building
+# an event's new table, which is then undone and redone; ``NEED_OUT`` during its enumeration, which
 # resumes), and the caller grows the array (or flushes the outputs) and calls again.
 
 # st[...] slots of the resumable loop: the phase of the current event and what it needs
-PHASE, P_PART, P_POS, P_PRUNE, P_NS, N_OUT, N_EV = 11, 12, 13, 14, 15, 16, 17
+PHASE, P_PART, P_POS, P_PRUNE, P_ROW, N_OUT, N_EV = 11, 12, 13, 14, 15, 16, 17
 NEED_NODES, NEED_SCRATCH, NEED_ES, NEED_PATH, SKIPPED = 18, 19, 20, 21, 22
 # LIMIT in the kernel: ``st[LIMIT_K]`` is ``k + 1`` (0: no limit); ``st[LIMIT_DONE]`` is
 # ``reported + 1`` once the caller enumerated the event's k latest starts (0: not yet).
 LIMIT_K, LIMIT_DONE = 23, 24
 # the work budget (``st[BUDGET]`` units, 0: none; ``st[WORK]`` used since the last return)
 # and the resumable enumeration of the current event (see ``_enumerate``)
-WORK, BUDGET, SPLIT, E_ON, E_K, E_E, E_TOP, E_REP, E_OUT0, E_EV0, NSLOTS = range(25, 36)
-UPDATE, COMMIT, ENUMERATE = 0, 1, 2
+WORK, BUDGET, SPLIT, E_ON, E_K, E_E, E_TOP, E_REP, E_OUT0, E_EV0 = range(25, 35)
+# the table row no partition holds (where the next event's new table is written)
+SPARE, NSLOTS = 35, 36
+UPDATE, ENUMERATE = 0, 2
 NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT, NEED_DECIDE, NEED_LIMIT = 2, 3, 4, 5, 6, 7
 NEED_YIELD = 8
 
 
 @njit
-def _compact_all(nodes, mt, st, tstate, tlen, ulen, ul, pcount, now, by_events, has_bound, bound):
+def _compact_all(nodes, mt, st, tstate, tlen, ulen, ul, prow, pcount, now, by_events,
+                 has_bound, bound):
     """Compact with every partition's window lower bound (per partition for EVENTS
-    windows, the latest time for time windows)."""
+    windows, the latest time for time windows), by table row (``prow``)."""
     if st[NN] > st[PEAK]:
         st[PEAK] = st[NN]
-    taus = np.empty(tlen.shape[0], mt.dtype)
+    taus = np.zeros(tlen.shape[0], mt.dtype)
     windowed = np.zeros(tlen.shape[0], np.bool_)
     if has_bound:
-        for pp in range(tlen.shape[0]):
+        for pp in range(prow.shape[0]):
+            r = prow[pp]
             if by_events:
-                taus[pp] = pcount[pp] - 1 - bound
-                windowed[pp] = True
+                taus[r] = pcount[pp] - 1 - bound
+                windowed[r] = True
             elif st[HAVE_NOW]:
-                taus[pp] = now[0] - bound
-                windowed[pp] = True
+                taus[r] = now[0] - bound
+                windowed[r] = True
     _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed)
     st[NEXT_COMPACT] = max(st[COMPACT_MIN], 2 * st[NN])
 
 
-@njit_plain
+@njit_inline
 def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune, etau, emit,
                es_node, es_depth, path_pos, path_lab,
                o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab):
     """Windowed enumeration (Algorithm 2) of the complex events ending at ``pos`` (index
-    ``local`` in partition ``p``) from the final det-states of ``p``'s table: a depth-first
+    ``local`` in partition ``st[P_PART]``) from the final det-states of the table in row
+    ``p`` (the partition's row, see ``run_events``): a depth-first
     walk that follows left children and pushes a right child only when its max-start is in
     the window, so every walk ends at a bottom that yields a complex event.
 
@@ -445,6 +477,7 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune,
     e = st[E_E]
     top = st[E_TOP]
     reported = st[E_REP]
+    part = st[P_PART]
     budget = st[BUDGET]
     work = st[WORK]
     status = 0
@@ -478,7 +511,7 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune,
                         break
                     o_start[nm] = nodes[x, POS]
                     o_end[nm] = pos
-                    o_part[nm] = p
+                    o_part[nm] = part
                     o_sloc[nm] = nodes[x, B]
                     o_eloc[nm] = local
                     for j in range(d - 1, -1, -1):
@@ -542,8 +575,8 @@ def run_events(
     i, stop, cols, positions, keys, times, hastime, by_events, has_bound, bound, consume, emit,
     decide, initial, final, tunm, toff, tcnt, mq, ml,
     nodes, mt, st, now, ctx,
-    tstate, tlen, ulen, ul, pcount,
-    nstate, nul, nulen, slot_of, one,
+    tstate, tlen, ulen, ul, prow, pcount,
+    slot_of, one,
     es_node, es_depth, path_pos, path_lab,
     o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab,
     count_paths, cnt, cst,
@@ -557,7 +590,15 @@ def run_events(
     ``NEED_BIGCOUNT`` (with ``count_paths``: event ``next``'s count does not fit in int64;
     the caller counts it, sets ``cst[C_BIG]`` and calls again), or a
     ``NEED_*`` for an array that is too small (sizes in ``st``). ``ctx`` holds the event
-    time and window bound across a return."""
+    time and window bound across a return.
+
+    The tables live in rows: partition ``p``'s is row ``prow[p]`` of ``tstate``/``tlen``/
+    ``ulen``/``ul``, and one more row, ``st[SPARE]``, belongs to no partition. Algorithm 1
+    writes the new table T' straight into the spare row while it reads T from the
+    partition's row; committing T' is then a swap of the two row indices, not a copy of
+    every live union-list. T is left untouched until the swap, so an event whose new
+    union-list outgrows the rows' width (``NEED_WIDTH``) is simply undone (its nodes
+    dropped) and redone once the caller widened ``ul``."""
     while True:
         phase = st[PHASE]
         if phase == UPDATE:
@@ -566,10 +607,11 @@ def run_events(
             if st[BUDGET] > 0 and st[WORK] >= st[BUDGET]:  # let Python run (signals)
                 st[WORK] = 0
                 return NEED_YIELD, i
-            st[WORK] += 1 + tlen[keys[i]]
             c = cols[i]
             pos = positions[i]
             p = keys[i]
+            r = prow[p]
+            st[WORK] += 1 + tlen[r]
             local = pcount[p]
             if by_events:
                 t = local
@@ -579,45 +621,86 @@ def run_events(
                 ht = hastime[i]
             prune = has_bound and ht
             tau = t - bound
-            # ---- every move this event needs must be known, and every array big enough,
-            # before anything changes
+            # ---- Algorithm 1 (evaluate.advance) in one pass over T (row r), building T' in
+            # the spare row. T is only pruned (idempotent) until the commit, so a move not
+            # known yet or too small a node array undoes the event (its nodes are dropped)
+            # and returns; the caller fills the move or grows the arrays and the event is
+            # done again from the start.
+            sp = st[SPARE]
+            nstate = tstate[sp]
+            nulen = ulen[sp]
+            nul = ul[sp]
+            nn0 = st[NN]
+            alloc0 = st[ALLOC]
+            cap = nodes.shape[0]
+            ns = 0
+            status = DONE
             q = initial
-            if tunm[q, c] == UNKNOWN:  # asked even without a window time, as advance does
+            unm = tunm[q, c]
+            cnt0 = tcnt[q, c]
+            if unm == UNKNOWN:  # asked even without a window time, as advance does
                 st[MISS_STATE] = q
                 st[MISS_COL] = c
                 return NEED_MOVE, i
-            need = 5 + 4 * tcnt[q, c]  # nodes: the bottom, and ``_exec``'s bound per list
-            inserts = 2 + tcnt[q, c]  # scratch width: a list copied whole + one per insert
-            longest = 1
             # an event that moves every live det-state to itself, unmarked, starts nothing
             # and ends nothing changes no table: only its partition's count advances
-            idle = (not ht) or (tunm[q, c] < 0 and tcnt[q, c] == 0)
-            for k in range(tlen[p]):
-                length = ulen[p, k]
+            idle = (not ht) or (unm < 0 and cnt0 == 0)
+            if ht and (unm >= 0 or cnt0 > 0):
+                need = 5 + 4 * cnt0  # nodes: the bottom, and ``_exec``'s bound per list
+                if nn0 + need > cap:
+                    st[NEED_NODES] = nn0 + need
+                    return NEED_ROOM, i
+                st[WORK] += need
+                one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
+                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                           unm, toff[q, c], cnt0, mq, ml, one, 1, pos)
+            for k in range(tlen[r]):
+                if ns < 0:
+                    break
+                length = ulen[r, k]
                 if prune:
-                    if mt[ul[p, k, 0]] < tau:
-                        continue
-                    if mt[ul[p, k, length - 1]] < tau:  # drop expired entries, in place
+                    if length == 0 or mt[ul[r, k, 0]] < tau:
+                        continue  # the head has the list's max-start: all of it expired
+                    if mt[ul[r, k, length - 1]] < tau:  # drop expired entries, in place
                         m = 0
                         for e in range(length):
-                            x = ul[p, k, e]
+                            x = ul[r, k, e]
                             if mt[x] >= tau:
-                                ul[p, k, m] = x
+                                ul[r, k, m] = x
                                 m += 1
-                        ulen[p, k] = m
+                        ulen[r, k] = m
                         length = m
-                q = tstate[p, k]
-                if tunm[q, c] == UNKNOWN:
+                q = tstate[r, k]
+                unm = tunm[q, c]
+                cnt0 = tcnt[q, c]
+                if unm == UNKNOWN:
                     st[MISS_STATE] = q
                     st[MISS_COL] = c
-                    return NEED_MOVE, i
-                need += length + 4 * tcnt[q, c] + 3
-                inserts += 1 + tcnt[q, c]
-                if length > longest:
-                    longest = length
-                if idle and (tunm[q, c] != q or tcnt[q, c] > 0 or final[q]):
+                    status = NEED_MOVE
+                    break
+                need = length + 4 * cnt0 + 3
+                if st[NN] + need > cap:
+                    st[NEED_NODES] = st[NN] + need
+                    status = NEED_ROOM
+                    break
+                st[WORK] += need
+                if idle and (unm != q or cnt0 > 0 or final[q]):
                     idle = False
-            if idle:
+                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                           unm, toff[q, c], cnt0, mq, ml, ul[r, k], length, pos)
+            if ns < 0:  # a union-list outgrew the rows' width
+                for q in range(slot_of.shape[0]):
+                    slot_of[q] = -1
+                st[NEED_SCRATCH] = ul.shape[2] + 1
+                status = NEED_WIDTH
+            else:
+                for k in range(ns):
+                    slot_of[nstate[k]] = -1
+            if status != DONE or idle:  # undo: T is intact, T' and its nodes are dropped
+                st[NN] = nn0
+                st[ALLOC] = alloc0
+                if status != DONE:
+                    return status, i
                 pcount[p] = local + 1
                 if ht:
                     now[0] = t
@@ -626,80 +709,53 @@ def run_events(
                 st[SKIPPED] += 1
                 i += 1
                 continue
-            if st[NN] + need > nodes.shape[0] or longest + inserts > nul.shape[1]:
-                st[NEED_NODES] = st[NN] + need
-                st[NEED_SCRATCH] = longest + inserts
-                return NEED_ROOM, i
-            st[WORK] += need
+            # ---- commit: the new table replaces the old one by swapping rows
             pcount[p] = local + 1
             if ht:
                 now[0] = t
                 st[HAVE_NOW] = 1
-            # ---- Algorithm 1 (evaluate.advance)
-            ns = 0
-            if ht:
-                q = initial
-                if tunm[q, c] >= 0 or tcnt[q, c] > 0:
-                    one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
-                    ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                               tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, one, 1, pos)
-            for k in range(tlen[p]):
-                length = ulen[p, k]
-                if prune and (length == 0 or mt[ul[p, k, 0]] < tau):
-                    continue
-                q = tstate[p, k]
-                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                           tunm[q, c], toff[q, c], tcnt[q, c], mq, ml, ul[p, k], length, pos)
-            for k in range(ns):
-                slot_of[nstate[k]] = -1
+            prow[p] = sp
+            tlen[sp] = ns
+            tlen[r] = 0
+            st[SPARE] = r
             st[P_PART] = p
+            st[P_ROW] = sp
             st[P_POS] = pos
             st[P_PRUNE] = 1 if prune else 0
-            st[P_NS] = ns
             ctx[0] = tau
-            st[PHASE] = COMMIT
-        elif phase == COMMIT:
-            # ---- the new table replaces the old one
-            p = st[P_PART]
-            ns = st[P_NS]
-            for k in range(ns):
-                if nulen[k] > ul.shape[2]:
-                    st[NEED_SCRATCH] = nulen[k]
-                    return NEED_WIDTH, i
-            for k in range(ns):
-                tstate[p, k] = nstate[k]
-                ulen[p, k] = nulen[k]
-                for e in range(nulen[k]):
-                    ul[p, k, e] = nul[k, e]
-            tlen[p] = ns
             st[EVENTS] += 1
             st[PHASE] = ENUMERATE
         else:
             # ---- windowed enumeration (Algorithm 2) from the final det-states
             p = st[P_PART]
+            r = st[P_ROW]
             prune = st[P_PRUNE] == 1
             reported = 0
+            ended = st[E_ON] != 0  # a final det-state in the table (or an enumeration resumes)
+            if not ended:
+                for k in range(tlen[r]):
+                    if final[tstate[r, k]]:
+                        ended = True
+                        break
             if (by_events or hastime[i]) and st[LIMIT_K] > 0:
                 # LIMIT k: the caller enumerates the k latest starts (``latest_first``)
                 if st[LIMIT_DONE] > 0:
                     reported = st[LIMIT_DONE] - 1
                     st[LIMIT_DONE] = 0
-                elif st[LIMIT_K] > 1:
-                    for k in range(tlen[p]):
-                        if final[tstate[p, k]]:
-                            return NEED_LIMIT, i
+                elif st[LIMIT_K] > 1 and ended:
+                    return NEED_LIMIT, i
             elif count_paths and hastime[i]:
                 # count only, no window: sum node counts instead of enumerating
                 if cst[C_BIG] > 0:  # the caller counted this event (and added all but 1)
                     reported = cst[C_BIG] - 1
                     cst[C_BIG] = 0
                 else:
-                    reported = _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, p, tlen[p])
+                    reported = _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, r, tlen[r])
                     if reported < 0 or st[MATCHES] + reported > BIG:
                         return NEED_BIGCOUNT, i
                 cst[C_COUNTED] += 1
-            elif by_events or hastime[i]:
-                reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, tlen[p],
+            elif (by_events or hastime[i]) and ended:  # (no final det-state: nothing ends)
+                reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, r, tlen[r],
                                       st[P_POS], pcount[p] - 1, prune, ctx[0], emit,
                                       es_node, es_depth, path_pos, path_lab,
                                       o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
@@ -717,7 +773,7 @@ def run_events(
                     for pp in range(tlen.shape[0]):
                         tlen[pp] = 0
                 elif consume == CONSUME_PARTITION:
-                    tlen[p] = 0
+                    tlen[r] = 0
             i += 1
             # ---- memory: compact when the arrays doubled since the last compaction
             if st[NN] > st[NEXT_COMPACT]:
@@ -764,7 +820,7 @@ def _fill_counts(nodes, st, cnt, cst):
     cst[C_DONE] = st[NN]
 
 
-@njit_plain
+@njit_inline
 def _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, p, ns):
     """How many complex events end at the current event of partition ``p`` (no window):
     the sum of the node counts of the final det-states' union-list entries; -1 if too big."""
@@ -885,10 +941,14 @@ class KernelState:
         self.now = np.zeros(1, self.tdtype)
         self.n_states = 0
         self.final = np.zeros(0, np.bool_)
-        self.tstate = np.zeros((1, 4), np.int64)
-        self.tlen = np.zeros(1, np.int64)
-        self.ulen = np.zeros((1, 4), np.int64)
-        self.ul = np.zeros((1, 4, 4), np.int64)
+        # table rows: partition p's is prow[p]; the one more row, st[SPARE], receives the
+        # next event's new table (see ``run_events``)
+        self.tstate = np.zeros((2, 4), np.int64)
+        self.tlen = np.zeros(2, np.int64)
+        self.ulen = np.zeros((2, 4), np.int64)
+        self.ul = np.zeros((2, 4, 4), np.int64)
+        self.prow = np.zeros(1, np.int64)
+        self.st[SPARE] = 1
         self.pcount = np.zeros(1, np.int64)
         # counting without enumerating (no window): node counts, -1 past ``BIG``; and the
         # Python-int side for what does not fit in int64
@@ -907,10 +967,7 @@ class KernelState:
         self.ml = np.zeros(64, np.int64)
         self.nmarks = 0
         self.ctx = np.zeros(1, self.tdtype)
-        # per-event scratch: the new table, and the enumeration stacks
-        self.nstate = np.zeros(1, np.int64)
-        self.nul = np.zeros((1, 8), np.int64)
-        self.nulen = np.zeros(1, np.int64)
+        # per-event scratch: the new table's index of each det-state, the enumeration stacks
         self.slot_of = np.full(0, -1, np.int64)
         self.one = np.zeros(1, np.int64)
         self.es_node = np.zeros(64, np.int64)
@@ -948,10 +1005,7 @@ class KernelState:
             return
         self.final = np.array([self.dfa.is_final(q) for q in range(n)], np.bool_)
         self.n_states = n
-        if n + 1 > len(self.nstate):
-            self.nstate = np.zeros(2 * (n + 1), np.int64)
-            self.nulen = np.zeros(2 * (n + 1), np.int64)
-            self.nul = np.zeros((2 * (n + 1), self.nul.shape[1]), np.int64)
+        if n + 1 > len(self.slot_of):
             self.slot_of = np.full(2 * (n + 1), -1, np.int64)
         rows = self.tunm.shape[0]
         if n > rows:
@@ -966,13 +1020,16 @@ class KernelState:
             self.ul = _pad(self.ul, 1, new, 0)
 
     def partitions(self, n: int) -> None:
-        """Room for partition ids ``< n``."""
-        if n > self.tlen.shape[0]:
-            new = max(n, 2 * self.tlen.shape[0])
-            self.tstate = _pad(self.tstate, 0, new, 0)
-            self.ulen = _pad(self.ulen, 0, new, 0)
-            self.ul = _pad(self.ul, 0, new, 0)
-            self.tlen = _pad(self.tlen, 0, new, 0)
+        """Room for partition ids ``< n``: the new partitions get new (empty) table rows."""
+        old = len(self.prow)
+        if n > old:
+            new = max(n, 2 * old)
+            rows = self.tlen.shape[0]  # old + 1: every partition's row and the spare one
+            self.tstate = _pad(self.tstate, 0, rows + new - old, 0)
+            self.ulen = _pad(self.ulen, 0, rows + new - old, 0)
+            self.ul = _pad(self.ul, 0, rows + new - old, 0)
+            self.tlen = _pad(self.tlen, 0, rows + new - old, 0)
+            self.prow = np.concatenate([self.prow, np.arange(rows, rows + new - old, dtype=np.int64)])
             self.pcount = _pad(self.pcount, 0, new, 0)
 
     def use_float_times(self) -> None:
@@ -990,15 +1047,19 @@ class KernelState:
         top = int(syms.max()) + 1 if len(syms) else 0
         if top > len(self.colmap):
             self.colmap = _pad(self.colmap, 0, max(top, 2 * len(self.colmap)), -1)
-        cols = self.colmap[syms]
-        if len(cols) and cols.min() < 0:
-            new = np.unique(syms[cols < 0])
+        # the symbols present, by a mask over the (few) symbol ids rather than np.unique
+        # over the batch (a sort: ~10 ns per event)
+        present = np.zeros(top, np.bool_)
+        present[syms] = True
+        ids = np.flatnonzero(present)
+        if len(ids) and self.colmap[ids].min() < 0:
+            new = ids[self.colmap[ids] < 0]
             if (len(self.col_sym) + len(new)) * self.tunm.shape[0] > TABLE_CELLS and self.col_sym:
                 self.tunm[:] = UNKNOWN
                 self.colmap[:] = -1
                 self.col_sym = []
                 self.nmarks = 0
-                new = np.unique(syms)
+                new = ids
             for s in new.tolist():
                 self.colmap[s] = len(self.col_sym)
                 self.col_sym.append(s)
@@ -1008,8 +1069,7 @@ class KernelState:
                 self.tunm = _pad(self.tunm, 1, w, UNKNOWN)
                 self.toff = _pad(self.toff, 1, w, 0)
                 self.tcnt = _pad(self.tcnt, 1, w, 0)
-            cols = self.colmap[syms]
-        return cols
+        return self.colmap[syms]
 
     def fill(self, state: int, col: int) -> None:
         """Compute one move with the LazyDFA and store it in the table."""
@@ -1060,8 +1120,8 @@ class KernelState:
                 self.has_bound, self.bound, self.consume_policy, emit, self.decide,
                 self.dfa.initial, self.final, self.tunm, self.toff, self.tcnt, self.mq, self.ml,
                 self.nodes, self.mt, st, self.now, self.ctx,
-                self.tstate, self.tlen, self.ulen, self.ul, self.pcount,
-                self.nstate, self.nul, self.nulen, self.slot_of, self.one,
+                self.tstate, self.tlen, self.ulen, self.ul, self.prow, self.pcount,
+                self.slot_of, self.one,
                 self.es_node, self.es_depth, self.path_pos, self.path_lab,
                 self.o_start, self.o_end, self.o_part, self.o_sloc, self.o_eloc, self.o_off,
                 self.o_pos, self.o_lab,
@@ -1095,9 +1155,6 @@ class KernelState:
                     size = max(need, 2 * len(self.mt))
                     self.nodes = _pad(self.nodes, 0, size, 0)
                     self.mt = _pad(self.mt, 0, size, 0)
-                width = int(st[NEED_SCRATCH])
-                if width > self.nul.shape[1]:
-                    self.nul = np.zeros((self.nul.shape[0], max(width, 2 * self.nul.shape[1])), np.int64)
             elif status == NEED_WIDTH:
                 self.ul = _pad(self.ul, 2, max(int(st[NEED_SCRATCH]), 2 * self.ul.shape[2]), 0)
             elif status == NEED_YIELD:
@@ -1139,9 +1196,9 @@ class KernelState:
     def _latest(self):
         """``latest_first`` for the event the kernel stopped at (``NEED_LIMIT``)."""
         st = self.st
-        p = int(st[P_PART])
-        return latest_first(self.nodes, self.mt, self.tstate, self.ulen, self.ul, self.final, p,
-                            int(self.tlen[p]), st[P_PRUNE] == 1, self.ctx[0], int(st[LIMIT_K]) - 1)
+        r = int(st[P_ROW])
+        return latest_first(self.nodes, self.mt, self.tstate, self.ulen, self.ul, self.final, r,
+                            int(self.tlen[r]), st[P_PRUNE] == 1, self.ctx[0], int(st[LIMIT_K]) - 1)
 
     def _write(self, found, pos: int, p: int) -> None:
         """Append ``latest_first``'s complex events ending at ``pos`` to the outputs, as
@@ -1188,9 +1245,9 @@ class KernelState:
             a, b = int(nodes[x, A]), int(nodes[x, B])
             memo[x] = value(a) if nodes[x, KIND] == OUTPUT else value(a) + value(b)
         self._memo_at = (int(st[COMPACTIONS]), nn)
-        p = int(st[P_PART])
-        total = sum(value(int(self.ul[p, k, e])) for k in range(int(self.tlen[p]))
-                    if self.final[self.tstate[p, k]] for e in range(int(self.ulen[p, k])))
+        r = int(st[P_ROW])
+        total = sum(value(int(self.ul[r, k, e])) for k in range(int(self.tlen[r]))
+                    if self.final[self.tstate[r, k]] for e in range(int(self.ulen[r, k])))
         self.big += max(total - 1, 0)
         self.cst[C_BIG] = 2 if total else 1
 
@@ -1200,13 +1257,13 @@ class KernelState:
         if self.consume_policy == CONSUME_ANY:
             self.tlen[:] = 0
         elif self.consume_policy == CONSUME_PARTITION:
-            self.tlen[p] = 0
+            self.tlen[self.prow[p]] = 0
 
     def compact(self) -> None:
         """Compact the tECS now (also what ``NEED_COMPACT`` does)."""
         self._fn("_compact_all")(
             self.nodes, self.mt, self.st, self.tstate, self.tlen, self.ulen, self.ul,
-            self.pcount, self.now, self.by_events, self.has_bound, self.bound)
+            self.prow, self.pcount, self.now, self.by_events, self.has_bound, self.bound)
 
     def lowest_start(self) -> int | None:
         """The earliest start position of any stored partial match (``None``: none). After

@@ -760,6 +760,9 @@ class _Run:
                 c = _col(f.name)
                 if f.name == g.time_column and (g.time_unit or isinstance(f.dataType, T.StringType)):
                     c = _time_value(g, f.dataType, ttime)
+                elif (f.name == g.time_column and isinstance(f.dataType, T.TimestampType)
+                      and g.src.format not in ("parquet", FRAME)):
+                    c = c.cast("timestamp_ntz")  # a text time with offsets: naive UTC, as locally
                 elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
                     c = c.cast("long")
                 elif isinstance(f.dataType, T.FloatType):
@@ -1073,6 +1076,31 @@ def _numbered(run: _Run, matches: DataFrame, ev: _Events) -> tuple[DataFrame, in
     return numbered, total
 
 
+def _local_text(df: DataFrame) -> DataFrame:
+    """``df`` with its datetimes (also inside arrays) as the text local CSV and JSONL write,
+    for Spark's text writers, which print ``.000`` and a zone of their own."""
+    return df.select(*(_iso(_col(f.name), f.dataType).alias(f.name) for f in df.schema.fields))
+
+
+def _iso(col, dtype):
+    """A datetime column as Python's ``isoformat`` (``io.write``): seconds, then microseconds
+    only when not zero; Spark's zoned TIMESTAMP (UTC in cer's sessions) ends in ``+00:00``.
+    Other columns as they are."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.ArrayType):
+        if isinstance(dtype.elementType, (T.TimestampType, T.TimestampNTZType)):
+            return F.transform(col, lambda x: _iso(x, dtype.elementType))
+        return col
+    if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        return col
+    seconds = F.date_format(col, "yyyy-MM-dd'T'HH:mm:ss")
+    micros = F.date_format(col, "SSSSSS")
+    text = F.when(micros == "000000", seconds).otherwise(F.concat(seconds, F.lit("."), micros))
+    return F.concat(text, F.lit("+00:00")) if isinstance(dtype, T.TimestampType) else text
+
+
 def _json_list(col):
     """An array column as the JSON text local CSV writes (``json.dumps``: ``[1, 2]``)."""
     from pyspark.sql import functions as F
@@ -1089,6 +1117,7 @@ def _wide(run: _Run, matches: DataFrame, ev: _Events, variables, csv: bool = Fal
     many)``: a variable that may bind several events has array columns in stream order
     (``csv``: JSON text, as the local CSV writer writes lists)."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     numbered, total = _numbered(run, matches, ev)
     out = numbered.select("match", "start", "end", "start_time", "end_time",
@@ -1110,7 +1139,9 @@ def _wide(run: _Run, matches: DataFrame, ev: _Events, variables, csv: bool = Fal
                 F.sort_array(F.collect_list(F.struct(*names))).alias("s"))
             cols = [F.col("s").getField(n) for n in names]
             if csv:
-                cols = [_json_list(c) for c in cols]
+                kinds = [f.dataType for f in events.schema.fields]
+                cols = [_json_list(_iso(c, T.ArrayType(k)))
+                        for c, k in zip(cols, kinds, strict=True)]
         else:
             cols = [F.col(n) for n in names]
         alias = [f"{var}.{label}" for label, _ in fields]
@@ -1224,6 +1255,8 @@ def spark_write(
             long, total = _wide(run, found, ev, variables, csv=fmt == "csv")
         else:
             long, total = _long(run, found, ev, csv=fmt == "csv")
+        if fmt in ("csv", "json"):
+            long = _local_text(long)
         writer = long.write.mode(mode)
         if fmt == "csv":  # quotes doubled inside quoted fields (RFC 4180), as local CSV does
             writer = writer.option("header", True).option("escape", '"')
