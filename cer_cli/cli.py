@@ -8,20 +8,21 @@ exception becomes a one-line message unless ``--debug`` asks for the traceback.
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from cer_cli import __version__, signals
 from cer_cli.query.ast import Span
 from cer_cli.query.errors import QueryError, line_col
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich is imported where something is printed through it (start-up, #15)
+    from rich.console import Console
+
     from cer_cli.query.ast import Query
     from cer_cli.query.checks import CheckReport
 
@@ -31,7 +32,50 @@ EXIT_INPUT = 2
 
 def _stderr() -> Console:
     # Created per call so that redirected streams (tests, pipes) are honoured.
+    from rich.console import Console
+
     return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def _stdout() -> Console:
+    """The console of ``--format table`` and ``cer explain``."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _table_console(fmt: str) -> Console | None:
+    """What ``write_matches`` prints a table on; other formats never load rich."""
+    if fmt != "table":
+        return None
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _error_line(console: Console, label: str, style: str, message: str) -> None:
+    """``label: message`` with the label styled (``error: ...``, ``  hint: ...``)."""
+    from rich.text import Text
+
+    console.print(Text(label, style=style) + Text(message))
+
+
+#: Set by the ``cer`` entry point (``__main__``), which starts with the garbage collector
+#: off: start-up allocates ~1M objects that all live to the end (modules, the compiled
+#: query), and collecting while importing them costs ~45 ms of a 0.4 s run (issue #15).
+#: ``_resume_gc`` turns it back on before any work that grows with the log.
+_GC_PAUSED = False
+
+
+def _resume_gc() -> None:
+    """Collect again from here on, leaving what start-up built (``gc.freeze``) out of every
+    later collection. Only when the entry point paused it: in-process callers of ``main``
+    keep their own collector settings."""
+    global _GC_PAUSED
+    if _GC_PAUSED:
+        _GC_PAUSED = False
+        gc.freeze()
+        gc.enable()
 
 
 def render_diagnostic(
@@ -44,6 +88,8 @@ def render_diagnostic(
     hints: list[str] | tuple[str, ...] = (),
 ) -> None:
     """Print ``file:line:col: severity: message``, the source line with a caret, then hints."""
+    from rich.text import Text
+
     where = filename or "query"
     colour = "red" if severity == "error" else "yellow"
     if span is not None and source is not None:
@@ -90,22 +136,20 @@ def user_errors(debug: bool) -> Iterator[None]:
         signals.check()  # an exception caused by a swallowed signal ends as the signal
         if type(e).__name__ in ("SparkError", "OutputError") and hasattr(e, "exit_code"):
             console = _stderr()
-            console.print(Text("error: ", style="bold red") + Text(e.message))  # type: ignore[attr-defined]
+            _error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
             for hint in e.hints:  # type: ignore[attr-defined]
-                console.print(Text("  hint: ", style="cyan") + Text(hint))
+                _error_line(console, "  hint: ", "cyan", hint)
             sys.exit(e.exit_code)  # type: ignore[attr-defined]
         if _is_log_error(e):
             console = _stderr()
-            console.print(Text("error: ", style="bold red") + Text(e.message))  # type: ignore[attr-defined]
+            _error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
             for hint in e.hints:  # type: ignore[attr-defined]
-                console.print(Text("  hint: ", style="cyan") + Text(hint))
+                _error_line(console, "  hint: ", "cyan", hint)
             sys.exit(EXIT_INPUT)
         if debug:
             raise
-        _stderr().print(
-            Text("error: ", style="bold red") + Text(f"internal error: {type(e).__name__}: {e}")
-        )
-        _stderr().print(Text("  hint: ", style="cyan") + Text("run with --debug for the traceback"))
+        _error_line(_stderr(), "error: ", "bold red", f"internal error: {type(e).__name__}: {e}")
+        _error_line(_stderr(), "  hint: ", "cyan", "run with --debug for the traceback")
         sys.exit(EXIT_RUNTIME)
 
 
@@ -258,7 +302,7 @@ def check_command(
 
         click.echo("ok")
         click.echo(to_text(query))
-        console = _stderr()
+        console = _stderr() if report.warnings else None
         for message, span in report.warnings:
             render_diagnostic(console, "warning", message, span, text, filename)
 
@@ -313,17 +357,21 @@ def explain_command(
         path, logs = _split_args(args, expr)
         text, filename = read_query_text(path, expr)
         compiled, log = _compile(text, filename, logs, type_column, time_column)
+        _resume_gc()  # explaining with logs runs the query over them
         data = explanation(compiled, log)
         if spark:
             data["plan"]["spark"] = compiled.fanout.describe(None if log is None else log.n_events)
-        render(data, fmt, Console(highlight=False, soft_wrap=True))
+        render(data, fmt, _stdout())
 
 
-def _compile(text, filename, logs, type_column, time_column, batch_size=None):
-    """Read the logs' schema (if any), then parse, check and compile the query."""
+def _compile(text, filename, logs, type_column, time_column, batch_size=None, warm_up=False):
+    """Read the logs' schema (if any), then parse, check and compile the query; with
+    ``warm_up``, a large log's compiled kernel starts loading while the log is read."""
     from cer_cli.api import compile_query
     from cer_cli.io.read import read_events
 
+    if warm_up and logs:  # after cer's imports: numba's import does not run beside them
+        _warm_up(logs)    # (threads importing the same modules can see one half made)
     log = None
     if logs:
         log = read_events(
@@ -462,11 +510,21 @@ def match_command(
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
-        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS)
+        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS,
+                                 warm_up=True)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
                    open_ends=open_absence == "report")
+
+
+def _warm_up(logs) -> None:
+    """A log large enough for the compiled kernel: start loading it now, while the log is
+    read (``engine.run.warm_up_jit``)."""
+    from cer_cli.engine.run import warm_up_jit
+    from cer_cli.io.read import estimate_events
+
+    warm_up_jit(estimate_events(list(logs)))
 
 
 def _check_output(output, fmt, count, query_path, logs) -> None:
@@ -522,12 +580,13 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     # settings; spark_session checks the master URL and reaches a spark:// master.
     writes = output not in (None, "-") and not count and limit is None and fmt != "table"
     mode = check_output_dir(output) if writes else None
-    console = _stderr()
+    _resume_gc()
     for key in unknown_conf_keys(options["conf"]):
-        console.print(Text("warning: ", style="bold yellow") + Text(
-            f"--spark-conf {key}: not a Spark setting cer knows (Spark ignores unknown keys)"))
-        console.print(Text("  hint: ", style="cyan") + Text(
-            "check its spelling; known prefixes are listed in README.md, section Spark"))
+        console = _stderr()
+        _error_line(console, "warning: ", "bold yellow",
+                    f"--spark-conf {key}: not a Spark setting cer knows (Spark ignores unknown keys)")
+        _error_line(console, "  hint: ", "cyan",
+                    "check its spelling; known prefixes are listed in README.md, section Spark")
     compiled = compile_query(text, spark_schema(logs, **options), filename)
     if not allow_unbounded:
         _refuse_unbounded(compiled, filename)
@@ -548,7 +607,7 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     log = read_events(logs, type_column=options["type_column"], time_column=options["time_column"])
     lookup = EventLookup.for_log(log)
     lookup.add(log.frame())
-    write_matches(matches, lookup, fmt, output, console=Console(highlight=False),
+    write_matches(matches, lookup, fmt, output, console=_table_console(fmt),
                   partition_names=[g[0] for g in compiled.query.partition_by],
                   shape=shape, variables=_wide_variables(compiled, shape))
 
@@ -597,6 +656,18 @@ def _wide_variables(compiled, shape):
     return wide_variables(compiled.query)
 
 
+class _Lazy:
+    """A value made on first call, then the same one (``_stderr()`` for a whole run)."""
+
+    def __init__(self, make) -> None:
+        self._make, self._value = make, None
+
+    def __call__(self):
+        if self._value is None:
+            self._value = self._make()
+        return self._value
+
+
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
                open_ends=False) -> None:
     import itertools
@@ -607,17 +678,18 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     if not count:  # the writers load pyarrow: --count does without them
         from cer_cli.io.write import EventLookup, write_matches
 
-    console = _stderr()
+    _resume_gc()
+    console = _Lazy(_stderr)  # rich loads only if a warning or the bar is printed
     for message, span in compiled.report.warnings:
-        render_diagnostic(console, "warning", message, span, compiled.text, None)
+        render_diagnostic(console(), "warning", message, span, compiled.text, None)
     for message in compiled.rewritten.warnings:
-        render_diagnostic(console, "warning", message, None, None, None)
+        render_diagnostic(console(), "warning", message, None, None, None)
     memory = memory_warning(compiled, log.n_events, count)
     if memory is not None:
-        render_diagnostic(console, "warning", memory, None, None, None)
+        render_diagnostic(console(), "warning", memory, None, None, None)
     growth = growth_warning(compiled, count, limit)
     if growth is not None:
-        render_diagnostic(console, "warning", growth, None, None, None,
+        render_diagnostic(console(), "warning", growth, None, None, None,
                           ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
                            " (n per event), --limit N, or --count to only count them"])
     started = time.perf_counter()
@@ -669,8 +741,8 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
             BarColumn(),
             TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
             TimeElapsedColumn(),
-            console=console,
-            transient=console.is_terminal,  # forced on a pipe: one final line
+            console=console(),
+            transient=console().is_terminal,  # forced on a pipe: one final line
         )
         task = bar.add_task("match", total=log.n_events, matches=0)
         bar.start()
@@ -699,7 +771,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
             click.echo(n)
         else:
             names = [g[0] for g in compiled.query.partition_by]
-            write_matches(stream, lookup, fmt, output, console=Console(highlight=False),
+            write_matches(stream, lookup, fmt, output, console=_table_console(fmt),
                           partition_names=names, started=started, shape=shape,
                           variables=_wide_variables(compiled, shape))
     finally:
@@ -760,10 +832,13 @@ def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
     return None, None
 
 
-def main() -> None:
+def main(gc_paused: bool = False) -> None:
     """Entry point: click's own error handling, except that a signal ends the run with one
     line and 128 + its number: Ctrl-C 130, SIGTERM 143, SIGHUP 129 (cer_cli/signals.py; the
-    `cer` script installs it before importing this module, this call covers other callers)."""
+    `cer` script installs it before importing this module, this call covers other callers).
+    ``gc_paused``: the caller turned the garbage collector off for start-up (``_resume_gc``)."""
+    global _GC_PAUSED
+    _GC_PAUSED = gc_paused and not gc.isenabled()
     previous = signals.install()
     try:
         try:

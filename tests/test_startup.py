@@ -16,12 +16,15 @@ import pytest
 from cer_cli.engine import kernel as K
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("numba", "polars", "pyarrow")
-#: runs `python -m cer_cli ARGS` and, at exit, prints which heavy modules it imported
+HEAVY = ("numba", "polars", "pyarrow", "rich", "lark")
+#: runs `python -m cer_cli ARGS` and, at exit, prints which heavy modules it imported, and
+#: whether the garbage collector is on and how many objects it leaves out (``gc.freeze``)
 PROBE = (
-    "import atexit, runpy, sys\n"
+    "import atexit, gc, runpy, sys\n"
     f"atexit.register(lambda: sys.stderr.write('\\nLOADED ' + ','.join(m for m in {HEAVY!r}"
     " if m in sys.modules) + '\\n'))\n"
+    "atexit.register(lambda: sys.stderr.write("
+    "f'\\nGC {int(gc.isenabled())} {gc.get_freeze_count()}\\n'))\n"
     "sys.argv = ['cer'] + sys.argv[1:]\n"
     "runpy.run_module('cer_cli', run_name='__main__')\n"
 )
@@ -35,13 +38,87 @@ def _loaded(args: list[str], **env: str) -> tuple[set[str], subprocess.Completed
     return set(filter(None, line[len("LOADED "):].split(","))), proc
 
 
+def _gc_state(proc: subprocess.CompletedProcess) -> tuple[bool, int]:
+    """(collector on at exit, objects frozen) as the probe printed them."""
+    line = [x for x in proc.stderr.splitlines() if x.startswith("GC ")][-1]
+    on, frozen = line.split()[1:]
+    return on == "1", int(frozen)
+
+
 def test_help_and_check_import_neither_numba_nor_polars():
     loaded, proc = _loaded(["--help"])
     assert proc.returncode == 0 and "match" in proc.stdout
-    assert not loaded & {"numba", "polars"}, loaded
+    assert not loaded & {"numba", "polars", "rich", "lark"}, loaded  # click alone
+    loaded, proc = _loaded(["match", "--help"])
+    assert proc.returncode == 0 and "--count" in proc.stdout
+    assert not loaded & {"numba", "polars", "rich", "lark"}, loaded
     loaded, proc = _loaded(["check", "-e", "A ; B FILTER B[x > 1]"])
     assert proc.returncode == 0, proc.stderr
-    assert not loaded & {"numba", "polars"}, loaded
+    assert not loaded & {"numba", "polars", "rich"}, loaded  # lark parses
+
+
+def test_rich_loads_only_to_print_through_it(tmp_path):
+    """Diagnostics, progress bars and tables are printed with rich; a run that prints none
+    of them does not import it (~16 ms of a small run's start-up, issue #15). The same
+    commands with a diagnostic or a table do load it, with the same text as before."""
+    log = _log(tmp_path, 3)
+    for args in (["match", "-e", "A ; B ; C", str(log)], ["match", "-e", "A ; B ; C", str(log),
+                 "--count"], ["match", "-e", "A ; B ; C", str(log), "--format", "csv"]):
+        loaded, proc = _loaded(args)
+        assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+        assert "rich" not in loaded, args
+    loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(log), "--format", "table"])
+    assert proc.returncode == 0 and "match 0" in proc.stdout and "rich" in loaded, proc.stderr
+    loaded, proc = _loaded(["check", "-e", "A ; B FILTER"])  # a syntax error
+    assert proc.returncode == 2 and "<expr>:1:13: error:" in proc.stderr and "rich" in loaded
+    loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(tmp_path / "none.csv")])
+    assert proc.returncode == 2 and "error: log file not found" in proc.stderr
+    assert "rich" in loaded
+
+
+def test_the_collector_is_off_during_start_up_and_back_for_the_run(tmp_path):
+    """The entry point turns the garbage collector off while cer imports and compiles
+    (~45 ms of collections over objects that all live to the end); a run turns it back on,
+    with start-up's objects frozen, so a long run collects as before."""
+    loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(_log(tmp_path, 3)), "--count"])
+    assert proc.returncode == 0, proc.stderr
+    on, frozen = _gc_state(proc)
+    assert on and frozen > 10_000, (on, frozen)
+    loaded, proc = _loaded(["check", "-e", "A ; B"])  # nothing that grows with a log
+    assert proc.returncode == 0 and _gc_state(proc) == (False, 0), proc.stderr
+
+
+def test_the_cer_script_runs_numpy_with_one_blas_thread(tmp_path):
+    """OpenBLAS starts its thread pool when numpy is imported (~55 ms of a small run);
+    cer does no linear algebra, so the entry point asks for one thread, unless the user
+    chose a number."""
+    probe = ("import atexit, os, runpy, sys\n"
+             "atexit.register(lambda: sys.stderr.write("
+             "'\\nBLAS ' + os.environ.get('OPENBLAS_NUM_THREADS', '-') + '\\n'))\n"
+             "sys.argv = ['cer'] + sys.argv[1:]\n"
+             "runpy.run_module('cer_cli', run_name='__main__')\n")
+    args = ["match", "-e", "A ; B ; C", str(_log(tmp_path, 3)), "--count"]
+    for env, want in (({}, "1"), ({"OPENBLAS_NUM_THREADS": "2"}, "2")):
+        full = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        proc = subprocess.run([sys.executable, "-c", probe, *args], cwd=ROOT, text=True,
+                              capture_output=True, timeout=600, env={**full, **env})
+        assert proc.returncode == 0 and proc.stdout.strip() == "1", proc.stderr
+        assert proc.stderr.splitlines()[-1] == f"BLAS {want}"
+
+
+def test_in_process_callers_keep_their_collector(tmp_path):
+    """``cli.main`` called from Python (not the `cer` script) leaves ``gc`` as it found it."""
+    import gc
+
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli
+
+    frozen = gc.get_freeze_count()
+    result = CliRunner().invoke(cli, ["match", "-e", "A ; B ; C", str(_log(tmp_path, 3)),
+                                      "--count"])
+    assert result.exit_code == 0, result.output
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
 
 
 def _log(tmp_path: Path, n: int) -> Path:
@@ -120,3 +197,52 @@ def test_bench_writes_only_ignored_files(monkeypatch):
         rel = path.resolve().relative_to(ROOT)
         proc = subprocess.run(["git", "check-ignore", "-q", str(rel)], cwd=ROOT)
         assert proc.returncode == 0, f"{rel} is not ignored by git"
+
+
+def test_a_large_log_starts_loading_the_compiled_kernel_early(monkeypatch):
+    """A run expected to be large (``estimate_events``) starts numba's import in a
+    background thread, to overlap the read of the log (issue #15); a small one, or
+    ``CER_JIT=0``, does not."""
+    from cer_cli.engine import run
+
+    started = []
+    monkeypatch.setattr(run, "_load_jit", lambda: started.append(True))
+    monkeypatch.delenv("CER_JIT", raising=False)
+    assert run.warm_up_jit(K.JIT_MIN_EVENTS - 1) is None
+    thread = run.warm_up_jit(K.JIT_MIN_EVENTS)
+    if K.HAVE_NUMBA:
+        thread.join()
+        assert started == [True] and thread.daemon
+    else:
+        assert thread is None
+    monkeypatch.setenv("CER_JIT", "0")
+    assert run.warm_up_jit(10**9) is None
+
+
+@pytest.mark.skipif(not K.HAVE_NUMBA, reason="needs numba")
+def test_match_on_a_large_log_loads_numba_and_counts_the_same(tmp_path):
+    """The whole path: a log past ``JIT_MIN_EVENTS`` runs compiled (warmed up in the
+    background) and counts what the uncompiled run counts."""
+    log = _log(tmp_path, K.JIT_MIN_EVENTS + 3)
+    args = ["match", "-e", "A ; B ; C WITHIN 5 EVENTS", str(log), "--count"]
+    loaded, proc = _loaded(args)
+    assert proc.returncode == 0 and "numba" in loaded, proc.stderr
+    loaded_plain, plain = _loaded(args, CER_JIT="0")
+    assert "numba" not in loaded_plain
+    assert proc.stdout == plain.stdout and int(proc.stdout) > 0
+
+
+def test_the_hash_join_loads_only_for_predicates_between_events():
+    """The PCEA planner (``compiler.pcea``) and engine are imported only by a query with
+    predicates between events, which is what they plan and run."""
+    code = ("import sys; from cer_cli.api import compile_query; compile_query(sys.argv[1]); "
+            "print(*('cer_cli.compiler.pcea' in sys.modules, 'cer_cli.engine.pcea' in sys.modules))")
+
+    def loaded(query: str) -> str:
+        proc = subprocess.run([sys.executable, "-c", code, query], cwd=ROOT, text=True,
+                              capture_output=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert loaded("A ; B ; C WITHIN 5 EVENTS") == "False False"
+    assert loaded("A AS a ; B AS b FILTER a.v = b.v WITHIN 5 EVENTS").startswith("True")

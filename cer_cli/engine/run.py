@@ -29,6 +29,7 @@ after another gives the same matches as feeding their concatenation.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -45,6 +46,38 @@ from cer_cli.query import ast
 _KEY = KEY
 _WTIME = "__cer_engine_time"
 MIN_COMPACT = 4096
+
+
+def warm_up_jit(events: int) -> threading.Thread | None:
+    """For a run expected to see ``events`` events: when that is enough for the compiled
+    kernel (``kernel.JIT_MIN_EVENTS``, unless ``CER_JIT`` decides), start loading it now,
+    in a background thread: numba's import and the set-up of its target context (~0.3 s,
+    issue #15) then overlap the reading of the log, during which the main thread mostly
+    waits in polars without the GIL. The run itself takes the functions from
+    ``kernel.compiled()`` as before (its lock makes it wait for this thread, never load
+    twice); a failure here is left for that call to meet and report."""
+    forced = K.jit_forced()
+    if forced is False or (forced is None and events < K.JIT_MIN_EVENTS) or not K.HAVE_NUMBA:
+        return None
+    thread = threading.Thread(target=_load_jit, name="cer-jit-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _load_jit() -> None:
+    try:
+        if not K.compiled():  # numba disabled (NUMBA_DISABLE_JIT)
+            return
+        # What the first call of a cached function does before it loads its machine code:
+        # install numba's typing and lowering registries (numba 0.60-0.68 API).
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
+
+        with global_compiler_lock:
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
+    except Exception:  # noqa: BLE001, S110 - only a head start; the run loads what it needs
+        pass
 
 
 class Engine:

@@ -15,6 +15,8 @@ parsed once into memory and every pass runs on that frame. Every input mistake r
 from __future__ import annotations
 
 import heapq
+import io
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -76,8 +78,7 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
         if spec.frame is not None:
             lf = spec.frame
         elif spec.format == "csv":
-            lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000,
-                             schema_overrides=dict.fromkeys(text_columns, pl.String))
+            lf = _scan_csv(spec.path, text_columns)
             blank = _trailing_blank_lines(spec.path)
             if blank:
                 n = pl.scan_csv(spec.path, infer_schema=False).select(pl.len()).collect().item()
@@ -97,6 +98,59 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
         raise LogError(f"cannot read {spec.path} as {spec.format}: {_first_line(e)}") from None
     contract.check_columns(str(spec.path), lf.collect_schema())
     return lf
+
+
+#: Rows of a text column that ``_scan_csv`` looks at to rule dates out (fewer than polars'
+#: 10,000: looking at fewer can only make it infer with dates more often).
+_DATE_PROBE_ROWS = 1_000
+
+
+def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
+    """``pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000)`` (with
+    ``text_columns`` read as text), made cheaper where it cannot find a date.
+
+    polars' date inference tries its patterns on every text value of the first 10,000 rows
+    (~45 ms), and a scan under it reads the file 3-4x slower than a scan given the same
+    schema (1M rows: 0.16 s against 0.04 s, polars 2.1), on every pass over a large log.
+    Every date pattern polars infers starts with a digit, and one value that is not a date
+    leaves the column text: so when each text column has a value starting with something
+    else among its first ``_DATE_PROBE_ROWS`` rows, no column can be a date, the schema
+    inferred without dates is the one inferred with them, and the scan is given it."""
+    overrides = dict.fromkeys(text_columns, pl.String)
+    plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides)
+    schema = plain.collect_schema()
+    texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
+    if texts:
+        no_date = (_csv_head(path, plain)
+                   .select(pl.col(texts).str.strip_chars().str.contains(r"^[0-9]").not_()
+                           .fill_null(False).any())
+                   .collect().row(0))
+        if not all(no_date):
+            lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
+                             schema_overrides=overrides)
+            if any(d.is_temporal() for d in lf.collect_schema().values()):
+                return lf
+    return pl.scan_csv(path, schema=schema)
+
+
+def _csv_head(path: Path, plain: pl.LazyFrame) -> pl.LazyFrame:
+    """At most the first ``_DATE_PROBE_ROWS`` rows of the CSV, text columns as text.
+
+    Parsed from the file's first 64 KiB (cut after its last full line) when they hold no
+    quote, so no record can span lines: polars' ``head`` of a scan still splits the whole
+    file first (0.17 s for a 128 MB log against 3 ms). Otherwise, or when those bytes do
+    not parse, the scan's own head. Fewer rows only make ``_scan_csv`` more cautious."""
+    try:
+        with path.open("rb") as f:
+            sample = f.read(_SAMPLE_BYTES)
+        sample = sample[: sample.rfind(b"\n") + 1]
+        if sample and b'"' not in sample:
+            head = pl.read_csv(io.BytesIO(sample), infer_schema=False, n_rows=_DATE_PROBE_ROWS)
+            if head.columns == list(plain.collect_schema()):
+                return head.lazy()
+    except (pl.exceptions.PolarsError, OSError):
+        pass
+    return plain.head(_DATE_PROBE_ROWS)
 
 
 def _trailing_blank_lines(path: Path) -> int:
@@ -459,6 +513,33 @@ def _materialised(g: _Log) -> _Log:
     return replace(g, lf=df.lazy())
 
 
+#: Bytes ``estimate_events`` samples at the start of a text log to learn its row length.
+_SAMPLE_BYTES = 1 << 16
+
+
+def estimate_events(specs: list[str]) -> int:
+    """About how many events the logs hold, without reading them: Parquet's row counts
+    (file metadata), else file size over the mean line length of the first 64 KiB. For
+    deciding early whether a run will be long (the CLI starts loading the compiled kernel
+    while it reads a large log); 0 for anything it cannot tell, never an error."""
+    total = 0
+    for spec in specs:
+        try:
+            path = Path(contract.split_log_arg(spec)[1])
+            fmt = contract.log_format(str(path))
+            if fmt == "parquet":
+                total += pl.scan_parquet(path).select(pl.len()).collect().item()
+                continue
+            with path.open("rb") as f:
+                sample = f.read(_SAMPLE_BYTES)
+                size = os.fstat(f.fileno()).st_size
+            lines = sample.count(b"\n")
+            total += size * lines // len(sample) if lines else 0
+        except Exception:  # noqa: BLE001 - an estimate; read_events reports the errors
+            continue
+    return total
+
+
 def read_frame(
     frame: pl.DataFrame | pl.LazyFrame,
     name: str = "events",
@@ -555,7 +636,7 @@ def _event_frame(
         out = out.with_columns(_parse_datetime(pl.col(tc), g.time_format))
     elif tc is not None and g.time_unit is not None:  # the column shows the instant too
         out = out.with_columns(pl.col(TIME).cast(pl.Datetime(contract.TIME_UNIT)).alias(tc))
-    if g.type_column is not None:
+    if g.type_column is not None and out[TYPE].null_count():  # the count is O(1)
         missing = out.filter(pl.col(TYPE).is_null())
         if missing.height:
             raise LogError(

@@ -28,11 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import polars as pl
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:  # only the table format loads rich (start-up, issue #15)
+    from rich.console import Console
 
 from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, as_batches, as_matches
 from cer_cli.io.read import EventLog, LogError
@@ -771,6 +772,8 @@ def render_wide_table(
 ) -> int:
     """The wide shape on a terminal: per match a title line, then one table row per variable
     (its position(s), type(s) and non-null attributes), then the summary line."""
+    from rich.table import Table
+
     started = time.perf_counter() if started is None else started
     n = 0
     for frame in match_frames(matches, lookup, "wide", variables, partition_names):
@@ -824,6 +827,8 @@ def render_table(
     started: float | None = None,
 ) -> int:
     """Print each match as a small table as it arrives, then a summary line."""
+    from rich.table import Table
+
     started = time.perf_counter() if started is None else started
     n = 0
     for n, match in enumerate(as_matches(matches), start=1):
@@ -1135,7 +1140,10 @@ def write_matches(
         if not to_stdout:
             raise LogError("the table format is for the terminal and cannot be written to a file",
                            ["use --format jsonl, csv or parquet with -o"])
-        console = console or Console()
+        if console is None:
+            from rich.console import Console
+
+            console = Console()
         _encodable(console.file, fmt)
         if wide:
             return render_wide_table(matches, lookup, console, variables, partition_names, started)

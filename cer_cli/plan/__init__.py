@@ -41,7 +41,6 @@ from cer_cli.compiler.correlation import (
 from cer_cli.compiler.correlation import (
     sites as correlation_sites,
 )
-from cer_cli.compiler.pcea import join_cost, plan_pcea
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
 from cer_cli.engine.post_filter import PostFilter
@@ -322,6 +321,8 @@ def predicate_methods(query: ast.Query, method: str | None, sites, pcea, pcea_re
         return tuple(PredicateMethod(to_text(c), PARTITION, cost, f"{_CLASS_TEXT['equality']}: {why}")
                      for _, c in correlation_sites(query.formula))
     if method == HASH_JOIN:
+        from cer_cli.compiler.pcea import join_cost
+
         return tuple(PredicateMethod(to_text(s.predicate), HASH_JOIN, join_cost(pcea, s.predicate),
                                      f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {pcea_reason}")
                      for s in sites)
@@ -423,7 +424,9 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     pcea = reason = None
     if sites and absences:
         reason = "a correlated absence is checked by the post-filter, which then tests these too"
-    elif sites:
+    elif sites:  # the hash join's planner loads only for predicates between events
+        from cer_cli.compiler.pcea import plan_pcea
+
         pcea, reason = plan_pcea(rewritten_query, formula, sites)
         if pcea is not None:
             n = len(sites)
