@@ -445,6 +445,19 @@ def chains_of(f: ast.Formula) -> list[list[frozenset[str]]]:
     return chains_of(f.left) + chains_of(f.right)
 
 
+def looped_steps(f: ast.Formula, loop: bool = False) -> list[list[bool]]:
+    """Per branch of ``chains_of``, whether each step is iterated (inside a ``+``)."""
+    if isinstance(f, ast.EventType):
+        return [[loop]]
+    if isinstance(f, (ast.As, ast.Filter)):
+        return looped_steps(f.formula, loop)
+    if isinstance(f, ast.Plus):
+        return looped_steps(f.body, True)
+    if isinstance(f, ast.Seq):
+        return [a + b for a in looped_steps(f.left, loop) for b in looped_steps(f.right, loop)]
+    return looped_steps(f.left, loop) + looped_steps(f.right, loop)
+
+
 def carried_from_one_event(query: ast.Query) -> bool:
     """The fragment criterion, decided independently: per branch, union-find over (step,
     attribute) joined by the equalities whose variables the branch binds; a step inside a
@@ -682,9 +695,11 @@ def orderable(query: ast.Query) -> bool | None:
     comparison whose variables the branch binds relates two consecutive steps (each
     variable on one step), and no two comparisons relate the same pair. None (not
     decided here) when an equality (on ``id``) skips a step: whether its key can be carried
-    is the hash join's own criterion, tested with ``chain_queries``."""
+    is the hash join's own criterion, tested with ``chain_queries``. A comparison with an
+    iterated step is not orderable: each iteration has its own value."""
     cmps = list(conjuncts(query.formula.predicate))
-    for chain in chains_of(query.formula.formula):
+    loops = looped_steps(query.formula.formula)
+    for chain, looped in zip(chains_of(query.formula.formula), loops, strict=True):
         used = set()
         for c in cmps:
             vs = sorted(reference.predicate_vars(c))
@@ -696,6 +711,8 @@ def orderable(query: ast.Query) -> bool | None:
                     return None
                 return False
             if not bare_equality(c):
+                if looped[at[0][0]] or looped[at[1][0]]:
+                    return False
                 pair = frozenset((at[0][0], at[1][0]))
                 if pair in used:
                     return False
@@ -885,3 +902,17 @@ def test_ordered_index_inserts_are_counted_in_ops_and_allocated_nodes(order):
     assert a <= ops.tree_nodes <= a * 2 * (4 * math.log2(w) + 4)
     assert stats.allocated_nodes == ops.extends + ops.union_nodes + ops.tree_nodes
     assert ops.union_nodes == 0  # the only index is the ordered one
+
+
+def test_a_comparison_with_an_iterated_step_compares_every_iteration():
+    """Found by the property test above: ``(A AS p)+ ; (A AS q)+ FILTER p.v < q.v`` must
+    hold for every iteration of q (and of p). An ordered index compares one value per run,
+    so such a comparison is not given to it (the post-filter checks every binding)."""
+    text = ("SELECT * WHERE ((A AS p)+ ; (A AS q)+) FILTER p.v * 2 < q.v * 2 AND p.id = q.id")
+    query = parse(text)
+    result = plan(query).rewritten
+    assert result.pcea is None and "every iteration" in result.pcea_reason
+    events = [{"type": "A", "stream": "S1", "time": 0, "ts": None, "v": v, "id": 0, "s": "a"}
+              for v in (0, 1, 0)]
+    check_against_reference(query, events, False)
+    assert len(reference.reference_matches(query, events)) == 1  # {p: 0, q: 1}, not {p: 0, q: 1, 2}

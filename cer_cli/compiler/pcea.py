@@ -465,6 +465,12 @@ def _compares(steps, parent, cmps) -> dict[int, Comparison] | str:
         if len(xs) != 1 or len(ys) != 1:
             return f"'{text}' compares a variable bound by several steps"
         (i,), (j,) = xs, ys
+        if steps[i].loop or steps[j].loop:
+            # a key is the same in every iteration, a compared value is not: a later
+            # iteration would never be compared with the other side
+            loop = steps[i] if steps[i].loop else steps[j]
+            return (f"'{text}' compares {loop.var}, which every iteration of a '+' binds: an"
+                    " ordered index compares one value per run, not every iteration's")
         if parent[i] == j:
             child, low = i, x
         elif parent[j] == i:
