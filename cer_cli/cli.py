@@ -656,18 +656,6 @@ def _wide_variables(compiled, shape):
     return wide_variables(compiled.query)
 
 
-class _Lazy:
-    """A value made on first call, then the same one (``_stderr()`` for a whole run)."""
-
-    def __init__(self, make) -> None:
-        self._make, self._value = make, None
-
-    def __call__(self):
-        if self._value is None:
-            self._value = self._make()
-        return self._value
-
-
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
                open_ends=False) -> None:
     import itertools
@@ -679,7 +667,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
         from cer_cli.io.write import EventLookup, write_matches
 
     _resume_gc()
-    console = _Lazy(_stderr)  # rich loads only if a warning or the bar is printed
+    console = functools.cache(_stderr)  # one console; rich loads only if something is printed
     for message, span in compiled.report.warnings:
         render_diagnostic(console(), "warning", message, span, compiled.text, None)
     for message in compiled.rewritten.warnings:

@@ -659,6 +659,31 @@ def test_a_signal_stops_a_spark_run_with_one_line(tmp_path, signum, code, line, 
     assert not list(scratch.glob("cer-spark-*"))  # nor the JVM's scratch files
 
 
+def test_the_spark_session_is_created_off_the_main_thread():
+    """pyspark installs its SIGINT handler only when SparkContext is created in the main
+    thread: cer creates it in another, so its own handlers are never replaced, even for the
+    moment before signals.reclaim. A fake builder records where getOrCreate runs and that
+    errors come back to the caller."""
+    import threading
+
+    from cer_cli.spark import job
+
+    class Builder:
+        def __init__(self, fail=False):
+            self.fail, self.main = fail, None
+
+        def getOrCreate(self):  # noqa: N802 (pyspark's name)
+            self.main = threading.current_thread() is threading.main_thread()
+            if self.fail:
+                raise RuntimeError("no JVM")
+            return "session"
+
+    b = Builder()
+    assert job._create(b) == "session" and b.main is False
+    with pytest.raises(RuntimeError, match="no JVM"):
+        job._create(Builder(fail=True))
+
+
 def test_a_signal_stops_every_process_below_cer():
     """What a signal does to a Spark run's processes (the JVM, pyspark's daemon, its
     workers), on a child and a grandchild: both end, the grandchild too although its parent
