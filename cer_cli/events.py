@@ -30,6 +30,9 @@ RESERVED = (TYPE, STREAM, TIME, ROW, POS)
 
 #: Attribute types a schema knows. Predicates are type-checked against these.
 ATTR_TYPES = ("int", "float", "str", "bool", "datetime")
+#: The units of a numeric time counted from the epoch (``--time-unit``), in words.
+EPOCH_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds",
+                    "ns": "nanoseconds"}
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,15 @@ class Schema:
     ``event_types`` maps an event type to ``{attribute: type}`` (types from ``ATTR_TYPES``),
     ``streams`` maps a stream name to the event types it contains. ``time_column`` names
     the column used as time (``None`` when there is none: time is then the position).
+    ``epoch_units`` maps a stream whose time is numbers without a unit to the unit that,
+    counted from the epoch, puts them in plausible years (``io.contract.check_times``): what
+    a duration window's error suggests.
     """
 
     event_types: dict[str, dict[str, str]]
     streams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     time_column: str | None = None
+    epoch_units: dict[str, str] = field(default_factory=dict)
 
     def attributes(self, event_type: str) -> dict[str, str]:
         return self.event_types.get(event_type, {})

@@ -344,16 +344,19 @@ def test_open_absence_report_ends_open_matches_at_the_end_of_the_log(tmp_path):
                    "A,2024-01-01T00:00:09Z\nC,2024-01-01T00:00:10Z\n")
     args = ["match", "-e", "A ; !B WITHIN 5 seconds", str(log), "--time-column", "ts", "--format", "jsonl"]
     closed = [json.loads(line) for line in run(*args).stdout.splitlines()]
-    assert [(r["start"], r["end"], r["end_time"]) for r in closed] == [(0, 2, "2024-01-01T00:00:09")]
+    # times written with Z are UTC instants, and printed as such
+    assert [(r["start"], r["end"], r["end_time"]) for r in closed] == [
+        (0, 2, "2024-01-01T00:00:09+00:00")]
     both = run(*args, "--open-absence", "report")
     assert both.exit_code == 0, both.output
     recs = [json.loads(line) for line in both.stdout.splitlines()]
     assert [(r["start"], r["end"], r["end_time"]) for r in recs] == [
-        (0, 2, "2024-01-01T00:00:09"), (2, 4, None)]  # 4: one past the last position
+        (0, 2, "2024-01-01T00:00:09+00:00"), (2, 4, None)]  # 4: one past the last position
     csv = run(*args[:-2], "--format", "csv", "--open-absence", "report").stdout.splitlines()
     header = csv[0].split(",")
     rows = [dict(zip(header, line.split(","), strict=True)) for line in csv[1:]]
-    assert [(r["end"], r["end_time"]) for r in rows] == [("2", "2024-01-01T00:00:09"), ("4", "")]
+    assert [(r["end"], r["end_time"]) for r in rows] == [("2", "2024-01-01T00:00:09+00:00"),
+                                                          ("4", "")]
     assert run(*args, "--open-absence", "report", "--count").stdout.strip() == "2"
 
 

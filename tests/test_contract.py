@@ -265,6 +265,47 @@ def test_column_kinds_and_schema() -> None:
         contract.column_kinds([b, _log("c", {"v": "datetime"}, None)], None)
 
 
+def test_epoch_unit_is_the_one_that_puts_the_values_in_plausible_years() -> None:
+    assert contract.epoch_unit(1_700_000_000, 1_700_000_100) == "s"
+    assert contract.epoch_unit(1.7e12, 1.8e12) == "ms"
+    assert contract.epoch_unit(1.7e15, 1.7e15) == "us"
+    assert contract.epoch_unit(1_700_000_000 * 10**9, 4_102_444_800 * 10**9) == "ns"
+    assert contract.epoch_unit(0, 100) is None  # no unit: an order, or 1970
+    assert contract.epoch_unit(1_700_000_000, 1.7e12) is None  # seconds and ms: no one unit
+    assert contract.epoch_unit(None, None) is None
+
+
+def test_check_times_refuses_a_unit_another_fits_and_names_it() -> None:
+    timed = LogColumns("e.csv", "e", {"type": "str", "time": "int"}, "type", "time", "ms")
+    seconds = contract.TimeValues(1_700_000_000, 1_700_086_400)
+    with pytest.raises(LogError) as e:
+        contract.check_times([timed], [seconds])
+    assert e.value.message == ("e.csv: --time-unit ms puts the times of column 'time' in"
+                               " 1970-01-20, but they look like epoch seconds (2023-11-14 .."
+                               " 2023-11-15)")
+    assert e.value.hints[0] == "pass --time-unit s"
+    other = LogColumns("f.csv", "f", {"type": "str", "time": "int"}, "type", "time", "s")
+    with pytest.raises(LogError, match="pass --time-unit e=s"):
+        contract.check_times([other, timed], [seconds, seconds])
+    # the unit that fits, or none that does: taken as given
+    assert contract.check_times([other], [seconds]) == {}
+    assert contract.check_times([timed], [contract.TimeValues(0, 10**15)]) == {}
+    # without a unit: the unit that fits, for a duration window's hint
+    bare = LogColumns("e.csv", "e", {"type": "str", "time": "float"}, "type", "time")
+    assert contract.check_times([bare], [seconds]) == {"e": "s"}
+    assert contract.check_times([bare], [contract.TimeValues(1, 2)]) == {}
+
+
+def test_zoned_times_follow_the_column_over_every_log() -> None:
+    a = LogColumns("a", "a", {"t": "str"}, None, "t")
+    b = LogColumns("b", "b", {"t": "str"}, None, "t")
+    c = LogColumns("c", "c", {"t": "datetime"}, None, "t")
+    naive, zoned, typed = (contract.TimeValues(zoned=z) for z in (False, True, None))
+    assert contract.zoned_times([a, b], [naive, naive]) == [False, False]
+    assert contract.zoned_times([a, b, c], [naive, zoned, typed]) == [True, True, False]
+    assert contract.zoned_format("%d/%m/%Y %H:%M%z") and not contract.zoned_format("%d/%m/%Y")
+
+
 def test_local_reader_honours_iso_offsets(tmp_path: Path) -> None:
     """String times with Z or an offset are instants (the lazy parse used to fail on them)."""
     log = _write(tmp_path / "o.ndjson", '{"type":"A","ts":"2024-01-01T01:00:00+01:00"}\n'
@@ -347,6 +388,14 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
                                {"type_column": ("event_type",),
                                 "time_column": TimeOptions(column=("Order=at",))})
     logs["trailing blank line"] = ([w("blank.csv", "type,ts\nA,1\nB,2\n\n")], {})
+    # issue #24: offsets make a column of instants (Spark types the first as TIMESTAMP, the
+    # second as strings); epoch numbers without a unit are named by the unit that fits them
+    logs["iso some offsets"] = ([w("so.csv", "type,v,time\nA,1,2024-01-01T10:00:00+01:00\n"
+                                             "B,2,2024-01-01T09:30:00\n")], {})
+    logs["iso +HHMM offsets"] = ([w("hm.csv", "type,v,time\nA,1,2024-01-01T10:00+0100\n"
+                                              "B,2,2024-01-01T10:30+0100\n")], {})
+    logs["epoch ms without unit"] = ([w("em.csv", "type,time\nA,1700000000000\nB,1700000000100\n")],
+                                     {})
     return logs
 
 
@@ -361,6 +410,8 @@ def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
         "reserved name": ([w("res.csv", "type,__cer_x\nA,1\n")], {}),
         "unknown extension": ([w("log.txt", "type\nA\n")], {}),
         "unknown format": ([ok], {"fmt": "xml"}),
+        "time unit ms on epoch seconds": ([w("es.csv", "type,time\nA,1700000000\nB,1700000100.5\n")],
+                                          {"time_column": TimeOptions(unit=("ms",))}),
         "bool and datetime": ([w("bo.csv", "type,v,ts\nA,true,1\n"),
                                w("bd.csv", "type,v,ts\nA,2024-01-01T00:00:00,2\n")], {}),
     }
@@ -396,15 +447,16 @@ def spark():
     return spark_session("local[2]", CONF)
 
 
-def _spark_events(spark, logs: list[str], options: dict) -> pl.DataFrame:
-    """The Spark event frame's reserved columns, in POS order."""
+def _spark_events(spark, logs: list[str], options: dict, *columns: str) -> pl.DataFrame:
+    """The Spark event frame's reserved columns (and ``columns``), in POS order."""
     from cer_cli.spark.job import _Run
 
     run = _Run(spark)
     try:
         ev = run.events(logs, options.get("type_column"), options.get("time_column"),
                         options.get("fmt"))
-        return pl.from_arrow(ev.frame.select(POS, TYPE, STREAM, ROW, TIME).toArrow()).sort(POS)
+        picked = ev.frame.select(POS, TYPE, STREAM, ROW, TIME, *(f"`{c}`" for c in columns))
+        return pl.from_arrow(picked.toArrow()).sort(POS)
     finally:
         run.close()
 
@@ -420,9 +472,16 @@ def test_local_and_spark_read_every_log_alike(spark, tmp_path: Path) -> None:
         assert remote.event_types == local.event_types, name
         assert remote.streams == local.streams, name
         assert remote.time_column == local.time_column, name
-        # the event frame: same order, types, streams, rows and TIME values
-        want = read_events(logs, **options).frame().select(POS, TYPE, STREAM, ROW, TIME)
-        got = _spark_events(spark, logs, options).cast(want.schema)
+        assert remote.epoch_units == local.epoch_units, name
+        # the event frame: same order, types, streams, rows and TIME values, and the time
+        # column's values, naive or UTC instants alike
+        tc = [local.time_column] if local.time_column else []
+        want = read_events(logs, **options).frame().select(POS, TYPE, STREAM, ROW, TIME, *tc)
+        got = _spark_events(spark, logs, options, *tc)
+        if tc and want.schema[tc[0]].is_temporal():
+            zones = [getattr(f.schema[tc[0]], "time_zone", None) for f in (got, want)]
+            assert zones[0] == zones[1], name
+        got = got.cast(want.schema)
         assert got.equals(want), f"{name}\n{got}\n{want}"
 
     for name, (logs, options) in error_logs(tmp_path).items():

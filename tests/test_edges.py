@@ -44,7 +44,13 @@ def test_a_duration_over_numbers_without_a_unit_is_refused(epoch: str) -> None:
     r = run("match", "-e", "A ; B WITHIN 1 seconds", epoch, "--count")
     assert r.exit_code == 2, r.output
     assert "time column 'time' holds numbers without a unit" in r.output
-    assert "--time-unit s" in r.output
+    assert "hint: its values look like epoch seconds: pass --time-unit s" in r.output
+    ms = write(Path(epoch).with_name("ms.csv"), "type,time\nA,1700000000000\n")
+    r = run("check", "-e", "A ; B WITHIN 1 seconds", ms)
+    assert "hint: its values look like epoch milliseconds: pass --time-unit ms" in r.output
+    small = write(Path(epoch).with_name("small.csv"), "type,time\nA,1\nB,2\n")
+    r = run("check", "-e", "A ; B WITHIN 1 seconds", small)
+    assert "hint: give their unit since the epoch: --time-unit s (or ms, us, ns)" in r.output
     # an order without unit still serves n EVENTS and attribute windows
     assert run("match", "-e", "A ; B WITHIN 1 EVENTS", epoch, "--count").stdout == "1\n"
     assert run("match", "-e", "A ; B WITHIN 100 [time]", epoch, "--count").stdout == "1\n"
@@ -55,10 +61,33 @@ def test_a_duration_over_numbers_without_a_unit_is_refused(epoch: str) -> None:
     ("1 seconds", "ms", 1), ("99 milliseconds", "ms", 0), ("100 milliseconds", "ms", 1),
     ("1 seconds", "e=s", 0), ("2 minutes", "e=s", 1),
 ])
-def test_time_unit(epoch: str, window: str, unit: str, count: int) -> None:
+def test_time_unit(tmp_path: Path, epoch: str, window: str, unit: str, count: int) -> None:
+    if unit == "ms":  # the same instants in epoch milliseconds, 100 ms apart
+        epoch = write(tmp_path / "e.csv", "type,time\nA,1700000000000\nB,1700000000100\n")
     r = run("match", "-e", f"A ; B WITHIN {window}", epoch, "--count", "--time-unit", unit)
     assert r.exit_code == 0, r.output
     assert r.stdout == f"{count}\n"
+
+
+def test_a_unit_that_puts_the_times_in_1970_is_refused_naming_the_one_that_fits(
+        tmp_path: Path, epoch: str) -> None:
+    """Epoch seconds read as ms all fall in January 1970: refused, naming seconds; as
+    ``cer check`` says too, and for one log of several (named in the hint)."""
+    for command in ("match", "check"):
+        r = run(command, "-e", "A ; B WITHIN 1 seconds", epoch, "--time-unit", "ms")
+        assert r.exit_code == 2, r.output
+        assert r.output.splitlines()[:2] == [
+            f"error: {epoch}: --time-unit ms puts the times of column 'time' in 1970-01-20,"
+            " but they look like epoch seconds (2023-11-14)",
+            "  hint: pass --time-unit s"]
+    ns = write(tmp_path / "n.csv", "type,time\nA,1700000000000000000\n")
+    r = run("match", "-e", "A", epoch, ns, "--time-unit", "e=s", "--time-unit", "n=s")
+    assert r.exit_code == 2 and "look like epoch nanoseconds" in r.output, r.output
+    assert "hint: pass --time-unit n=ns" in r.output
+    # values that no unit puts in 1990-2100 are taken as given (old data, relative times)
+    old = write(tmp_path / "old.csv", "type,time\nA,0\nB,100\n")
+    assert run("match", "-e", "A ; B WITHIN 1 minutes", old, "--time-unit", "ms",
+               "--count").stdout == "1\n"
 
 
 def test_time_unit_values_and_explain(tmp_path: Path, epoch: str) -> None:
@@ -206,3 +235,46 @@ def test_an_event_type_the_log_lacks_warns_and_runs(tmp_path: Path) -> None:
     assert "did you mean 'Return'?" in r.stderr
     r = run("match", "-e", "Sale ; Refund AS r FILTER r[amout > 1]", log, "--count")
     assert r.exit_code == 2 and "no event of the log has attribute 'amout'" in r.output
+
+
+# --------------------------------------------------------------------------- ISO offsets
+
+
+def _csv_rows(text: str) -> list[dict]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_iso_times_with_offsets_print_as_the_utc_instant(tmp_path: Path) -> None:
+    """``10:00+01:00`` is the instant 09:00 UTC: printed ``09:00:00+00:00`` (it printed
+    ``09:00:00``, which reads as a local time). A value of the same column without an
+    offset is UTC, and printed so too; a column without any offset stays as written."""
+    zoned = write(tmp_path / "z.csv", "type,time\nA,2024-01-01T10:00+01:00\nB,2024-01-01 09:30:00\n")
+    r = run("match", "-e", "A ; B", zoned, "--format", "csv")
+    assert r.exit_code == 0, r.output
+    rows = _csv_rows(r.stdout)
+    assert [row["time"] for row in rows] == ["2024-01-01T09:00:00+00:00",
+                                             "2024-01-01T09:30:00+00:00"]
+    assert (rows[0]["start_time"], rows[0]["end_time"]) == ("2024-01-01T09:00:00+00:00",
+                                                            "2024-01-01T09:30:00+00:00")
+    events = run("match", "-e", "A ; B", zoned, "--format", "jsonl").stdout
+    assert '"time": "2024-01-01T09:00:00+00:00"' in events
+    naive = write(tmp_path / "n.csv", "type,time\nA,2024-01-01T10:00\nB,2024-01-01T10:30\n")
+    rows = _csv_rows(run("match", "-e", "A ; B", naive, "--format", "csv").stdout)
+    assert [row["time"] for row in rows] == ["2024-01-01T10:00:00", "2024-01-01T10:30:00"]
+    # two logs, one with offsets: the column is one of instants in both
+    rows = _csv_rows(run("match", "-e", "A ; B", zoned, naive, "--format", "csv").stdout)
+    assert rows and all(row["time"].endswith("+00:00") for row in rows)
+    # a --time-format with %z reads offsets too
+    fmt = write(tmp_path / "f.csv", "type,time\nA,01/01/2024 10:00 +0100\nB,01/01/2024 10:30 +0100\n")
+    r = run("match", "-e", "A ; B", fmt, "--format", "csv", "--time-format", "%d/%m/%Y %H:%M %z")
+    assert [row["time"] for row in _csv_rows(r.stdout)] == ["2024-01-01T09:00:00+00:00",
+                                                            "2024-01-01T09:30:00+00:00"]
+    # the polars API: a UTC datetime column
+    import cer_cli
+
+    got = cer_cli.match(pl.read_csv(zoned, infer_schema=False), "A ; B", time_column="time")
+    assert got.schema["time"] == pl.Datetime("ns", "UTC")
+    assert got["time"][0] == dt.datetime(2024, 1, 1, 9, tzinfo=dt.UTC)

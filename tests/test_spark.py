@@ -308,7 +308,7 @@ def test_cli_spark_writes_the_wide_shape_as_local_mode(spark, tmp_path, fmt):
 
 
 #: Times local output writes in several ways: whole seconds, fractions, offsets in the time
-#: column (naive UTC after reading), and a column of aware times that is not the time column.
+#: column (UTC instants after reading), and a column of aware times that is not the time column.
 ZONED_LOG = """type,time,v,at
 A,2024-01-01T10:00:00+02:00,5,2024-01-01T10:00:00.25+02:00
 B,2024-01-01T10:00:01.5+02:00,9,2024-01-01T10:00:00+02:00
@@ -342,6 +342,27 @@ def test_spark_text_output_writes_times_as_local_mode(spark, tmp_path, shape):
                           want.iter_rows(named=True), strict=True):
         assert {c: row[c] for c in times if not isinstance(row[c], list)} == {
             c: cells[c] for c in times if not (cells[c] or "").startswith("[")}
+
+
+def test_spark_frames_judge_the_time_values_without_a_schema(spark):
+    """Given a compiled Plan, ``cer_cli.spark.match`` computes no schema, and reaches the
+    local reader's verdicts on the time values all the same: a unit that puts the times in
+    1970 while another fits is refused; a column of texts with an offset holds instants."""
+    import cer_cli
+    from cer_cli.spark import match
+
+    compiled = compile_query("SELECT * WHERE A ; B")
+    epoch = spark.createDataFrame([("A", 1_700_000_000), ("B", 1_700_000_100)],
+                                  "type string, time long")
+    with pytest.raises(SparkError, match="look like epoch seconds") as e:
+        match(epoch, compiled, time_unit="ms")
+    assert e.value.input_error and e.value.hints[0] == "pass --time-unit s"
+    rows = [("A", "2024-01-01T10:00+01:00"), ("B", "2024-01-01 09:30:00")]
+    got = pl.from_arrow(match(spark.createDataFrame(rows, "type string, time string"),
+                              compiled).toArrow())
+    want = cer_cli.match(pl.DataFrame(rows, schema=["type", "time"], orient="row"), compiled)
+    assert got.schema["time"].time_zone == want.schema["time"].time_zone == "UTC"
+    assert got.equals(want.cast(got.schema)) and got.height == 2
 
 
 def test_spark_match_refuses_unknown_shapes_and_non_frames(spark):

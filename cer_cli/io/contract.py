@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cer_cli.events import Schema
+from cer_cli.events import EPOCH_UNIT_NAMES, Schema
 
 #: File extension -> format name.
 EXTENSIONS = {
@@ -50,6 +50,10 @@ TIME_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 #: Java and Rust regex alike) and then parse them (``ISO_FORMATS`` / Spark's cast).
 ISO_TIME = (r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
             r"(Z|[+-]\d{2}:?\d{2})?)?$")
+#: An ``ISO_TIME`` value that names its offset (``Z``, ``+01:00``, ``+0100``): a log whose
+#: time texts include one is read as UTC instants (``zoned_time_columns``).
+ISO_ZONED_TIME = (r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
+                  r"(Z|[+-]\d{2}:?\d{2})$")
 #: strftime patterns (polars/chrono) covering ``ISO_TIME`` once a space became ``T``.
 ISO_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S%.f")
 ISO_ZONED_FORMATS = ("%Y-%m-%dT%H:%M%#z", "%Y-%m-%dT%H:%M:%S%.f%#z")
@@ -498,6 +502,99 @@ def time_storage(kind: str) -> str:
     return "float64" if kind == "float" else "int64"
 
 
+# --------------------------------------------------------------------------- time values
+
+#: The years a numeric time read as an instant (``--time-unit``) may plausibly fall in.
+PLAUSIBLE_YEARS = (1990, 2100)
+_PLAUSIBLE_S = (631_152_000, 4_102_444_800)  # 1990-01-01 and 2100-01-01, UTC
+
+
+@dataclass(frozen=True)
+class TimeValues:
+    """What a reader's schema pass learns of one log's time values, for the decisions that
+    need more than the column's type: the least and greatest finite value of a numeric time
+    column (``None``: not numeric, or no value), and whether a time column of texts holds a
+    value with an offset (``ISO_ZONED_TIME``, or ``zoned_format``; ``None``: the time is not
+    texts — the Spark reader counts a CSV column it typed as timestamps as texts)."""
+
+    low: int | float | None = None
+    high: int | float | None = None
+    zoned: bool | None = None
+
+
+def zoned_format(fmt: str) -> bool:
+    """Whether a ``--time-format`` reads an offset (then every value has one)."""
+    return any(d in fmt for d in ("%z", "%#z", "%:z"))
+
+
+def epoch_unit(low: float | None, high: float | None) -> str | None:
+    """The unit that, counted from the epoch, puts every value in ``low..high`` within
+    ``PLAUSIBLE_YEARS``; the units are 1000× apart and the years span 6.5×, so at most one
+    does. ``None`` when none does (or there is no value)."""
+    if low is None or high is None:
+        return None
+    lo, hi = (s * TIME_UNITS["s"] for s in _PLAUSIBLE_S)
+    return next((u for u, f in TIME_UNITS.items() if lo <= low * f and high * f <= hi), None)
+
+
+def _dates(low: float, high: float, unit: str) -> str:
+    """``low..high`` in ``unit`` since the epoch as UTC dates, for messages."""
+    import datetime as dt
+
+    def day(x: float) -> str:
+        try:
+            return (dt.datetime(1970, 1, 1) + dt.timedelta(seconds=x * TIME_UNITS[unit] / 1e9)
+                    ).date().isoformat()
+        except OverflowError:
+            return "before year 1" if x < 0 else "after year 9999"
+
+    a, b = day(low), day(high)
+    return a if a == b else f"{a} .. {b}"
+
+
+def check_times(logs: Sequence[LogColumns], values: Sequence[TimeValues]) -> dict[str, str]:
+    """Judge each numeric time column by its values (``values[i]`` of ``logs[i]``).
+
+    With ``--time-unit``: a unit that puts the values outside ``PLAUSIBLE_YEARS`` while
+    another unit puts them inside cannot be right (epoch seconds read as ms all fall in
+    January 1970, and a window then matches what it should not), so it is refused, naming
+    the unit that fits. Values that no unit puts inside (old or future data, or times not
+    counted from the epoch) are taken as given. Without a unit, returns per stream the unit
+    that fits its values (``Schema.epoch_units``), for the hint of a duration window."""
+    fits: dict[str, str] = {}
+    for g, v in zip(logs, values, strict=True):
+        if g.time_column is None or g.columns.get(g.time_column) not in ("int", "float"):
+            continue
+        fit = epoch_unit(v.low, v.high)
+        if fit is None or fit == g.time_unit:
+            continue
+        if g.time_unit is None:
+            fits[g.stream] = fit
+            continue
+        assert v.low is not None and v.high is not None
+        option = f"--time-unit {g.stream}={fit}" if len(logs) > 1 else f"--time-unit {fit}"
+        raise LogError(
+            f"{g.where}: --time-unit {g.time_unit} puts the times of column {g.time_column!r}"
+            f" in {_dates(v.low, v.high, g.time_unit)}, but they look like epoch"
+            f" {EPOCH_UNIT_NAMES[fit]} ({_dates(v.low, v.high, fit)})",
+            [f"pass {option}",
+             f"if they do not count from the epoch, drop --time-unit: WITHIN n [{g.time_column}]"
+             " and WITHIN n EVENTS use them as numbers"],
+        )
+    return fits
+
+
+def zoned_times(logs: Sequence[LogColumns], values: Sequence[TimeValues]) -> list[bool]:
+    """Per log, whether its time column of texts is read as UTC instants (output as such:
+    ``+00:00``) rather than naive datetimes: when some value of a time column of texts of
+    that name, in any log, has an offset (``TimeValues.zoned``). A value without an offset
+    is UTC either way, so ``10:00+01:00`` and ``09:00`` are one instant, both printed
+    ``09:00:00+00:00``; a column without any offset stays naive, as written."""
+    zoned = {g.time_column for g, v in zip(logs, values, strict=True) if v.zoned}
+    return [v.zoned is not None and g.time_column in zoned
+            for g, v in zip(logs, values, strict=True)]
+
+
 # --------------------------------------------------------------------------- schema
 
 
@@ -536,11 +633,14 @@ def build_schema(
     present: Sequence[Mapping[str | None, Mapping[str, bool]]],
     kinds: Mapping[str, str | None],
     time_col: str | None,
+    times: Sequence[TimeValues] | None = None,
 ) -> Schema:
     """The Schema of the logs. ``present[i]`` maps each event type of log ``i`` (``None``
     for a missing type) to whether each of its ``attribute_columns`` is non-null for at
     least one event of that type: those columns are the type's attributes. Types are listed
-    per stream in sorted order; attributes in column order (first log first)."""
+    per stream in sorted order; attributes in column order (first log first). ``times``
+    (each log's ``TimeValues``) are judged by ``check_times``."""
+    epoch_units = check_times(logs, times) if times is not None else {}
     event_types: dict[str, dict[str, str]] = {}
     streams: dict[str, list[str]] = {}
     for g, seen in zip(logs, present, strict=True):
@@ -557,4 +657,5 @@ def build_schema(
         event_types=event_types,
         streams={s: tuple(ts) for s, ts in streams.items()},
         time_column=time_col,
+        epoch_units=epoch_units,
     )

@@ -230,6 +230,8 @@ class _Log:
     time_column: str | None
     time_unit: str | None = None
     time_format: str | None = None
+    #: texts read as UTC instants (``contract.zoned_times``), decided after the schema pass
+    time_zoned: bool = False
 
     @property
     def columns(self) -> dict[str, pl.DataType]:
@@ -257,6 +259,8 @@ class _Log:
             how = f"numbers, {self.time_unit} since the epoch"
         elif self.time_format is not None:
             how = f"texts, format {self.time_format!r}"
+        elif self.time_zoned:
+            how = "ISO 8601 texts with offsets: UTC instants"
         else:
             how = {"int": "integers: an order without a unit, no duration windows",
                    "float": "numbers: an order without a unit, no duration windows",
@@ -317,14 +321,17 @@ def _time_expr(dtype: pl.DataType, column: str, unit: str | None = None,
     return pl.lit(None, dtype=pl.Int64)
 
 
-def _parse_datetime(col: pl.Expr, fmt: str | None = None) -> pl.Expr:
-    """Time texts as naive UTC datetimes: with ``fmt`` (``--time-format``, strftime) by it,
-    else only ``contract.ISO_TIME`` values (anything else, e.g. ``01/02/2024``, is null and
-    then refused). An offset or Z is honoured, a value without one is taken as UTC."""
+def _parse_datetime(col: pl.Expr, fmt: str | None = None, zoned: bool = False) -> pl.Expr:
+    """Time texts as naive UTC datetimes, or ``zoned`` as UTC ones (``contract.zoned_times``):
+    with ``fmt`` (``--time-format``, strftime) by it, else only ``contract.ISO_TIME`` values
+    (anything else, e.g. ``01/02/2024``, is null and then refused). An offset or Z is
+    honoured, a value without one is taken as UTC."""
+    if zoned:
+        return _parse_datetime(col, fmt).dt.replace_time_zone("UTC")
     unit = contract.TIME_UNIT
     if fmt is not None:
         parsed = col.str.strptime(pl.Datetime(unit), fmt, strict=False)
-        if "%z" in fmt or "%#z" in fmt or "%:z" in fmt:
+        if contract.zoned_format(fmt):
             parsed = parsed.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
         return parsed
     text = col.str.strip_chars().str.replace(" ", "T", literal=True)
@@ -367,28 +374,63 @@ def read_schema(
 
 
 def _schema(logs: list[_Log]) -> Schema:
+    return _schema_and_times(logs)[0]
+
+
+def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[contract.TimeValues]]:
+    """The schema, and what the same pass learns of each log's time values."""
     _unified_dtypes(logs)  # columns polars cannot concatenate are an error here already
     seen_logs = [g.log_columns for g in logs]
     tc = next((g.time_column for g in logs if g.time_column), None)
     kinds = contract.column_kinds(seen_logs, tc)
-    present_per_log = []
+    present_per_log, times = [], []
     for g, seen_log in zip(logs, seen_logs, strict=True):
         usable = contract.attribute_columns(seen_log, kinds)
         present = pl.col(usable).is_not_null().any()
+        facts = _time_facts(g)
         try:
             if g.type_column is None:
-                seen = {g.spec.name: g.lf.select(present).collect().row(0, named=True)}
+                rows = [g.lf.select(present, *facts).collect().row(0, named=True)]
+                rows[0][TYPE] = g.spec.name
             else:
                 grouped = (
                     g.lf.group_by(pl.col(g.type_column).cast(pl.String).alias(TYPE))
-                    .agg(present)
+                    .agg(present, *facts)
                     .collect()
                 )
-                seen = {r.pop(TYPE): r for r in grouped.iter_rows(named=True)}
+                rows = list(grouped.iter_rows(named=True))
         except pl.exceptions.PolarsError as e:
             raise _read_error(g.spec, e) from None
-        present_per_log.append(seen)
-    return contract.build_schema(seen_logs, present_per_log, kinds, tc)
+        found = [{k: r.pop(k, None) for k in _FACTS} for r in rows]
+        lows = [f[_LOW] for f in found if f[_LOW] is not None]
+        highs = [f[_HIGH] for f in found if f[_HIGH] is not None]
+        texts = g.time_column is not None and g.columns[g.time_column] == pl.String
+        zoned = (None if not texts else contract.zoned_format(g.time_format)
+                 if g.time_format is not None else any(f[_ZONED] for f in found))
+        times.append(contract.TimeValues(min(lows, default=None), max(highs, default=None),
+                                         zoned))
+        present_per_log.append({r.pop(TYPE): r for r in rows})
+    return contract.build_schema(seen_logs, present_per_log, kinds, tc, times), times
+
+
+_LOW, _HIGH, _ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
+_FACTS = (_LOW, _HIGH, _ZONED)
+
+
+def _time_facts(g: _Log) -> list[pl.Expr]:
+    """Aggregations for ``contract.TimeValues``: the least and greatest finite value of a
+    numeric time column, whether a time column of ISO texts holds one with an offset."""
+    tc = g.time_column
+    kind = contract.kind_of(g.columns[tc]) if tc is not None else None
+    if kind in ("int", "float"):
+        x = pl.col(tc) if kind == "int" else pl.col(tc).cast(pl.Float64)
+        if kind == "float":
+            x = x.filter(x.is_finite())
+        return [x.min().alias(_LOW), x.max().alias(_HIGH)]
+    if kind == "str" and g.time_format is None:
+        zoned = pl.col(tc).str.strip_chars().str.contains(contract.ISO_ZONED_TIME).any()
+        return [zoned.alias(_ZONED)]
+    return []
 
 
 # --------------------------------------------------------------------------- events
@@ -468,7 +510,9 @@ def read_events(
     if batch_size is not None and _file_bytes(logs) <= READ_ONCE_BYTES:
         _unified_dtypes(logs)  # incompatible columns are reported before any value
         logs = [_materialised(g) for g in logs]
-    schema = _schema(logs)
+    schema, times = _schema_and_times(logs)
+    zoned = contract.zoned_times([g.log_columns for g in logs], times)
+    logs = [replace(g, time_zoned=z) for g, z in zip(logs, zoned, strict=True)]
     kinds: list[tuple[str, str]] = []
     total, ordered = 0, True
     for g in logs:
@@ -559,7 +603,7 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
     for g in logs:
         schema = dict(g.columns)
         if g.reads_time_as_datetime:
-            schema[g.time_column] = pl.Datetime(contract.TIME_UNIT)
+            schema[g.time_column] = pl.Datetime(contract.TIME_UNIT, "UTC" if g.time_zoned else None)
         empties.append(pl.DataFrame(schema=schema))
     try:
         merged = pl.concat(empties, how="diagonal_relaxed").schema
@@ -633,7 +677,7 @@ def _event_frame(
     ]
     out = df.with_columns(extra)
     if tc is not None and df.schema[tc] == pl.String:
-        out = out.with_columns(_parse_datetime(pl.col(tc), g.time_format))
+        out = out.with_columns(_parse_datetime(pl.col(tc), g.time_format, g.time_zoned))
     elif tc is not None and g.time_unit is not None:  # the column shows the instant too
         out = out.with_columns(pl.col(TIME).cast(pl.Datetime(contract.TIME_UNIT)).alias(tc))
     if g.type_column is not None and out[TYPE].null_count():  # the count is O(1)

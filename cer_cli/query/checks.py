@@ -17,7 +17,7 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cer_cli.events import Schema
+from cer_cli.events import EPOCH_UNIT_NAMES, Schema
 from cer_cli.query.ast import (
     As,
     AttributeWindow,
@@ -581,7 +581,7 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
                 f"WITHIN {_duration_text(w)}: time column '{tc}' holds numbers without a unit,"
                 " so a duration cannot be measured on it",
                 w.span,
-                hints=["give their unit since the epoch: --time-unit s (or ms, us, ns)",
+                hints=[_epoch_unit_hint(schema),
                        f"or use WITHIN n [{tc}] (in its own numbers), or WITHIN n EVENTS"],
             )
     if isinstance(w, AttributeWindow):
@@ -600,6 +600,20 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
                 w.span,
                 hints=["use a numeric attribute, a duration over the time column, or n EVENTS"],
             )
+
+
+def _epoch_unit_hint(schema: Schema) -> str:
+    """The ``--time-unit`` that fits the numeric time values (``Schema.epoch_units``: the
+    unit that puts them in plausible years), else the list of units."""
+    fits = schema.epoch_units
+    units = set(fits.values())
+    if len(units) == 1 and len(fits) == len(schema.streams or fits):
+        unit = units.pop()
+        return f"its values look like epoch {EPOCH_UNIT_NAMES[unit]}: pass --time-unit {unit}"
+    if fits:
+        return "; ".join(f"the values of log {s} look like epoch {EPOCH_UNIT_NAMES[u]}:"
+                         f" pass --time-unit {s}={u}" for s, u in sorted(fits.items()))
+    return "give their unit since the epoch: --time-unit s (or ms, us, ns)"
 
 
 def _duration_text(w: DurationWindow) -> str:

@@ -52,8 +52,9 @@ def match(
 
     Lazy: Spark runs nothing until an action on the result, except small aggregations
     the driver needs to build it: the schema for a query given as text (one row per event
-    type; pass a ``Plan`` compiled against the schema to skip it) and, for a ``ranges``
-    fan-out, the event count and the time window's reach. ROW is a row's rank in ``df``'s
+    type; pass a ``Plan`` compiled against the schema to skip it; it also learns the time
+    column's range and offsets, else one row computes them when the time is numbers or
+    texts) and, for a ``ranges`` fan-out, the event count and the time window's reach. ROW is a row's rank in ``df``'s
     partition order, so ``df`` should have a stable order (a file read, or a cached frame).
     Nothing is persisted (there is no end of job at which to release it): cache the result
     if several actions use it, since each action re-runs the engines. Rows without an event

@@ -612,6 +612,10 @@ class _Log:
     time_column: str | None = None
     time_unit: str | None = None
     time_format: str | None = None
+    #: what the schema pass (or ``_judge_times``) learnt of the time values, and whether
+    #: the time texts are read as UTC instants (``contract.zoned_times``)
+    time_values: contract.TimeValues | None = None
+    time_zoned: bool = False
 
     @property
     def log_columns(self) -> contract.LogColumns:
@@ -754,7 +758,7 @@ def _time_value(g: _Log, dtype, time):
     from pyspark.sql import types as T
 
     if isinstance(dtype, T.StringType):
-        return _parse_time(_col(g.time_column), g.time_format)
+        return _parse_time(_col(g.time_column), g.time_format, g.time_zoned)
     return F.timestamp_micros(F.floor(time / 1000)).cast("timestamp_ntz")
 
 
@@ -784,17 +788,24 @@ def _java_pattern(fmt: str) -> str:
     return "".join(out)
 
 
-def _parse_time(col, fmt: str | None = None):
-    """Time texts as timestamps (null when unreadable), as the local reader parses them:
-    with ``fmt`` by it, else only ``contract.ISO_TIME`` values; an offset or Z is honoured,
-    a naive value is UTC (the session's zone)."""
+def _parse_time(col, fmt: str | None = None, zoned: bool = False):
+    """Time texts as naive timestamps, or ``zoned`` as UTC instants (Spark's TIMESTAMP),
+    null when unreadable, as the local reader parses them: with ``fmt`` by it, else only
+    ``contract.ISO_TIME`` values; an offset or Z is honoured, a naive value is UTC (the
+    session's zone)."""
     from pyspark.sql import functions as F
 
+    kind = "timestamp_ltz" if zoned else "timestamp_ntz"
     if fmt is not None:
-        return F.try_to_timestamp(col, F.lit(_java_pattern(fmt))).cast("timestamp_ntz")
+        return F.try_to_timestamp(col, F.lit(_java_pattern(fmt))).cast(kind)
     text = F.trim(col)
-    iso = F.when(text.rlike(contract.ISO_TIME), text)
-    return iso.try_cast("timestamp_ltz").cast("timestamp_ntz")
+    # Spark's cast reads neither +0100 (ISO's basic form) nor HH:MM before an offset, which
+    # polars reads: written as +01:00 and HH:MM:00 first
+    seconds = F.regexp_replace(text, r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})(Z|[+-].*)$",
+                               "$1:00$2")
+    iso = F.when(text.rlike(contract.ISO_TIME),
+                 F.regexp_replace(seconds, r"([+-]\d{2})(\d{2})$", "$1:$2"))
+    return iso.try_cast("timestamp_ltz").cast(kind)
 
 
 @dataclass
@@ -892,6 +903,7 @@ class _Run:
         from pyspark.sql import types as T
 
         tc = next((g.time_column for g in logs if g.time_column), None)
+        _judge_times(logs)
         kinds: list[tuple[str, str]] = []
         with _input():
             for g in logs:
@@ -913,9 +925,9 @@ class _Run:
                 c = _col(f.name)
                 if f.name == g.time_column and (g.time_unit or isinstance(f.dataType, T.StringType)):
                     c = _time_value(g, f.dataType, ttime)
-                elif (f.name == g.time_column and isinstance(f.dataType, T.TimestampType)
-                      and g.src.format not in ("parquet", FRAME)):
-                    c = c.cast("timestamp_ntz")  # a text time with offsets: naive UTC, as locally
+                elif f.name == g.time_column and _typed_texts(g, f.dataType):
+                    # Spark typed the time texts: UTC instants when a log's had offsets
+                    c = c.cast("timestamp_ltz" if g.time_zoned else "timestamp_ntz")
                 elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
                     c = c.cast("long")
                 elif isinstance(f.dataType, T.FloatType):
@@ -1028,7 +1040,8 @@ def spark_schema(
 
 
 def _schema(opened: list[_Log]) -> Schema:
-    """The ``Schema`` of opened logs: one small aggregation (a row per event type)."""
+    """The ``Schema`` of opened logs: one small aggregation (a row per event type), which
+    also learns the logs' ``time_values``."""
     from pyspark.sql import functions as F
 
     seen_logs = [g.log_columns for g in opened]
@@ -1043,16 +1056,94 @@ def _schema(opened: list[_Log]) -> Schema:
                      for i, c in enumerate(usable)]
             etype = F.lit(g.src.name) if g.type_column is None else _col(g.type_column)
             # a log of types only has no attribute to flag (agg needs one expression)
-            flags = flags or [F.lit(0).alias("none")]
+            flags = (flags + _time_facts(g)) or [F.lit(0).alias("none")]
             rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*flags).collect()
             present.append({r[TYPE]: {c: bool(r[f"c{i}"]) for i, c in enumerate(usable)}
                             for r in rows})
+            g.time_values = _time_values(g, rows)
     except SparkError:
         raise
     except Exception as e:
         raise _spark_error(e) from None
     with _input():
-        return contract.build_schema(seen_logs, present, kinds, tc)
+        schema = contract.build_schema(seen_logs, present, kinds, tc,
+                                       [g.time_values for g in opened])
+    _zone(opened)
+    return schema
+
+
+_LOW, _HIGH, _ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
+
+
+def _typed_texts(g: _Log, dtype) -> bool:
+    """Whether a time column is texts Spark typed as timestamps (a CSV's inferSchema: as a
+    TIMESTAMP when a value has an offset, as TIMESTAMP_NTZ otherwise)."""
+    from pyspark.sql import types as T
+
+    return (isinstance(dtype, T.TimestampType | T.TimestampNTZType)
+            and g.src.format not in ("parquet", FRAME))
+
+
+def _time_facts(g: _Log) -> list:
+    """Aggregations for ``contract.TimeValues``, as the local reader's ``_time_facts``: the
+    least and greatest finite value of a numeric time column (Spark orders NaN above
+    every number, polars skips it: both skip it here), whether a time column of ISO texts
+    holds one with an offset."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if g.time_column is None:
+        return []
+    dtype, col = g.df.schema[g.time_column].dataType, _col(g.time_column)
+    kind = _kind(dtype)
+    if kind in ("int", "float"):
+        x = col if kind == "int" else F.when(~F.isnan(col) & (F.abs(col) != float("inf")), col)
+        return [F.min(x).alias(_LOW), F.max(x).alias(_HIGH)]
+    if isinstance(dtype, T.StringType) and g.time_format is None:
+        return [F.max(F.trim(col).rlike(contract.ISO_ZONED_TIME).cast("int")).alias(_ZONED)]
+    return []
+
+
+def _time_values(g: _Log, rows) -> contract.TimeValues:
+    """The log's ``TimeValues`` from rows carrying ``_time_facts`` (per event type)."""
+    from pyspark.sql import types as T
+
+    if g.time_column is None:
+        return contract.TimeValues()
+    dtype = g.df.schema[g.time_column].dataType
+    facts = [r.asDict() for r in rows]
+    lows = [f[_LOW] for f in facts if f.get(_LOW) is not None]
+    highs = [f[_HIGH] for f in facts if f.get(_HIGH) is not None]
+    zoned = None
+    if isinstance(dtype, T.StringType):
+        zoned = (contract.zoned_format(g.time_format) if g.time_format is not None
+                 else any(f.get(_ZONED) for f in facts))
+    elif _typed_texts(g, dtype):
+        zoned = isinstance(dtype, T.TimestampType)
+    return contract.TimeValues(min(lows, default=None), max(highs, default=None), zoned)
+
+
+def _judge_times(logs: list[_Log]) -> None:
+    """The time values' verdicts (``contract.check_times``, ``zoned_times``) for logs
+    whose schema Spark did not compute (``_schema`` learns them): one row per log."""
+    if all(g.time_values is not None for g in logs):
+        return
+    try:
+        for g in logs:
+            if g.time_values is None:
+                facts = _time_facts(g)
+                g.time_values = _time_values(g, [g.df.agg(*facts).first()] if facts else [])
+    except Exception as e:
+        raise _spark_error(e) from None
+    with _input():
+        contract.check_times([g.log_columns for g in logs], [g.time_values for g in logs])
+    _zone(logs)
+
+
+def _zone(logs: list[_Log]) -> None:
+    for g, z in zip(logs, contract.zoned_times([g.log_columns for g in logs],
+                                               [g.time_values for g in logs]), strict=True):
+        g.time_zoned = z
 
 
 # --------------------------------------------------------------------------- tasks
