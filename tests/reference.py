@@ -598,9 +598,12 @@ def reference_matches(
 
 
 def _deadline_time(window: ast.Window, p: int, local: list[int], events) -> int | float:
-    """τ(p): the local position for ``WITHIN n EVENTS``, else the event time."""
+    """τ(p): the local position for ``WITHIN n EVENTS``, the attribute for ``n [attr]``
+    (the log's time column: every event has it), else the event time."""
     if isinstance(window, ast.EventsWindow):
         return p
+    if isinstance(window, ast.AttributeWindow):
+        return events[local[p]][window.attr]
     return _time(events[local[p]], local[p])
 
 
@@ -620,7 +623,8 @@ def _trailing_matches(query, events, apply_limit, open_ends) -> list[Match]:
     from dataclasses import replace
 
     w = query.within
-    bound = w.count if isinstance(w, ast.EventsWindow) else w.nanoseconds
+    bound = (w.count if isinstance(w, ast.EventsWindow) else
+             w.amount if isinstance(w, ast.AttributeWindow) else w.nanoseconds)
     phi = replace(query, trailing=None)
     out = []
     parts = _partitions(query, events)

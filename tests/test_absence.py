@@ -168,7 +168,7 @@ def test_trailing_absence_prints_and_parses_back(text):
 @pytest.mark.parametrize("text, column, words", [
     ("A ; !B", 3, "needs a WITHIN window"),
     ("A ; C ; !B\nPARTITION BY id", 7, "needs a WITHIN window"),
-    ("A ; !B WITHIN 3 [ts]", 15, "not an attribute window"),
+    ("A ; !B WITHIN 3 [ts]", 15, "needs the log's time column, and 'ts' is not it"),
     ("A ; !B WITHIN 3 EVENTS CONSUME BY ANY", 3, "CONSUME BY ANY"),
 ])
 def test_misused_trailing_absence_is_refused_at_its_position(text, column, words):
@@ -518,3 +518,75 @@ def test_trailing_correlated_memory_is_the_last_window():
     got = [m for i in range(0, 200, 20) for m in ex.run(frame.slice(i, 20))]
     reference.assert_same_matches(got, reference.trailing_matches(q, events))
     assert ex._rows.height <= 6
+
+
+# --------------------------------------------------------------------------- WITHIN n [time]
+
+
+def test_trailing_absence_within_another_attribute_hints_real_options():
+    """``WITHIN n [attr]`` with a trailing absence needs the log's time column; the hint
+    names options that exist (it named ``--time COLUMN``)."""
+    events = _events("ABC")
+    q = parse("A ; !B WITHIN 3 [ts]")
+    with pytest.raises(QueryError) as e:
+        check_query(q, schema_of(events))
+    assert e.value.hints == ["use WITHIN n [time], a duration, or WITHIN n EVENTS"]
+    untimed = dataclasses.replace(schema_of(events), time_column=None)
+    with pytest.raises(QueryError) as e:
+        check_query(q, untimed)
+    assert e.value.hints == ["make it the time column: --time-column ts"]
+    check_query(q, dataclasses.replace(schema_of(events), time_column="ts"))  # accepted
+
+
+def _time_is_ts(events: list[dict]) -> list[dict]:
+    """The events with ``ts`` as their time: a log whose time column is ``ts``."""
+    return [{**e, "time": e["ts"]} for e in events]
+
+
+@given(_trailing_queries(), streams(max_size=9), st.integers(0, 3), st.booleans())
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_trailing_absence_within_the_time_column_equals_reference(query, events, n, open_ends):
+    from cer_cli.plan import finish
+
+    events = _time_is_ts(events)
+    query = dataclasses.replace(query, within=ast.AttributeWindow(n, "ts"))
+    ex = plan(query).executor(open_ends=open_ends)
+    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    want = reference.trailing_matches(query, events, open_ends=open_ends)
+    reference.assert_same_matches(got, want)
+
+
+def test_trailing_absence_within_the_time_column_by_hand():
+    # A@1: deadline 3, the B@3 blocks it; A@6: deadline 8, reported at the C@9 (position 6)
+    events = _time_is_ts([{"type": t, "stream": "S", "ts": s, "v": 0, "id": 0}
+                          for t, s in zip("ACBCACCB", [1, 2, 3, 5, 6, 7, 9, 10], strict=True)])
+    query = parse("A ; !B WITHIN 2 [ts]")
+    check_query(query, dataclasses.replace(schema_of(events), time_column="ts"))
+    got = list(plan(query).run(events_frame(events)))
+    assert [(m.start, m.end) for m in got] == [(4, 6)]
+    reference.assert_same_matches(got, reference.trailing_matches(query, events))
+
+
+def test_trailing_absence_within_an_attribute_that_is_not_the_time_is_refused_at_run_time():
+    """Compiled without a schema, the executor sees that ``ts`` is not the events' time."""
+    events = [{**e, "time": 10 * e["ts"]} for e in _events("ACBC")]
+    with pytest.raises(QueryError, match="'ts' is not it") as e:
+        list(plan(parse("A ; !B WITHIN 2 [ts]")).run(events_frame(events)))
+    assert "--time-column ts" in e.value.hints[0]
+
+
+def test_cli_trailing_absence_within_the_time_column(tmp_path):
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli
+
+    log = tmp_path / "t.csv"
+    log.write_text("type,time,v\nA,1,0\nC,2,0\nB,3,0\nC,5,0\nA,6,0\nC,7,0\nC,9,0\nB,10,0\n")
+    run = lambda *a: CliRunner().invoke(cli, ["match", *a, str(log)], env={"NO_COLOR": "1"})  # noqa: E731
+    ok = run("-e", "A ; !B WITHIN 2 [time]", "--format", "csv")
+    assert ok.exit_code == 0, ok.output
+    rows = [line.split(",")[:3] for line in ok.stdout.splitlines()[1:]]
+    assert rows == [["0", "4", "6"]]
+    refused = run("-e", "A ; !B WITHIN 2 [v]")
+    assert refused.exit_code == 2 and "--time COLUMN" not in refused.output
+    assert "hint: use WITHIN n [time], a duration, or WITHIN n EVENTS" in refused.output

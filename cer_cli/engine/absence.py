@@ -42,8 +42,9 @@ from cer_cli.compiler.predicates import AttrTest, StreamTest, TypeTest, atom_exp
 from cer_cli.engine.executor import prepare_frame, window_bound
 from cer_cli.engine.post_filter import MATCH_ID as _MATCH
 from cer_cli.engine.post_filter import gap_hits
-from cer_cli.events import KEY, POS, STREAM, TYPE, Match, MatchBatch, as_matches, batch_of
+from cer_cli.events import KEY, POS, STREAM, TIME, TYPE, Match, MatchBatch, as_matches, batch_of
 from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
 from cer_cli.query.scope import attr_refs
 
 _KEY = "__cer_absence_key"
@@ -68,6 +69,21 @@ def psi_expression(psi: ast.Formula, schema) -> pl.Expr:
     for t in tests:
         expr = expr & t
     return expr
+
+
+def _check_time_attribute(frame: pl.DataFrame, w: ast.AttributeWindow) -> None:
+    """``WITHIN n [attr]`` gives every match a deadline only when ``attr`` is the log's time
+    column (``query.checks.check_trailing``, which needs the schema): the events tell it
+    when no schema did, since the attribute is then every event's time."""
+    off = frame.filter((pl.col(_WTIME) == pl.col(TIME)).fill_null(False).not_())
+    if off.height:
+        raise QueryError(
+            f"a trailing absence with an attribute window needs the log's time column, and"
+            f" '{w.attr}' is not it (WITHIN {w.amount} [{w.attr}]; the event at position"
+            f" {off[POS][0]} has {w.attr} = {off[_WTIME][0]}, time {off[TIME][0]}): an"
+            f" event without '{w.attr}' would have no deadline", w.span,
+            hints=[f"make it the time column: --time-column {w.attr}, or use a duration or"
+                   " WITHIN n EVENTS"])
 
 
 class TrailingAbsence:
@@ -139,6 +155,8 @@ class TrailingAbsence:
             self._end = max(self._end, int(frame[POS].max()) + 1)
         prepared, self._last_time = prepare_frame(frame, self.streams, self.partition_by,
                                                   self.window, self._last_time, _KEY, _WTIME)
+        if isinstance(self.window, ast.AttributeWindow):
+            _check_time_attribute(prepared, self.window)
         if not self._events and prepared.height:
             self._remember_times(prepared)
         candidates: dict[int, list[tuple[float, Match]]] = {}

@@ -300,7 +300,7 @@ def check_absence(query: Query, schema: Schema | None = None) -> None:
     """
     sites = list(_absence_sites(query.formula))
     if query.trailing is not None:
-        check_trailing(query)
+        check_trailing(query, schema)
         sites.append((query.trailing, bound(query.formula, True), query.formula))
     for psi, outer, side in sites:
         atom, own, predicates = psi, set(), []
@@ -338,11 +338,13 @@ def check_absence(query: Query, schema: Schema | None = None) -> None:
                 check_predicate_types(psi, schema, types)
 
 
-def check_trailing(query: Query) -> None:
+def check_trailing(query: Query, schema: Schema | None = None) -> None:
     """A trailing absence ``φ ; !ψ`` needs the window that says how long to wait for ψ: a
-    ``WITHIN`` in events or time. An attribute window (``n [attr]``) is refused: events
-    without the attribute would have no deadline. ``CONSUME BY`` is refused: a φ match would
-    forget partial matches before its own absence is known."""
+    ``WITHIN`` in events or time, or ``n [attr]`` with ``attr`` the log's time column (every
+    event has it, in order). Another attribute is refused: an event without it would have
+    no deadline. Without a schema the time column is not known yet: the executor checks it
+    on the events (``engine.absence``). ``CONSUME BY`` is refused: a φ match would forget
+    partial matches before its own absence is known."""
     span = query.trailing_span or query.trailing.span
     w = query.within
     if w is None:
@@ -350,10 +352,15 @@ def check_trailing(query: Query) -> None:
                          " 'no ψ within the window after φ'", span,
                          hints=["add e.g. WITHIN 30 minutes or WITHIN 100 EVENTS after the"
                                 " formula", "for 'ψ never follows', use a window as long as the log"])
-    if isinstance(w, AttributeWindow):
-        raise QueryError("a trailing absence needs WITHIN n EVENTS or a duration, not an"
-                         f" attribute window ('WITHIN {w.amount} [{w.attr}]')", w.span or span,
-                         hints=["use the log's time column: --time COLUMN and WITHIN 1 hour"])
+    if (isinstance(w, AttributeWindow) and schema is not None and w.attr != schema.time_column
+            and w.attr in schema.all_attributes()):  # an unknown one: check_windows_and_partitions
+        tc = schema.time_column
+        raise QueryError(
+            f"a trailing absence with an attribute window needs the log's time column, and"
+            f" '{w.attr}' is not it (WITHIN {w.amount} [{w.attr}]): an event without"
+            f" '{w.attr}' would have no deadline", w.span or span,
+            hints=[f"use WITHIN n [{tc}], a duration, or WITHIN n EVENTS" if tc is not None
+                   else f"make it the time column: --time-column {w.attr}"])
     if query.consume != "NONE":
         raise QueryError(f"CONSUME BY {query.consume} with a trailing absence is not supported:"
                          " a match of φ would forget partial matches before its absence is known",
@@ -594,11 +601,14 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
             )
         kinds = {schema.attributes(t).get(w.attr) for t in schema.event_types} - {None}
         if not kinds <= {"int", "float"}:
+            instants = w.attr == schema.time_column and kinds == {"datetime"}
             raise QueryError(
                 f"WITHIN {w.amount} [{w.attr}]: '{w.attr}' is {_names(kinds)},"
                 " but the window attribute must be numeric",
                 w.span,
-                hints=["use a numeric attribute, a duration over the time column, or n EVENTS"],
+                hints=[f"'{w.attr}' is the time column, read as instants: give the window as a"
+                       f" duration, e.g. WITHIN {w.amount} seconds" if instants else
+                       "use a numeric attribute, a duration over the time column, or n EVENTS"],
             )
 
 
