@@ -18,8 +18,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from click.testing import CliRunner
 
+from cer_cli.cli import cli
+from cer_cli.events import Match, as_batches
 from cer_cli.io import read as read_module
+from cer_cli.io import write as write_module
 from cer_cli.io.read import LogError, read_events
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,3 +113,62 @@ def test_time_check_carries_order_and_rows_across_chunks(tmp_path, monkeypatch):
     pl.DataFrame({"type": ["A"] * 6, "t": [1, 2, 3, 4, None, 6]}).write_parquet(hole)
     with pytest.raises(LogError, match="data row 4 "):
         read_events([str(hole)], time_column="t", batch_size=4)
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def blocks_csv(path: Path, blocks: int, width: int, text: int = 0) -> Path:
+    """``width - 1`` A events then a B, ``blocks`` times; column ``i`` (the row) and, with
+    ``text``, a column ``s`` of that many characters."""
+    lines = ["type,i" + (",s" if text else "")]
+    for i in range(blocks * width):
+        kind = "B" if i % width == width - 1 else "A"
+        lines.append(f"{kind},{i}" + (f",{chr(97 + i % 26) * text}" if text else ""))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_wide_parquet_row_groups_are_bounded_by_bytes(tmp_path):
+    """``A+ ; B --shape wide -o w.parquet``: each row holds lists of every event of the
+    match; 512k-row groups held all of them (100k matches of ~3 KB: 2.1x the peak of 10k
+    matches). Row groups are now cut at ``ROW_GROUP_BYTES``."""
+    query = "A+ ; B WITHIN 10 EVENTS"  # 511 matches per B, ~5.5 events each
+    peaks = []
+    for blocks in (20, 200):
+        log = blocks_csv(tmp_path / f"w{blocks}.csv", blocks, 10, text=500)
+        out = tmp_path / f"w{blocks}.parquet"
+        peaks.append(peak_mb(CER, "match", "-e", query, str(log), "--shape", "wide",
+                             "-o", str(out)))
+        assert pl.scan_parquet(out).select(pl.len()).collect().item() == 511 * blocks
+    a, b = peaks
+    assert b < 1.4 * a, f"peak RSS {a} MB for 10,220 wide rows, {b} MB for 102,200"
+
+
+def test_parquet_writer_cuts_row_groups_by_bytes(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    log = blocks_csv(tmp_path / "w.csv", 40, 10, text=100)  # 20,440 rows: several batches
+    query = "A+ ; B WITHIN 10 EVENTS"
+    whole = tmp_path / "whole.parquet"
+    assert CliRunner().invoke(cli, ["match", "-e", query, str(log), "--shape", "wide",
+                                    "-o", str(whole)]).exit_code == 0
+    monkeypatch.setattr(write_module, "ROW_GROUP_BYTES", 1)  # a group per frame
+    cut = tmp_path / "cut.parquet"
+    assert CliRunner().invoke(cli, ["match", "-e", query, str(log), "--shape", "wide",
+                                    "-o", str(cut)]).exit_code == 0
+    assert pq.ParquetFile(whole).metadata.num_row_groups == 1
+    assert pq.ParquetFile(cut).metadata.num_row_groups > 1
+    assert pl.read_parquet(cut).equals(pl.read_parquet(whole))
+
+
+def test_as_batches_packs_matches_up_to_an_event_bound():
+    """``Match`` objects (Spark, the hash join) are packed by events too, not only by count."""
+    from cer_cli.events import BATCH_EVENTS
+    big = [Match(i, i + 999, tuple((i + j, ("x",)) for j in range(1000))) for i in range(600)]
+    batches = list(as_batches(big, 50_000))
+    assert len(batches) > 1
+    assert all(len(b.pos) <= BATCH_EVENTS for b in batches)
+    assert [m for b in batches for m in b.matches()] == big
+    huge = Match(0, 0, tuple((j, ("x",)) for j in range(BATCH_EVENTS + 5)))
+    assert [len(b) for b in as_batches([huge, big[0]], 10)] == [1, 1]
