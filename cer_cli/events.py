@@ -177,6 +177,22 @@ def as_batches(items, size: int, events: int = BATCH_EVENTS):
         yield batch_of(pending)
 
 
+def first_matches(batches, n: int):
+    """The first ``n`` matches of ``batches`` (``MatchBatch``es), the batch that reaches
+    ``n`` cut with ``take``: ``--limit`` without one ``Match`` object per match, so what it
+    holds is bounded by the engine's batches, not by ``n`` times the matches' size."""
+    import numpy as np
+
+    if n <= 0:
+        return
+    for batch in batches:
+        if len(batch) >= n:
+            yield batch if len(batch) == n else batch.take(np.arange(n, dtype=np.int64))
+            return
+        n -= len(batch)
+        yield batch
+
+
 def as_matches(items):
     """``items`` (``Match`` objects, ``MatchBatch``es, or both) as ``Match`` objects."""
     for x in items:

@@ -9,6 +9,7 @@ events with ``CER_JIT=0``, so that numba is never loaded or compiled in them.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,8 +21,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from cer_cli import cli as cli_module
 from cer_cli.cli import cli
-from cer_cli.events import Match, as_batches
+from cer_cli.events import Match, as_batches, batch_of
 from cer_cli.io import read as read_module
 from cer_cli.io import write as write_module
 from cer_cli.io.read import LogError, read_events
@@ -172,3 +174,89 @@ def test_as_batches_packs_matches_up_to_an_event_bound():
     assert [m for b in batches for m in b.matches()] == big
     huge = Match(0, 0, tuple((j, ("x",)) for j in range(BATCH_EVENTS + 5)))
     assert [len(b) for b in as_batches([huge, big[0]], 10)] == [1, 1]
+
+
+# --------------------------------------------------------------------------- --limit
+
+
+def test_limit_buffer_is_bounded_by_the_matches_size(tmp_path):
+    """``--limit N -o l.parquet`` packed 50,000 ``Match`` objects however large each was:
+    10x the limit on matches of ~90 events took 1.9x the peak. It now cuts the engine's
+    own batches."""
+    log = blocks_csv(tmp_path / "l.csv", 2, 100)
+    query = "A+ ; B WITHIN 100 EVENTS"  # 2^99 - 1 matches at the first B
+    peaks, rows = [], []
+    for n in (1_000, 10_000):
+        out = tmp_path / f"l{n}.parquet"
+        peaks.append(peak_mb(CER, "match", "-e", query, str(log), "--limit", str(n),
+                             "-o", str(out)))
+        rows.append(pl.read_parquet(out, columns=["match"])["match"].n_unique())
+    assert rows == [1_000, 10_000]
+    a, b = peaks
+    assert b < 1.4 * a, f"peak RSS {a} MB for --limit 1000, {b} MB for --limit 10000"
+
+
+def test_limit_output_is_the_head_of_the_full_output(tmp_path):
+    """The limit cuts one of the engine's batches: what is written is exactly the first N
+    matches of the full run, in both shapes, and ``--count --limit N`` counts them."""
+    log = blocks_csv(tmp_path / "l.csv", 2, 14)  # 8,191 matches per B: two batches
+    query = ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log)]
+    for shape in ("long", "wide"):
+        jsonl = [*query, "--format", "jsonl", "--shape", shape]
+        full = CliRunner().invoke(cli, jsonl).output.splitlines()
+        assert len(full) == 2 * 8_191
+        # 8,000 cuts the first batch, 9,000 the second
+        for n in (0, 1, 8_000, 9_000, 20_000) if shape == "long" else (9_000,):
+            got = CliRunner().invoke(cli, [*jsonl, "--limit", str(n)]).output.splitlines()
+            assert got == full[:n]
+    for n in (9_000, 20_000):
+        count = CliRunner().invoke(cli, [*query, "--count", "--limit", str(n)])
+        assert count.output.strip() == str(min(n, 2 * 8_191))
+
+
+def test_first_matches_cuts_the_batch_that_reaches_the_limit():
+    from cer_cli.events import first_matches
+
+    ms = [Match(i, i, ((i, ("x",)),)) for i in range(10)]
+    batches = [batch_of(ms[:4]), batch_of(ms[4:4]), batch_of(ms[4:10])]
+    for n in range(12):
+        got = [m for b in first_matches(iter(batches), n) for m in b.matches()]
+        assert got == ms[:n]
+
+
+# --------------------------------------------------------------------------- progress bar
+
+
+def test_progress_bar_advances_during_one_slices_enumeration(tmp_path, monkeypatch):
+    """One slice of the log (fewer than ``SLICE_ROWS`` events) whose enumeration yields many
+    of the engine's batches: the bar moves with each batch — matches written and the event
+    being enumerated — instead of staying at 0 until the slice ends."""
+    from rich.progress import Progress
+
+    updates: list[tuple[int, int]] = []
+    real = Progress.update
+
+    def update(self, task, **fields):
+        if "matches" in fields:
+            updates.append((fields["completed"], fields["matches"]))
+        return real(self, task, **fields)
+
+    monkeypatch.setattr(Progress, "update", update)
+    log = blocks_csv(tmp_path / "p.csv", 10, 14)  # 140 events, 8,191 matches per B
+    assert 140 < cli_module.SLICE_ROWS
+    out = CliRunner().invoke(cli, ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log),
+                                   "--format", "jsonl", "-o", str(tmp_path / "o.jsonl"),
+                                   "--progress"])
+    assert out.exit_code == 0, out.output
+    during = [(e, m) for e, m in updates if 0 < m < 81_910]
+    assert len(during) >= 5, updates
+    assert any(e < 140 for e, _ in during), updates  # events advance within the slice
+    assert [m for _, m in updates] == sorted(m for _, m in updates)
+    assert [e for e, _ in updates] == sorted(e for e, _ in updates)
+    assert updates[-1] == (140, 81_910)
+    assert sum(1 for _ in open(tmp_path / "o.jsonl")) == 81_910
+    assert json.loads(open(tmp_path / "o.jsonl").readline())["end"] == 13
+    updates.clear()  # with --limit, the bar counts the matches written, not the batch's
+    out = CliRunner().invoke(cli, ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log),
+                                   "--format", "jsonl", "--limit", "100", "--progress"])
+    assert out.exit_code == 0 and max(m for _, m in updates) == 100, updates
