@@ -658,10 +658,9 @@ def _wide_variables(compiled, shape):
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
                open_ends=False) -> None:
-    import itertools
     import time
 
-    from cer_cli.events import as_matches
+    from cer_cli.events import first_matches
 
     if not count:  # the writers load pyarrow: --count does without them
         from cer_cli.io.write import EventLookup, write_matches
@@ -690,34 +689,26 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     finish = getattr(executor, "finish", lambda: iter(()))  # a trailing absence's open matches
     stats = {"events": 0, "matches": 0}
 
-    def matches():
-        for frame in frames:
-            for offset in range(0, frame.height, SLICE_ROWS):
-                part = frame.slice(offset, SLICE_ROWS)
-                for m in executor.run(part):
-                    stats["matches"] += 1
-                    yield m
-                signals.check()
-                stats["events"] += part.height
-                if bar is not None:
-                    bar.update(task, completed=stats["events"], matches=stats["matches"])
-        for m in as_matches(finish()):
-            stats["matches"] += 1
-            yield m
+    def advance(events: int, matches: int = 0) -> None:
+        stats["events"] = events
+        stats["matches"] += matches
+        if bar is not None:  # --limit writes only the first `limit` of the last batch
+            shown = stats["matches"] if limit is None else min(stats["matches"], limit)
+            bar.update(task, completed=events, matches=shown)
 
-    def batches():  # without --limit: whole MatchBatches, written column-wise
+    def batches():  # whole MatchBatches, written column-wise (--limit cuts the last one)
         for frame in frames:
             for offset in range(0, frame.height, SLICE_ROWS):
                 part = frame.slice(offset, SLICE_ROWS)
+                done = stats["events"]
                 for b in executor.run_batches(part):
-                    stats["matches"] += len(b)
+                    # one slice may take minutes of enumeration: the bar follows each batch
+                    advance(_enumerated(b, stats["events"], done + part.height), len(b))
                     yield b
                 signals.check()
-                stats["events"] += part.height
-                if bar is not None:
-                    bar.update(task, completed=stats["events"], matches=stats["matches"])
+                advance(done + part.height)
         for b in finish():
-            stats["matches"] += len(b)
+            advance(stats["events"], len(b))
             yield b
 
     bar = task = None
@@ -749,9 +740,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
         return n
 
     try:
-        stream = batches() if limit is None else itertools.islice(matches(), limit)
+        stream = batches() if limit is None else first_matches(batches(), limit)
         if count:
-            n = counted() if limit is None else sum(1 for _ in stream)
+            n = counted() if limit is None else sum(len(b) for b in stream)
             if bar is not None:
                 bar.stop()
                 bar = None
@@ -765,6 +756,15 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     finally:
         if bar is not None:
             bar.stop()
+
+
+def _enumerated(batch, read: int, slice_end: int) -> int:
+    """Events read for the progress bar once ``batch`` is out: a match is reported at the
+    event that ends it, so the batch's latest end is the event being enumerated (positions
+    count events from 0); never back, never past the slice being run."""
+    if not len(batch):
+        return read
+    return max(read, min(slice_end, int(batch.end.max()) + 1))
 
 
 #: `cer match` warns that memory grows (with the log or with keys) only on logs of at least

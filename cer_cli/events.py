@@ -153,23 +153,51 @@ def batch_of(matches) -> MatchBatch:
     return MatchBatch(*arr, tuple(labelsets), {i: k for k, i in partitions.items()})
 
 
-def as_batches(items, size: int):
+#: The most events ``as_batches`` packs into one ``MatchBatch``: a count of matches alone
+#: bounds nothing when each match reports thousands of events (``A+ ; B``), and the writers
+#: build a batch's rows at once.
+BATCH_EVENTS = 1 << 18
+
+
+def as_batches(items, size: int, events: int = BATCH_EVENTS):
     """``items`` (``Match`` objects, ``MatchBatch``es, or both) as ``MatchBatch``es, packing
-    ``Match`` objects ``size`` at a time."""
+    ``Match`` objects ``size`` at a time, or fewer so as to report at most ``events``
+    events (a larger match is a batch of its own). ``MatchBatch``es pass as they are."""
     pending: list[Match] = []
+    held = 0
     for x in items:
         if isinstance(x, MatchBatch):
             if pending:
                 yield batch_of(pending)
-                pending = []
+                pending, held = [], 0
             yield x
         else:
-            pending.append(x)
-            if len(pending) >= size:
+            if pending and held + len(x.events) > events:
                 yield batch_of(pending)
-                pending = []
+                pending, held = [], 0
+            pending.append(x)
+            held += len(x.events)
+            if len(pending) >= size or held >= events:
+                yield batch_of(pending)
+                pending, held = [], 0
     if pending:
         yield batch_of(pending)
+
+
+def first_matches(batches, n: int):
+    """The first ``n`` matches of ``batches`` (``MatchBatch``es), the batch that reaches
+    ``n`` cut with ``take``: ``--limit`` without one ``Match`` object per match, so what it
+    holds is bounded by the engine's batches, not by ``n`` times the matches' size."""
+    import numpy as np
+
+    if n <= 0:
+        return
+    for batch in batches:
+        if len(batch) >= n:
+            yield batch if len(batch) == n else batch.take(np.arange(n, dtype=np.int64))
+            return
+        n -= len(batch)
+        yield batch
 
 
 def as_matches(items):

@@ -395,9 +395,10 @@ def match_frames(
     variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
     buffer_rows: int = 50_000,
 ) -> Iterator[pl.DataFrame]:
-    """The rows of ``matches`` in ``shape``, a frame per batch of about ``buffer_rows``
-    matches (what the CSV and Parquet writers write). ``variables`` (name, many) are the wide
-    shape's; ``None`` takes those of the first batch (``batch_variables``)."""
+    """The rows of ``matches`` in ``shape``, a frame per batch of at most ``buffer_rows``
+    matches and ``BATCH_EVENTS`` reported events (``as_batches``; the engine's own batches
+    as they come), what the CSV and Parquet writers write. ``variables`` (name, many) are
+    the wide shape's; ``None`` takes those of the first batch (``batch_variables``)."""
     if shape not in SHAPES:
         raise LogError(f"unknown shape {shape!r}", ["shapes: " + ", ".join(SHAPES)])
     n = 0
@@ -703,8 +704,11 @@ def _refuse_nested_for_csv(schema: pl.Schema) -> None:
             )
 
 
-#: Rows per Parquet row group (see ``write_parquet``).
+#: Rows per Parquet row group, at most (see ``write_parquet``).
 ROW_GROUP_ROWS = 1 << 19
+#: Bytes (Arrow, in memory) per Parquet row group, at most: a wide row of a match under
+#: ``A+`` holds lists of every event it reports, so rows alone bound nothing.
+ROW_GROUP_BYTES = 32 * 2**20
 
 
 def write_parquet(
@@ -712,16 +716,19 @@ def write_parquet(
     buffer_rows: int = 50_000, *, shape: str = "long",
     variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
 ) -> int:
-    """Row groups of ``ROW_GROUP_ROWS`` rows, in ``shape``; ``vars`` and the wide shape's
-    variables under ``+`` are lists. ``path`` may be a binary stream instead of a path.
-    Returns rows. Large row groups on purpose: a Parquet writer keeps every row group's
-    metadata until it writes the footer, so small groups make memory grow with the output."""
+    """Row groups of ``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_BYTES`` bytes, whichever comes
+    first, in ``shape``; ``vars`` and the wide shape's variables under ``+`` are lists.
+    ``path`` may be a binary stream instead of a path. Returns rows. Large row groups on
+    purpose: a Parquet writer keeps every row group's metadata until it writes the footer,
+    so small groups make memory grow with the output; the byte bound keeps a group of
+    large matches from growing with them."""
     import pyarrow as pa  # only Parquet output needs pyarrow: imported here, not at start-up
     import pyarrow.parquet as pq
 
     writer: pq.ParquetWriter | None = None
     pending: list[pa.Table] = []
     total = 0
+    rows = nbytes = 0  # held in ``pending``
 
     def flush() -> None:
         if pending:
@@ -736,10 +743,14 @@ def write_parquet(
             if writer is None:
                 sink = str(path) if isinstance(path, str | Path) else path
                 writer = pq.ParquetWriter(sink, table.schema)
-            pending.append(table.cast(writer.schema))
+            table = table.cast(writer.schema)
+            pending.append(table)
             total += frame.height
-            if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
+            rows += table.num_rows
+            nbytes += table.nbytes
+            if rows >= ROW_GROUP_ROWS or nbytes >= ROW_GROUP_BYTES:
                 flush()
+                rows = nbytes = 0
         if writer is None:
             empty_frame(lookup, shape, variables).write_parquet(path)
         flush()

@@ -1,0 +1,262 @@
+"""Memory bounded around the engine — the Parquet reader, the Parquet writer's row groups,
+``--limit``'s buffer — and the progress bar during a long enumeration.
+
+Memory is measured as the peak RSS of a subprocess (``resource.getrusage``) at two sizes
+of the same workload: bounded means the peak barely moves while the log or the output
+grows several times (never a timing). The CLI runs stay under ``kernel.JIT_MIN_EVENTS``
+events with ``CER_JIT=0``, so that numba is never loaded or compiled in them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from cer_cli import cli as cli_module
+from cer_cli.cli import cli
+from cer_cli.events import Match, as_batches, batch_of
+from cer_cli.io import read as read_module
+from cer_cli.io import write as write_module
+from cer_cli.io.read import LogError, read_events
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def peak_mb(code: str, *args: str) -> int:
+    """Peak RSS (MB) of a child Python running ``code`` with ``args`` as ``sys.argv[1:]``,
+    as its parent sees it (``RUSAGE_CHILDREN`` of a small wrapper process)."""
+    wrapper = textwrap.dedent("""
+        import resource, subprocess, sys
+        p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+        if p.returncode:
+            sys.exit(p.stdout + p.stderr)
+        print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+    """)
+    env = dict(os.environ, CER_JIT="0", NO_COLOR="1")
+    out = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-c", code, *args],
+                         capture_output=True, text=True, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr + out.stdout
+    return int(out.stdout.split()[-1])
+
+
+CER = "import sys; from cer_cli.cli import main; sys.argv[0] = 'cer'; main()"
+
+
+# --------------------------------------------------------------------------- Parquet reader
+
+
+def compressible_parquet(path: Path, rows: int, group: int = 1 << 16) -> Path:
+    """``type`` alternating A/B, ``t`` = 0, 1, 2, ... and ``v`` = 0, in row groups of
+    ``group`` rows: a few bytes a row on disk, ~40 in memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = pa.array(["A", "B"] * (group // 2))
+    zeros = pa.array(np.zeros(group, dtype=np.int64))
+    schema = pa.schema([("type", pa.string()), ("t", pa.int64()), ("v", pa.int64())])
+    with pq.ParquetWriter(path, schema, compression="snappy", use_dictionary=["type"],
+                          column_encoding={"t": "DELTA_BINARY_PACKED", "v": "DELTA_BINARY_PACKED"}) as w:
+        for lo in range(0, rows, group):
+            t = pa.array(np.arange(lo, lo + group, dtype=np.int64))
+            w.write_table(pa.table({"type": types, "t": t, "v": zeros}, schema=schema))
+    return path
+
+
+READ_ALL = """
+import sys
+from cer_cli.cli import BATCH_ROWS
+from cer_cli.io.read import read_events
+log = read_events([sys.argv[1]], time_column="t", batch_size=BATCH_ROWS)
+assert log.sorted_input and sum(f.height for f in log.batches()) == log.n_events
+"""
+
+
+def test_parquet_reader_memory_is_flat_in_the_rows(tmp_path):
+    """A compressible Parquet was read whole when its *file* was at most 64 MiB: 8M rows
+    (24 MB on disk) took ~2x the peak of 2M rows. Streaming is now decided from the row
+    count in the file's metadata, and the time check streams too (its ``diff`` over the
+    whole column held the column in memory)."""
+    small = compressible_parquet(tmp_path / "small.parquet", 1 << 21)
+    large = compressible_parquet(tmp_path / "large.parquet", 1 << 23)
+    assert large.stat().st_size < read_module.READ_ONCE_BYTES  # the old rule read it once
+    a, b = peak_mb(READ_ALL, str(small)), peak_mb(READ_ALL, str(large))
+    assert b < 1.4 * a, f"peak RSS {a} MB for 2M rows, {b} MB for 8M rows"
+
+
+def test_parquet_read_once_is_decided_by_rows_not_file_bytes(tmp_path):
+    path = compressible_parquet(tmp_path / "p.parquet", 1 << 16, group=1 << 14)
+    logs = read_module._open([str(path)], None, None)
+    assert read_module._loaded_bytes(logs) == (1 << 16) * 3 * read_module._CELL_BYTES
+    assert read_module._loaded_bytes(logs) > path.stat().st_size
+
+
+def test_time_check_carries_order_and_rows_across_chunks(tmp_path, monkeypatch):
+    """The time check runs chunk by chunk: a decrease at a chunk's first row is caught, and
+    a missing time in a later chunk is named by its row in the file."""
+    monkeypatch.setattr(read_module, "_TIME_CHUNK_ROWS", 2)
+    ordered = tmp_path / "o.parquet"
+    pl.DataFrame({"type": ["A"] * 6, "t": [1, 2, 3, 4, 5, 6]}).write_parquet(ordered)
+    log = read_events([str(ordered)], time_column="t", batch_size=4)
+    assert log.sorted_input and log.n_events == 6
+    back = tmp_path / "b.parquet"  # 2 < 3 across the boundary of chunks [1, 3] and [2, 4]
+    pl.DataFrame({"type": ["A"] * 6, "t": [1, 3, 2, 4, 5, 6]}).write_parquet(back)
+    log = read_events([str(back)], time_column="t", batch_size=4)
+    assert not log.sorted_input and log.frame()["t"].to_list() == [1, 2, 3, 4, 5, 6]
+    hole = tmp_path / "h.parquet"
+    pl.DataFrame({"type": ["A"] * 6, "t": [1, 2, 3, 4, None, 6]}).write_parquet(hole)
+    with pytest.raises(LogError, match="data row 4 "):
+        read_events([str(hole)], time_column="t", batch_size=4)
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def blocks_csv(path: Path, blocks: int, width: int, text: int = 0) -> Path:
+    """``width - 1`` A events then a B, ``blocks`` times; column ``i`` (the row) and, with
+    ``text``, a column ``s`` of that many characters."""
+    lines = ["type,i" + (",s" if text else "")]
+    for i in range(blocks * width):
+        kind = "B" if i % width == width - 1 else "A"
+        lines.append(f"{kind},{i}" + (f",{chr(97 + i % 26) * text}" if text else ""))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_wide_parquet_row_groups_are_bounded_by_bytes(tmp_path):
+    """``A+ ; B --shape wide -o w.parquet``: each row holds lists of every event of the
+    match; 512k-row groups held all of them (100k matches of ~3 KB: 2.1x the peak of 10k
+    matches). Row groups are now cut at ``ROW_GROUP_BYTES``."""
+    query = "A+ ; B WITHIN 10 EVENTS"  # 511 matches per B, ~5.5 events each
+    peaks = []
+    for blocks in (20, 200):
+        log = blocks_csv(tmp_path / f"w{blocks}.csv", blocks, 10, text=500)
+        out = tmp_path / f"w{blocks}.parquet"
+        peaks.append(peak_mb(CER, "match", "-e", query, str(log), "--shape", "wide",
+                             "-o", str(out)))
+        assert pl.scan_parquet(out).select(pl.len()).collect().item() == 511 * blocks
+    a, b = peaks
+    assert b < 1.4 * a, f"peak RSS {a} MB for 10,220 wide rows, {b} MB for 102,200"
+
+
+def test_parquet_writer_cuts_row_groups_by_bytes(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    log = blocks_csv(tmp_path / "w.csv", 40, 10, text=100)  # 20,440 rows: several batches
+    query = "A+ ; B WITHIN 10 EVENTS"
+    whole = tmp_path / "whole.parquet"
+    assert CliRunner().invoke(cli, ["match", "-e", query, str(log), "--shape", "wide",
+                                    "-o", str(whole)]).exit_code == 0
+    monkeypatch.setattr(write_module, "ROW_GROUP_BYTES", 1)  # a group per frame
+    cut = tmp_path / "cut.parquet"
+    assert CliRunner().invoke(cli, ["match", "-e", query, str(log), "--shape", "wide",
+                                    "-o", str(cut)]).exit_code == 0
+    assert pq.ParquetFile(whole).metadata.num_row_groups == 1
+    assert pq.ParquetFile(cut).metadata.num_row_groups > 1
+    assert pl.read_parquet(cut).equals(pl.read_parquet(whole))
+
+
+def test_as_batches_packs_matches_up_to_an_event_bound():
+    """``Match`` objects (Spark, the hash join) are packed by events too, not only by count."""
+    from cer_cli.events import BATCH_EVENTS
+    big = [Match(i, i + 999, tuple((i + j, ("x",)) for j in range(1000))) for i in range(600)]
+    batches = list(as_batches(big, 50_000))
+    assert len(batches) > 1
+    assert all(len(b.pos) <= BATCH_EVENTS for b in batches)
+    assert [m for b in batches for m in b.matches()] == big
+    huge = Match(0, 0, tuple((j, ("x",)) for j in range(BATCH_EVENTS + 5)))
+    assert [len(b) for b in as_batches([huge, big[0]], 10)] == [1, 1]
+
+
+# --------------------------------------------------------------------------- --limit
+
+
+def test_limit_buffer_is_bounded_by_the_matches_size(tmp_path):
+    """``--limit N -o l.parquet`` packed 50,000 ``Match`` objects however large each was:
+    10x the limit on matches of ~90 events took 1.9x the peak. It now cuts the engine's
+    own batches."""
+    log = blocks_csv(tmp_path / "l.csv", 2, 100)
+    query = "A+ ; B WITHIN 100 EVENTS"  # 2^99 - 1 matches at the first B
+    peaks, rows = [], []
+    for n in (1_000, 10_000):
+        out = tmp_path / f"l{n}.parquet"
+        peaks.append(peak_mb(CER, "match", "-e", query, str(log), "--limit", str(n),
+                             "-o", str(out)))
+        rows.append(pl.read_parquet(out, columns=["match"])["match"].n_unique())
+    assert rows == [1_000, 10_000]
+    a, b = peaks
+    assert b < 1.4 * a, f"peak RSS {a} MB for --limit 1000, {b} MB for --limit 10000"
+
+
+def test_limit_output_is_the_head_of_the_full_output(tmp_path):
+    """The limit cuts one of the engine's batches: what is written is exactly the first N
+    matches of the full run, in both shapes, and ``--count --limit N`` counts them."""
+    log = blocks_csv(tmp_path / "l.csv", 2, 14)  # 8,191 matches per B: two batches
+    query = ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log)]
+    for shape in ("long", "wide"):
+        jsonl = [*query, "--format", "jsonl", "--shape", shape]
+        full = CliRunner().invoke(cli, jsonl).output.splitlines()
+        assert len(full) == 2 * 8_191
+        # 8,000 cuts the first batch, 9,000 the second
+        for n in (0, 1, 8_000, 9_000, 20_000) if shape == "long" else (9_000,):
+            got = CliRunner().invoke(cli, [*jsonl, "--limit", str(n)]).output.splitlines()
+            assert got == full[:n]
+    for n in (9_000, 20_000):
+        count = CliRunner().invoke(cli, [*query, "--count", "--limit", str(n)])
+        assert count.output.strip() == str(min(n, 2 * 8_191))
+
+
+def test_first_matches_cuts_the_batch_that_reaches_the_limit():
+    from cer_cli.events import first_matches
+
+    ms = [Match(i, i, ((i, ("x",)),)) for i in range(10)]
+    batches = [batch_of(ms[:4]), batch_of(ms[4:4]), batch_of(ms[4:10])]
+    for n in range(12):
+        got = [m for b in first_matches(iter(batches), n) for m in b.matches()]
+        assert got == ms[:n]
+
+
+# --------------------------------------------------------------------------- progress bar
+
+
+def test_progress_bar_advances_during_one_slices_enumeration(tmp_path, monkeypatch):
+    """One slice of the log (fewer than ``SLICE_ROWS`` events) whose enumeration yields many
+    of the engine's batches: the bar moves with each batch — matches written and the event
+    being enumerated — instead of staying at 0 until the slice ends."""
+    from rich.progress import Progress
+
+    updates: list[tuple[int, int]] = []
+    real = Progress.update
+
+    def update(self, task, **fields):
+        if "matches" in fields:
+            updates.append((fields["completed"], fields["matches"]))
+        return real(self, task, **fields)
+
+    monkeypatch.setattr(Progress, "update", update)
+    log = blocks_csv(tmp_path / "p.csv", 10, 14)  # 140 events, 8,191 matches per B
+    assert 140 < cli_module.SLICE_ROWS
+    out = CliRunner().invoke(cli, ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log),
+                                   "--format", "jsonl", "-o", str(tmp_path / "o.jsonl"),
+                                   "--progress"])
+    assert out.exit_code == 0, out.output
+    during = [(e, m) for e, m in updates if 0 < m < 81_910]
+    assert len(during) >= 5, updates
+    assert any(e < 140 for e, _ in during), updates  # events advance within the slice
+    assert [m for _, m in updates] == sorted(m for _, m in updates)
+    assert [e for e, _ in updates] == sorted(e for e, _ in updates)
+    assert updates[-1] == (140, 81_910)
+    assert sum(1 for _ in open(tmp_path / "o.jsonl")) == 81_910
+    assert json.loads(open(tmp_path / "o.jsonl").readline())["end"] == 13
+    updates.clear()  # with --limit, the bar counts the matches written, not the batch's
+    out = CliRunner().invoke(cli, ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log),
+                                   "--format", "jsonl", "--limit", "100", "--progress"])
+    assert out.exit_code == 0 and max(m for _, m in updates) == 100, updates
