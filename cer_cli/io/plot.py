@@ -154,7 +154,7 @@ def collect(
         x_kind, x_label = "datetime", f"{tc} ({zone or 'UTC'})"
     else:
         x_kind, x_label, zone = "number", tc, None
-    schema = {"match": pl.Int64, "row": pl.String, "x0": pl.Float64, "x1": pl.Float64}
+    schema = {"match": pl.Int64, "row": pl.Categorical, "x0": pl.Float64, "x1": pl.Float64}
     frame = pl.concat(per_match) if per_match else pl.DataFrame(schema=schema)
     events = None
     if per_event is not None:
@@ -193,7 +193,8 @@ def _reduce(
         owner = np.concatenate([np.arange(k), np.arange(k), np.repeat(np.arange(k), counts)])
         row = (pl.DataFrame({"m": owner, "s": got[STREAM]}).unique().sort("m", "s")
                .group_by("m", maintain_order=True).agg(pl.col("s").str.join(" + "))["s"])
-    matches = pl.DataFrame({"match": number, "row": row, "x0": x[:k], "x1": x[k:2 * k]})
+    matches = pl.DataFrame({"match": number, "row": row.cast(pl.Categorical), "x0": x[:k],
+                            "x1": x[k:2 * k]})
     events = pl.DataFrame({"match": np.repeat(number, counts), "x": x[2 * k:]})
     return matches, events
 
@@ -240,18 +241,19 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
         ax.text(0.5, 0.5, "no match", ha="center", va="center", fontsize=14)
         return Drawing(fig, ("The query found no match.",), False, {})
     rows, notes = _rows(m, timeline.rows_are)
-    shown = m.join(rows.select("row", "shown"), on="row", how="left", maintain_order="left")
     order = rows.unique("shown", maintain_order=True)["shown"].to_list()
-    x0 = _x(timeline, shown["x0"].to_numpy())
-    x1 = _x(timeline, shown["x1"].to_numpy())
+    row_of = {r: i for i, r in enumerate(order)}
+    index = {r: row_of[v] for r, v in zip(rows["row"].to_list(), rows["shown"].to_list(),
+                                          strict=True)}
+    ridx = m["row"].replace_strict(index, return_dtype=pl.Int32).to_numpy()
+    x0 = _x(timeline, m["x0"].to_numpy())
+    x1 = _x(timeline, m["x1"].to_numpy())
     lo, hi = float(x0.min()), float(x1.max())
     if hi <= lo:
         pad = (1 / 1440) if timeline.x_kind == "datetime" else 1.0  # a minute, or 1
         lo, hi = lo - pad, hi + pad
     span = hi - lo
     min_w = span / 500  # ~2 pixels: a match of one instant stays visible
-    row_of = {r: i for i, r in enumerate(order)}
-    ridx = shown["shown"].replace_strict(row_of, return_dtype=pl.Int64).to_numpy()
     detail = timeline.events is not None and n <= DETAIL_MATCHES
     lanes, row_lanes = _lanes(ridx, x0, x1, len(order), min_w) if detail else (None, None)
     detail = detail and int(row_lanes.sum()) <= MAX_LANES
@@ -268,14 +270,14 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
     tips: dict[int, str] = {}
     if detail:
         y = row_top[ridx] + lanes
-        numbers = shown["match"].to_list()
+        numbers = m["match"].to_list()
         for i, mnum in enumerate(numbers):
             a, b = x0[i], x1[i]
             if b - a < min_w:
                 a, b = (a + b - min_w) / 2, (a + b + min_w) / 2
             ax.add_patch(Rectangle((a, y[i] - 0.22), b - a, 0.44, facecolor=MATCH_COLOR,
                                    edgecolor="none", gid=f"cer-match-{mnum}"))
-            tips[mnum] = _tip(timeline, mnum, shown.row(i, named=True))
+            tips[mnum] = _tip(timeline, mnum, m.row(i, named=True))
         ev = timeline.events
         assert ev is not None
         lane_of = dict(zip(numbers, y.tolist(), strict=True))
@@ -307,9 +309,7 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
     ax.set_xlabel(timeline.x_label)
     ax.set_title("matches over time", loc="left", fontsize=10)
     _x_axis(ax, timeline)
-    per_row = shown.group_by("shown").len()
-    count = dict(zip(per_row["shown"].to_list(), per_row["len"].to_list(), strict=True))
-    values = [count[r] for r in order]
+    values = np.bincount(ridx, minlength=len(order)).tolist()
     bars = side.barh(centres, values, height=np.maximum(heights * 0.8, 0.6), color=ROW_COLOR)
     for i, bar in enumerate(bars):
         bar.set_gid(f"cer-row-{i}")
@@ -319,8 +319,7 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
     side.tick_params(labelleft=False)
     side.set_xlabel("matches")
     side.set_title(f"matches per {timeline.rows_are}", loc="left", fontsize=10)
-    durations = x1 - x0 if timeline.x_kind != "datetime" else (
-        (shown["x1"] - shown["x0"]).to_numpy())
+    durations = x1 - x0 if timeline.x_kind != "datetime" else (m["x1"] - m["x0"]).to_numpy()
     scale, unit = _duration_unit(timeline, float(np.max(durations)))
     hist.hist(durations / scale, bins=_bins(durations / scale), color=HIST_COLOR)
     hist.ticklabel_format(axis="x", useOffset=False, style="plain")
@@ -346,6 +345,7 @@ def _rows(m: pl.DataFrame, rows_are: str) -> tuple[pl.DataFrame, list[str]]:
     matches (ties: first match first), the rest merged into ``OTHERS``; and a note saying so."""
     counts = (m.group_by("row", maintain_order=True).agg(pl.len().alias("n"),
                                                          pl.col("match").min().alias("first"))
+              .with_columns(pl.col("row").cast(pl.String))
               .sort(["n", "first"], descending=[True, False]))
     notes: list[str] = []
     if counts.height > MAX_ROWS + 1:
