@@ -889,6 +889,14 @@ def plot_command(
             render_diagnostic(console(), "warning", message, span, compiled.text, None)
         for message in compiled.rewritten.warnings:
             render_diagnostic(console(), "warning", message, None, None, None)
+        memory = memory_warning(compiled, log.n_events, False)
+        if memory is not None:
+            render_diagnostic(console(), "warning", memory, None, None, None)
+        growth = growth_warning(compiled, False, None)
+        if growth is not None:  # the plot keeps a sample, but every match is enumerated
+            render_diagnostic(console(), "warning", growth, None, None, None,
+                              ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
+                               " (n per event)"])
         if title is None:
             query = filename if expr is None else " ".join(text.split())
             query = query if len(query) <= 80 else query[:79] + "…"

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -278,3 +279,122 @@ def test_without_matplotlib_it_says_how_to_install_it(tmp_path):
         "  hint: install the plot extra: pip install 'cer-cli[plot]'",
     ]
     assert not out.exists()
+
+
+def test_time_in_a_zone_and_numeric_time(tmp_path):
+    """Times show in the time column's zone (axis label and tooltips); a numeric time column
+    without a unit is its own axis and duration unit."""
+    import datetime as dt
+
+    zoned = tmp_path / "tz.parquet"
+    pl.DataFrame({"type": ["A", "B"], "ts": [dt.datetime(2024, 3, 1, 7), dt.datetime(2024, 3, 1, 8)]}
+                 ).with_columns(pl.col("ts").dt.replace_time_zone("Europe/Paris")).write_parquet(zoned)
+    out = tmp_path / "tz.svg"
+    assert run("plot", "-e", "A ; B", str(zoned), "-o", str(out)).exit_code == 0
+    text = out.read_text()
+    assert "match 0: 2024-03-01T07:00:00+01:00 → 2024-03-01T08:00:00+01:00 · tz" in text
+    assert "ts (Europe/Paris)" in text and "match duration (minutes)" in text
+    numeric = tmp_path / "num.csv"
+    numeric.write_text("type,t\nA,1\nB,3.5\n")
+    out = tmp_path / "num.svg"
+    assert run("plot", "-e", "A ; B", str(numeric), "--time-column", "t",
+               "-o", str(out)).exit_code == 0
+    text = out.read_text()
+    assert "match 0: 1 → 3.5 · num" in text and "match duration (t)" in text
+
+
+def test_ctrl_c_stops_a_plot_and_leaves_the_old_file(tmp_path):
+    """`A+ ; B` over 3,000 A's never ends; SIGINT stops it with one line and exit 130, and the
+    picture is written only at the end, so an existing file stays as it was."""
+    import signal
+
+    pl.DataFrame({"type": ["A"] * 3_000 + ["B"]}).write_csv(tmp_path / "log.csv")
+    out = tmp_path / "m.png"
+    out.write_bytes(b"old")
+    proc = subprocess.Popen([sys.executable, "-m", "cer_cli", "plot", "-e", "A+ ; B", "log.csv",
+                             "-o", "m.png"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1"})
+    import threading
+
+    deadline = threading.Timer(240, proc.kill)  # a hang fails the test instead of blocking it
+    deadline.start()
+    try:
+        line = proc.stderr.readline()  # the growth warning: the run is starting
+        assert "warning" in line, line + proc.stderr.read()
+        proc.stderr.readline()  # its hint
+        time.sleep(0.5)  # into the enumeration
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        deadline.cancel()
+        proc.kill()
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted", err
+    assert "Traceback" not in err and out.read_bytes() == b"old"
+    assert not list(tmp_path.glob(".*.part"))
+
+
+#: Feeds ``collect`` N synthetic matches (2 events each, 300 partitions, no time column)
+#: with the sample cut to 100,000, then prints its peak RSS (KB).
+_COLLECT = """
+import resource, sys
+import numpy as np
+from cer_cli.events import MatchBatch
+from cer_cli.io import plot as P
+from cer_cli.io.write import EventLookup
+
+P.SAMPLE_MATCHES = 100_000
+n, size = int(sys.argv[1]), 16_384
+keys = {i: (f"k{i}",) for i in range(300)}
+
+def batches():
+    for first in range(0, n, size):
+        k = min(size, n - first)
+        start = np.arange(first, first + k, dtype=np.int64) * 2
+        yield MatchBatch(start, start + 1, start % 300, np.arange(k + 1, dtype=np.int64) * 2,
+                         np.stack([start, start + 1], 1).ravel(), np.zeros(2 * k, np.int64),
+                         (("x",),), keys)
+
+tl = P.collect(batches(), EventLookup(columns=()))
+assert tl.total == n and tl.matches.height == min(n, 100_000), tl
+assert tl.per_row["n"].sum() == n
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_memory_stays_bounded_by_the_sample_not_the_matches():
+    """Ten times the matches, the same peak memory: past ``SAMPLE_MATCHES`` the timeline
+    keeps a uniform sample and exact counts per row, not every match."""
+    def peak(n: int) -> int:
+        proc = subprocess.run([sys.executable, "-c", _COLLECT, str(n)], capture_output=True,
+                              text=True, timeout=600, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+        return int(proc.stdout.split()[-1])
+
+    small, large = peak(400_000), peak(4_000_000)
+    assert large / small < 1.25, (small, large)
+
+
+def test_the_sample_is_uniform_and_the_counts_exact():
+    """Past the sample size every match has the same chance to be drawn: the sample's share
+    of each half of the matches is about one half, and each row's count is exact."""
+    from cer_cli.events import MatchBatch
+    from cer_cli.io.write import EventLookup
+
+    n, kept = 200_000, 10_000
+    keys = {0: ("a",), 1: ("b",)}
+    start = np.arange(n, dtype=np.int64)
+    part = (start % 4 == 0).astype(np.int64)  # a quarter in row b
+    batch = MatchBatch(start, start, part, np.arange(n + 1, dtype=np.int64), start,
+                       np.zeros(n, np.int64), (("x",),), keys)
+    tl = P.collect([batch], EventLookup(columns=()), sample=kept)
+    assert tl.total == n and tl.matches.height == kept
+    assert dict(tl.per_row.select("row", "n").iter_rows()) == {"key0=a": 150_000, "key0=b": 50_000}
+    late = (tl.matches["match"] >= n // 2).mean()
+    assert 0.45 < late < 0.55, late
+    share_b = (tl.matches["row"] == "key0=b").mean()
+    assert 0.22 < share_b < 0.28, share_b
+    drawing = P.draw(tl)
+    assert "estimated from a uniform sample of 10,000 of the 200,000 matches" in " ".join(
+        drawing.notes)

@@ -30,7 +30,7 @@ import json
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,13 +105,15 @@ def require_matplotlib() -> None:
 class Timeline:
     """The matches as the figure needs them.
 
-    ``matches``: one row per match, ``match`` (output number), ``row`` (its partition's or
-    streams' label), ``x0``/``x1`` (the time of its first and last event). ``events``: one
-    row per reported event, ``match`` and ``x``; ``None`` when there were more than
-    ``DETAIL_MATCHES`` matches (the figure then draws a density and needs none).
-    ``x_kind`` says what x is: ``datetime`` (nanoseconds since the epoch, UTC; shown in
-    ``time_zone`` when the column has one), ``number`` (a numeric time column, no unit) or
-    ``position`` (the position in the stream: the log has no time column)."""
+    ``matches``: one row per match drawn, ``match`` (output number), ``row`` (its
+    partition's or streams' label), ``x0``/``x1`` (the time of its first and last event):
+    every match, or a uniform sample of ``SAMPLE_MATCHES`` of the ``total``. ``per_row``:
+    the exact count of every row (``row``, ``n``, ``first`` match), ``None`` to count
+    ``matches``. ``events``: one row per reported event, ``match`` and ``x``; ``None`` when
+    there were more than ``DETAIL_MATCHES`` matches (the figure then draws a density and
+    needs none). ``x_kind`` says what x is: ``datetime`` (nanoseconds since the epoch, UTC;
+    shown in ``time_zone`` when the column has one), ``number`` (a numeric time column, no
+    unit) or ``position`` (the position in the stream: the log has no time column)."""
 
     matches: pl.DataFrame
     events: pl.DataFrame | None
@@ -120,17 +122,94 @@ class Timeline:
     rows_are: str
     time_zone: str | None = None
     n_events: int = 0
+    total: int | None = None
+    per_row: pl.DataFrame | None = None
+
+
+#: Matches kept to draw the timeline and the durations from: past it, a uniform sample of
+#: this many (reservoir sampling), so that memory stays bounded however many matches come.
+SAMPLE_MATCHES = 1_000_000
+
+
+@dataclass
+class _Reservoir:
+    """A uniform sample of ``size`` of the matches seen (Vitter's algorithm R, seeded: the
+    same matches give the same picture), kept as columns; exact counts per row beside it."""
+
+    size: int
+    match: Any = None
+    row: Any = None
+    x0: Any = None
+    x1: Any = None
+    seen: int = 0
+    codes: dict = field(default_factory=dict)  # row label -> code
+    counts: list = field(default_factory=list)  # per code: matches
+    first: list = field(default_factory=list)  # per code: its first match
+
+    def add(self, frame: pl.DataFrame) -> None:
+        import numpy as np
+
+        if self.match is None:
+            self.rng = np.random.default_rng(0)
+            self.match = np.empty(self.size, np.int64)
+            self.row = np.empty(self.size, np.int32)
+            self.x0 = np.empty(self.size, np.float64)
+            self.x1 = np.empty(self.size, np.float64)
+        labels = frame["row"]
+        for label, n, first in (frame.group_by("row", maintain_order=True)
+                                .agg(pl.len(), pl.col("match").min()).iter_rows()):
+            code = self.codes.setdefault(label, len(self.codes))
+            if code == len(self.counts):
+                self.counts.append(0)
+                self.first.append(first)
+            self.counts[code] += n
+        code = labels.replace_strict(self.codes, return_dtype=pl.Int32).to_numpy()
+        cols = (frame["match"].to_numpy(), code, frame["x0"].to_numpy(), frame["x1"].to_numpy())
+        k = frame.height
+        fill = max(0, min(k, self.size - self.seen))  # the reservoir's first fill
+        for dst, src in zip((self.match, self.row, self.x0, self.x1), cols, strict=True):
+            dst[self.seen:self.seen + fill] = src[:fill]
+        if fill < k:  # then the t-th match replaces a random slot with probability size/t
+            t = np.arange(self.seen + fill, self.seen + k, dtype=np.int64) + 1
+            slot = (self.rng.random(len(t)) * t).astype(np.int64)
+            keep = np.flatnonzero(slot < self.size)
+            # the last of several replacements of one slot wins, as in the sequential algorithm
+            last = len(keep) - 1 - np.unique(slot[keep][::-1], return_index=True)[1]
+            keep = keep[last]
+            for dst, src in zip((self.match, self.row, self.x0, self.x1), cols, strict=True):
+                dst[slot[keep]] = src[fill:][keep]
+        self.seen += k
+
+    def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The sample (in output order) and the counts per row."""
+        labels = list(self.codes)
+        if not labels:
+            empty = pl.DataFrame(schema={"match": pl.Int64, "row": pl.String,
+                                         "x0": pl.Float64, "x1": pl.Float64})
+            return empty, pl.DataFrame(schema={"row": pl.String, "n": pl.Int64,
+                                               "first": pl.Int64})
+        kept = min(self.seen, self.size)
+        order = self.match[:kept].argsort(kind="stable")
+        sample = pl.DataFrame({
+            "match": self.match[:kept][order],
+            "row": pl.Series(labels, dtype=pl.String)[self.row[:kept][order]],
+            "x0": self.x0[:kept][order], "x1": self.x1[:kept][order]})
+        per_row = pl.DataFrame({"row": labels, "n": self.counts, "first": self.first},
+                               schema={"row": pl.String, "n": pl.Int64, "first": pl.Int64})
+        return sample, per_row
 
 
 def collect(
     matches: Iterable[Match] | Iterable[MatchBatch],
     lookup: EventLookup,
     partition_names: Sequence[str] = (),
+    sample: int | None = None,
 ) -> Timeline:
     """Reduce a stream of matches (as the writers take them) to a ``Timeline``, batch by
-    batch: the events' rows are not kept, only their times."""
+    batch: the events' rows are not kept, only their times; past ``sample`` matches
+    (``SAMPLE_MATCHES``) a uniform sample of them, and the exact count per row."""
     tc = lookup.time_column
-    per_match: list[pl.DataFrame] = []
+    reservoir = _Reservoir(SAMPLE_MATCHES if sample is None else sample)
     per_event: list[pl.DataFrame] | None = []
     n = 0
     rows_are = "stream"
@@ -140,7 +219,7 @@ def collect(
         if any(k is not None for k in batch.partitions.values()):
             rows_are = "partition"
         frame, events = _reduce(batch, lookup, n, partition_names, tc is not None)
-        per_match.append(frame)
+        reservoir.add(frame)
         n += len(batch)
         if per_event is not None and n <= DETAIL_MATCHES:
             per_event.append(events)
@@ -154,13 +233,12 @@ def collect(
         x_kind, x_label = "datetime", f"{tc} ({zone or 'UTC'})"
     else:
         x_kind, x_label, zone = "number", tc, None
-    schema = {"match": pl.Int64, "row": pl.Categorical, "x0": pl.Float64, "x1": pl.Float64}
-    frame = pl.concat(per_match) if per_match else pl.DataFrame(schema=schema)
+    frame, per_row = reservoir.frames()
     events = None
     if per_event is not None:
         events = (pl.concat(per_event) if per_event
                   else pl.DataFrame(schema={"match": pl.Int64, "x": pl.Float64}))
-    return Timeline(frame, events, x_kind, x_label, rows_are, zone, lookup.n_seen)
+    return Timeline(frame, events, x_kind, x_label, rows_are, zone, lookup.n_seen, n, per_row)
 
 
 def _reduce(
@@ -193,8 +271,7 @@ def _reduce(
         owner = np.concatenate([np.arange(k), np.arange(k), np.repeat(np.arange(k), counts)])
         row = (pl.DataFrame({"m": owner, "s": got[STREAM]}).unique().sort("m", "s")
                .group_by("m", maintain_order=True).agg(pl.col("s").str.join(" + "))["s"])
-    matches = pl.DataFrame({"match": number, "row": row.cast(pl.Categorical), "x0": x[:k],
-                            "x1": x[k:2 * k]})
+    matches = pl.DataFrame({"match": number, "row": row, "x0": x[:k], "x1": x[k:2 * k]})
     events = pl.DataFrame({"match": np.repeat(number, counts), "x": x[2 * k:]})
     return matches, events
 
@@ -230,7 +307,8 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
     from matplotlib.ticker import MaxNLocator
 
     m = timeline.matches
-    n = m.height
+    n = m.height if timeline.total is None else timeline.total
+    weight = n / max(m.height, 1)  # each match drawn stands for this many (a sample: > 1)
     subtitle = f"{n:,} match{'' if n == 1 else 'es'}"
     if n == 0:
         fig = Figure(figsize=(WIDTH, 2.4), layout="constrained")
@@ -240,7 +318,11 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
         ax.set_axis_off()
         ax.text(0.5, 0.5, "no match", ha="center", va="center", fontsize=14)
         return Drawing(fig, ("The query found no match.",), False, {})
-    rows, notes = _rows(m, timeline.rows_are)
+    per_row = timeline.per_row
+    if per_row is None:
+        per_row = m.group_by("row", maintain_order=True).agg(
+            pl.len().alias("n"), pl.col("match").min().alias("first"))
+    rows, notes = _rows(per_row, timeline.rows_are)
     order = rows.unique("shown", maintain_order=True)["shown"].to_list()
     row_of = {r: i for i, r in enumerate(order)}
     index = {r: row_of[v] for r, v in zip(rows["row"].to_list(), rows["shown"].to_list(),
@@ -254,7 +336,7 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
         lo, hi = lo - pad, hi + pad
     span = hi - lo
     min_w = span / 500  # ~2 pixels: a match of one instant stays visible
-    detail = timeline.events is not None and n <= DETAIL_MATCHES
+    detail = timeline.events is not None and n <= DETAIL_MATCHES and weight == 1
     lanes, row_lanes = _lanes(ridx, x0, x1, len(order), min_w) if detail else (None, None)
     detail = detail and int(row_lanes.sum()) <= MAX_LANES
     heights = row_lanes if detail else np.ones(len(order), dtype=np.int64)
@@ -290,17 +372,22 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
                         " each event it reports. Overlapping matches get lanes of their own.")
     else:
         edges = np.linspace(lo, hi, DENSITY_BINS + 1)
-        density = _density(ridx, x0, x1, len(order), edges)
+        density = _density(ridx, x0, x1, len(order), edges) * weight
         mesh = ax.pcolormesh(edges, np.arange(len(order) + 1) - 0.5, _masked(density),
                              cmap="Blues", norm=_norm(density), gid="cer-density",
                              rasterized=True)  # an image in SVG, not a path per cell
-        fig.colorbar(mesh, ax=ax, pad=0.01, fraction=0.04, label="matches in progress")
+        fig.colorbar(mesh, ax=ax, pad=0.01, fraction=0.04,
+                     label="matches in progress" + (" (estimated)" if weight > 1 else ""))
         width = _duration_text(timeline, span / DENSITY_BINS)
         why = (f"more than {DETAIL_MATCHES:,} to draw one by one" if row_lanes is None
                else f"they would need {int(row_lanes.sum()):,} lanes (at most {MAX_LANES})")
         notes.insert(0, f"{n:,} matches are aggregated ({why}): the timeline shows how many"
                         f" are in progress in each of {DENSITY_BINS} bins of {width} per row;"
                         " single matches and their events are not drawn.")
+        if weight > 1:
+            notes.insert(1, f"The timeline and the durations are estimated from a uniform"
+                            f" sample of {m.height:,} of the {n:,} matches; the matches per"
+                            f" {timeline.rows_are} are counted exactly.")
     for top in row_top[1:]:
         ax.axhline(top - 0.5, color="#dddddd", linewidth=0.8)
     ax.set_ylim(total - 0.5, -0.5)
@@ -309,7 +396,8 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
     ax.set_xlabel(timeline.x_label)
     ax.set_title("matches over time", loc="left", fontsize=10)
     _x_axis(ax, timeline)
-    values = np.bincount(ridx, minlength=len(order)).tolist()
+    sums = dict(rows.group_by("shown").agg(pl.col("n").sum()).iter_rows())
+    values = [int(sums[r]) for r in order]
     bars = side.barh(centres, values, height=np.maximum(heights * 0.8, 0.6), color=ROW_COLOR)
     for i, bar in enumerate(bars):
         bar.set_gid(f"cer-row-{i}")
@@ -321,7 +409,8 @@ def draw(timeline: Timeline, title: str = "") -> Drawing:
     side.set_title(f"matches per {timeline.rows_are}", loc="left", fontsize=10)
     durations = x1 - x0 if timeline.x_kind != "datetime" else (m["x1"] - m["x0"]).to_numpy()
     scale, unit = _duration_unit(timeline, float(np.max(durations)))
-    hist.hist(durations / scale, bins=_bins(durations / scale), color=HIST_COLOR)
+    hist.hist(durations / scale, bins=_bins(durations / scale), color=HIST_COLOR,
+              weights=np.full(len(durations), weight))
     hist.ticklabel_format(axis="x", useOffset=False, style="plain")
     hist.set_xlabel(f"match duration ({unit})")
     hist.set_ylabel("matches")
@@ -340,13 +429,12 @@ def _heading(title: str, subtitle: str) -> str:
     return f"{title}\n{subtitle}" if title else subtitle
 
 
-def _rows(m: pl.DataFrame, rows_are: str) -> tuple[pl.DataFrame, list[str]]:
-    """Each row label with the row it is shown in (``shown``): the ``MAX_ROWS`` with the most
-    matches (ties: first match first), the rest merged into ``OTHERS``; and a note saying so."""
-    counts = (m.group_by("row", maintain_order=True).agg(pl.len().alias("n"),
-                                                         pl.col("match").min().alias("first"))
-              .with_columns(pl.col("row").cast(pl.String))
-              .sort(["n", "first"], descending=[True, False]))
+def _rows(per_row: pl.DataFrame, rows_are: str) -> tuple[pl.DataFrame, list[str]]:
+    """Each row label (``row``, with its ``n`` matches and ``first`` match) with the row it is
+    shown in (``shown``): the ``MAX_ROWS`` with the most matches (ties: first match first),
+    the rest merged into ``OTHERS``; and a note saying so."""
+    counts = per_row.with_columns(pl.col("row").cast(pl.String)).sort(
+        ["n", "first"], descending=[True, False])
     notes: list[str] = []
     if counts.height > MAX_ROWS + 1:
         rest = counts.slice(MAX_ROWS)
