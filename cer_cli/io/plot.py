@@ -18,8 +18,9 @@ figure says in its caption what was aggregated or left out.
 matplotlib draws it (the ``plot`` extra: ``pip install 'cer-cli[plot]'``): PNG and SVG
 natively, and HTML as a page around the inline SVG, with no script and no external resource,
 so it opens without a network. matplotlib is imported only here, inside functions: ``cer
-match`` never loads it. Memory: a few numbers per match (its row, start and end), plus its
-events' times while there are at most ``DETAIL_MATCHES`` matches.
+match`` never loads it. Memory is bounded: a few numbers per match (its row, start and end)
+for at most ``SAMPLE_MATCHES`` matches (past that, a uniform sample of them, and exact counts
+per row), plus the events' times while there are at most ``DETAIL_MATCHES`` matches.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ MAX_LANES = 80
 MAX_ROWS = 20
 #: Time bins of the density.
 DENSITY_BINS = 200
+#: Matches kept to draw the timeline and the durations from: past it, a uniform sample of
+#: this many (reservoir sampling), so that memory stays bounded however many matches come.
+SAMPLE_MATCHES = 1_000_000
 #: Colours of the marks (tests count the pixels of each, so no other mark uses them).
 MATCH_COLOR = "#4c78a8"
 EVENT_COLOR = "#d62728"
@@ -126,17 +130,13 @@ class Timeline:
     per_row: pl.DataFrame | None = None
 
 
-#: Matches kept to draw the timeline and the durations from: past it, a uniform sample of
-#: this many (reservoir sampling), so that memory stays bounded however many matches come.
-SAMPLE_MATCHES = 1_000_000
-
-
 @dataclass
 class _Reservoir:
     """A uniform sample of ``size`` of the matches seen (Vitter's algorithm R, seeded: the
     same matches give the same picture), kept as columns; exact counts per row beside it."""
 
     size: int
+    rng: Any = None
     match: Any = None
     row: Any = None
     x0: Any = None
