@@ -221,6 +221,7 @@ def cli() -> None:
       cer match -e "SELL AS s ; BUY AS b WITHIN 10 EVENTS" stocks.csv --count
       cer check -e "T AS x ; H AS y FILTER x[tmp > 40]"
       cer explain queries/phi1.cel --format dot | dot -Tpng > phi1.png
+      cer plot queries/phi1.cel samples/fig1.csv -o phi1.html   # a timeline of the matches
 
     The language is described in docs/language.md; `cer COMMAND --help` explains each command.
     """
@@ -818,6 +819,103 @@ def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
     if isinstance(w, AttributeWindow):
         return None, (w.attr, w.amount)
     return None, None
+
+
+# --------------------------------------------------------------------------- cer plot
+
+
+@cli.command("plot")
+@click.argument("args", nargs=-1, metavar="QUERY LOG...")
+@click.option("-e", "--expr", help="Query text given inline instead of a QUERY file.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The picture: FILE.html, FILE.png or FILE.svg ('-' for stdout, with --format).")
+@click.option("--format", "fmt", type=click.Choice(["html", "png", "svg"]),
+              help="html (self-contained, hover a match for its details), png or svg"
+              " [default: from the extension of -o].")
+@click.option("--title", help="Title of the figure [default: the query file and the logs].")
+@_with_log_options
+@click.option(
+    "--allow-unbounded",
+    is_flag=True,
+    help="Run a query with predicates between events and no WITHIN window although its cost "
+    "and memory grow with the log.",
+)
+@_debug_option
+def plot_command(
+    args: tuple[str, ...],
+    expr: str | None,
+    output: str,
+    fmt: str | None,
+    title: str | None,
+    type_column: str | None,
+    time_column: str | None,
+    allow_unbounded: bool,
+    debug: bool,
+) -> None:
+    """Draw the matches of a query: a timeline, the matches per partition, their durations.
+
+    QUERY and LOG are as for `cer match`. The timeline has time on the x-axis (the position
+    in the stream when the logs have no time column) and a row per partition (per stream
+    without PARTITION BY); each match is a bar from its first to its last event, with a tick
+    per event. Beyond 1,000 matches it shows how many matches are in progress per time bin
+    instead, and beyond 20 rows it merges the rest into one; the caption says what it left
+    out. Needs matplotlib: pip install 'cer-cli[plot]'.
+
+    \b
+    Examples:
+      cer plot queries/flights_delayed_thrice.cel samples/flights.parquet -o late.html
+      cer plot -e "SELL AS s ; BUY AS b WITHIN 10 EVENTS" samples/stocks.csv -o m.png
+      cer plot queries/phi1.cel samples/fig1.csv --format svg -o - > phi1.svg
+
+    Exit codes as for `cer match`; the file is written atomically.
+    """
+    with user_errors(debug):
+        path, logs = _split_args(args, expr)
+        if not logs:
+            raise click.UsageError("give at least one LOG after the query")
+        text, filename = read_query_text(path, expr)
+        from cer_cli.io.plot import plot_format, require_matplotlib, write_plot
+
+        fmt = plot_format(output, fmt)
+        _check_output(output, fmt, False, path, logs)
+        require_matplotlib()
+        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS,
+                                 warm_up=True)
+        if not allow_unbounded:
+            _refuse_unbounded(compiled, filename)
+        _resume_gc()
+        console = functools.cache(_stderr)
+        for message, span in compiled.report.warnings:
+            render_diagnostic(console(), "warning", message, span, compiled.text, None)
+        for message in compiled.rewritten.warnings:
+            render_diagnostic(console(), "warning", message, None, None, None)
+        memory = memory_warning(compiled, log.n_events, False)
+        if memory is not None:
+            render_diagnostic(console(), "warning", memory, None, None, None)
+        growth = growth_warning(compiled, False, None)
+        if growth is not None:  # the plot keeps a sample, but every match is enumerated
+            render_diagnostic(console(), "warning", growth, None, None, None,
+                              ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
+                               " (n per event)"])
+        if title is None:
+            query = filename if expr is None else " ".join(text.split())
+            query = query if len(query) <= 80 else query[:79] + "…"
+            title = f"{query} over {', '.join(logs)}"
+        from cer_cli.io.write import EventLookup
+
+        lookup = EventLookup.for_log(log, *_lookup_bounds(compiled))
+        executor = compiled.executor()
+
+        def batches():
+            for frame in lookup.tap(log.batches()):
+                for offset in range(0, frame.height, SLICE_ROWS):
+                    yield from executor.run_batches(frame.slice(offset, SLICE_ROWS))
+                    signals.check()
+
+        n = write_plot(batches(), lookup, output, fmt, title=title,
+                       partition_names=[g[0] for g in compiled.query.partition_by])
+        if output != "-":
+            click.echo(f"{n:,} match{'' if n == 1 else 'es'} plotted to {output}", err=True)
 
 
 def main(gc_paused: bool = False) -> None:

@@ -16,7 +16,7 @@ import pytest
 from cer_cli.engine import kernel as K
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("numba", "polars", "pyarrow", "rich", "lark")
+HEAVY = ("numba", "polars", "pyarrow", "rich", "lark", "matplotlib")
 #: runs `python -m cer_cli ARGS` and, at exit, prints which heavy modules it imported, and
 #: whether the garbage collector is on and how many objects it leaves out (``gc.freeze``)
 PROBE = (
@@ -246,3 +246,19 @@ def test_the_hash_join_loads_only_for_predicates_between_events():
 
     assert loaded("A ; B ; C WITHIN 5 EVENTS") == "False False"
     assert loaded("A AS a ; B AS b FILTER a.v = b.v WITHIN 5 EVENTS").startswith("True")
+
+
+def test_only_cer_plot_imports_matplotlib(tmp_path):
+    """The plotting library (the ``plot`` extra, ~0.3 s to import) is loaded by `cer plot`
+    alone: `cer match` in every output format, `--count` and `cer --help` never pay for it."""
+    pytest.importorskip("matplotlib")
+    log = _log(tmp_path, 3)
+    for args in (["--help"], ["plot", "--help"], ["match", "-e", "A ; B ; C", str(log)],
+                 ["match", "-e", "A ; B ; C", str(log), "--count"],
+                 ["match", "-e", "A ; B ; C", str(log), "--format", "table"],
+                 ["match", "-e", "A ; B ; C", str(log), "-o", str(tmp_path / "o.parquet")]):
+        loaded, proc = _loaded(args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "matplotlib" not in loaded, args
+    loaded, proc = _loaded(["plot", "-e", "A ; B ; C", str(log), "-o", str(tmp_path / "p.svg")])
+    assert proc.returncode == 0 and "matplotlib" in loaded, proc.stderr

@@ -570,6 +570,14 @@ def _gather(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:
     return events
 
 
+def event_columns(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:
+    """Columns ``cols`` (the event frame's, reserved ones included) of the events at
+    positions ``pos``, in that order: for outputs built beside these writers (the plot)."""
+    import numpy as np
+
+    return _gather(lookup, np.asarray(pos, dtype=np.int64), cols)
+
+
 def _jsonl_lines(
     batch: MatchBatch, lookup: EventLookup, first: int, partition_names: Sequence[str]
 ) -> str:
