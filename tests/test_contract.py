@@ -425,6 +425,9 @@ def test_local_and_spark_read_every_log_alike(spark, tmp_path: Path) -> None:
         assert remote.event_types == local.event_types, name
         assert remote.streams == local.streams, name
         assert remote.time_column == local.time_column, name
+        # all-null attributes alike; unusable columns alike (each reader names its own type)
+        assert remote.empty == local.empty, name
+        assert remote.refused.keys() == local.refused.keys(), name
         # the event frame: same order, types, streams, rows and TIME values
         want = read_events(logs, **options).frame().select(POS, TYPE, STREAM, ROW, TIME)
         got = _spark_events(spark, logs, options).cast(want.schema)
