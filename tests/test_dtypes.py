@@ -299,6 +299,14 @@ def test_decimal_price_is_compared_exactly(tmp_path) -> None:
                           "i": [None, 2, 3]})
     assert cer_cli.count(frame, "A AS a ; B AS b FILTER a.p = b.i") == 1
     assert cer_cli.count(frame, "A AS a ; B AS b FILTER a.p < b.i") == 1
+    # and in the absence bisection, joined on the exact text of each value (2.00 is 2)
+    gap = pl.concat([frame, pl.DataFrame({"type": ["C"], "p": [None], "i": [None]})],
+                    how="diagonal_relaxed")
+    query = "A AS a ; !(B AS b FILTER b.i = a.p) ; C WITHIN 9 EVENTS"
+    methods = compile_query(query, schema=read_frame(gap).schema).predicate_methods
+    assert [m.method for m in methods] == ["post-filter (bisect on B.i)"]
+    assert cer_cli.count(gap, query) == 0
+    assert cer_cli.count(gap.with_columns(pl.col("i").replace(2, 4)), query) == 1
 
 
 def test_categorical_in_a_correlated_absence_blocks(tmp_path) -> None:
