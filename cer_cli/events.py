@@ -28,8 +28,9 @@ POS = "__cer_pos"
 KEY = "__cer_engine_key"
 RESERVED = (TYPE, STREAM, TIME, ROW, POS)
 
-#: Attribute types a schema knows. Predicates are type-checked against these.
-ATTR_TYPES = ("int", "float", "str", "bool", "datetime")
+#: Attribute types a schema knows. Predicates are type-checked against these; ``null`` is a
+#: column typed as holding no value (it compares with nothing).
+ATTR_TYPES = ("int", "float", "str", "bool", "datetime", "null")
 #: The units of a numeric time counted from the epoch (``--time-unit``), in words.
 EPOCH_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds",
                     "ns": "nanoseconds"}
@@ -44,13 +45,17 @@ class Schema:
     the column used as time (``None`` when there is none: time is then the position).
     ``epoch_units`` maps a stream whose time is numbers without a unit to the unit that,
     counted from the epoch, puts them in plausible years (``io.contract.check_times``): what
-    a duration window's error suggests.
+    a duration window's error suggests. ``empty`` maps an event type to its attributes that
+    are null for every one of its events in these logs; ``refused`` maps a column predicates
+    cannot compare (a list, a duration, ...) to the name of its type.
     """
 
     event_types: dict[str, dict[str, str]]
     streams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     time_column: str | None = None
     epoch_units: dict[str, str] = field(default_factory=dict)
+    empty: dict[str, frozenset[str]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
 
     def attributes(self, event_type: str) -> dict[str, str]:
         return self.event_types.get(event_type, {})

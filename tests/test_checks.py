@@ -241,7 +241,7 @@ MISTAKES = [
         "x.tmp",
     ),
     ("T AS x FILTER x.site LIKE '(ab'", SENSORS, "invalid regular expression", None, "x.site"),
-    ("T AS x FILTER x.site IN {'a', 1}", SENSORS, "mixes strings and numbers", None, "x.site"),
+    ("T AS x FILTER x.site IN {'a', 1}", SENSORS, "mixes kinds of values (number, string)", None, "x.site"),
     ("T AS x FILTER x.site IN {1, 2}", SENSORS, "cannot compare", None, "x.site"),
     ("T AS x FILTER x.site + 1 > 3", SENSORS, "'+' needs numbers", None, "x.site"),
     (

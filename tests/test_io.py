@@ -75,10 +75,12 @@ def test_every_format_reads_the_same(tmp_path: Path) -> None:
 
 def test_schema_attributes_per_type(sensors: str) -> None:
     schema = read_schema([sensors])
+    # every column is an attribute of every type of the log; null for all of a type's events:
     assert schema.event_types == {
-        "H": {"id": "int", "hum": "int"},
-        "T": {"id": "int", "tmp": "int"},
+        "H": {"id": "int", "tmp": "int", "hum": "int"},
+        "T": {"id": "int", "tmp": "int", "hum": "int"},
     }
+    assert schema.empty == {"H": {"tmp"}, "T": {"hum"}}
     assert schema.streams == {"sensors": ("H", "T")}
     assert schema.time_column is None
 
@@ -277,7 +279,8 @@ def test_batched_merge_equals_full_sort(tmp_path_factory, times, batch_size) -> 
 def test_committed_samples_read() -> None:
     fig1 = read_events([str(SAMPLES / "fig1.csv")])
     assert fig1.frame()[TYPE].to_list() == list("HTHHTTTHH")
-    assert fig1.schema.event_types["T"] == {"id": "int", "tmp": "int", "temp": "int"}
+    assert fig1.schema.event_types["T"] == {"id": "int", "tmp": "int", "temp": "int", "hum": "int"}
+    assert fig1.schema.empty["T"] == {"hum"}
     stocks = read_schema([str(SAMPLES / "stocks.csv")])
     assert stocks.time_column == "ts" and set(stocks.event_types) == {"BUY", "SELL"}
     flights = read_events([str(SAMPLES / "flights.parquet")], batch_size=20_000)

@@ -238,6 +238,41 @@ def test_spark_frames_equal_local_frames(spark):
     assert got.equals(want.cast(got.schema))
 
 
+def test_spark_decimal_date_boolean_columns_compare_as_locally(spark):
+    """A Spark Decimal, Date or Boolean column compares as the local polars one (they
+    compared false everywhere: every atom on them was false)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from pyspark.sql import types as T
+
+    import cer_cli
+    from cer_cli.spark import match
+
+    rows = [("A", 0, Decimal("1.50"), dt.date(2024, 2, 1), True),
+            ("B", 1, Decimal("0.50"), dt.date(2024, 2, 2), False),
+            ("A", 2, Decimal("0.99"), dt.date(2024, 1, 1), None),
+            ("B", 3, Decimal("1.00"), None, True),
+            ("C", 4, None, None, None)]
+    names = ["type", "ts", "price", "day", "ok"]
+    sdf = spark.createDataFrame(rows, T.StructType([
+        T.StructField("type", T.StringType()), T.StructField("ts", T.LongType()),
+        T.StructField("price", T.DecimalType(10, 2)), T.StructField("day", T.DateType()),
+        T.StructField("ok", T.BooleanType())]))
+    local = pl.DataFrame(rows, schema=dict(zip(names, [pl.String, pl.Int64, pl.Decimal(10, 2),
+                                                       pl.Date, pl.Boolean], strict=True)),
+                         orient="row")
+    for query, n in [("A ; B FILTER A[price > 1]", 2), ("A FILTER A[price = 1.5]", 1),
+                     ("A FILTER A[day = '2024-02-01']", 1), ("B FILTER B[ok = FALSE]", 1),
+                     ("A AS a ; B AS b FILTER a.price < b.price", 1),
+                     ("A AS a ; B AS b FILTER a.ok = b.ok", 1),
+                     ("A AS a ; !(B AS b FILTER b.price = a.price - 1) ; C WITHIN 9 EVENTS", 1)]:
+        want = cer_cli.match(local, query, time_column="ts")
+        got = pl.from_arrow(match(sdf, query, time_column="ts").toArrow())
+        assert want["match"].n_unique() == n, query
+        assert got.select("match", "position").equals(want.select("match", "position")), query
+
+
 def test_spark_match_is_lazy(spark):
     """No Spark job runs before an action on the result (with a compiled Plan and a plan
     that needs no ranges); the action then runs jobs in the same group."""

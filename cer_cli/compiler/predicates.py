@@ -23,7 +23,17 @@ dividend (C, as CORE), division by zero gives null (false), LIKE is a regex *sea
 comparing a string with a number is false. ``predicate_expression`` is the one place that
 defines this: the CEA's atoms (one event per row) and the correlation post-filter (one
 combination of events per row, ``cer_cli.engine.post_filter``) both build their polars
-expressions with it. Cost: one vectorised polars expression per atom per batch, then
+expressions with it; the hash join's keys (``key_expressions``), its ordered index and the
+absence bisection (``comparison_pair``, ``join_pair``) take their values from here too.
+
+Column types (``_kind``; README "Attribute types"): every integer type but UInt128 is an
+exact integer (int64, or int128 for UInt64 and Int128); decimals compare exactly with
+integers, decimals and number literals as written (arithmetic on them is floating point);
+floats compare as float64 (an integer or decimal facing a float too, as polars compares);
+categoricals and enums are their strings; dates are their midnight (UTC) as an instant,
+so they compare with datetimes and ISO literals; booleans compare with booleans and
+``TRUE``/``FALSE``. Other types have no kind: ``cer check`` refuses a query reading them
+(``io.contract.kind_of``, ``Schema.refused``), and here an atom on them is false. Cost: one vectorised polars expression per atom per batch, then
 ``np.unique`` over the packed masks; Python work is per *distinct* mask, never per row.
 """
 
@@ -32,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import numpy as np
 import polars as pl
@@ -76,15 +87,28 @@ GFALSE: Guard = GOr(())
 # --------------------------------------------------------------------------- polars
 
 
+#: Kinds of values that compare with each other: numbers (exactly, unless a float is involved).
+_NUMBERS = frozenset({"int", "decimal", "float"})
+#: Integer dtypes whose values fit int64; the others (UInt64, Int128) are read as int128.
+_NARROW_INTS = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
+
+
 def _kind(dtype: pl.DataType) -> str | None:
+    """The kind of a column's values: int, decimal, float, str, datetime, bool; None for a
+    type predicates cannot compare (UInt128, whose comparisons polars gets wrong; lists,
+    durations, ...)."""
     if dtype.is_integer():
-        return "int"
+        return None if dtype == pl.UInt128 else "int"
     if dtype.is_float():
         return "float"
-    if dtype == pl.String:
+    if dtype.is_decimal():
+        return "decimal"
+    if dtype == pl.String or isinstance(dtype, (pl.Categorical, pl.Enum)):
         return "str"
-    if isinstance(dtype, pl.Datetime):
+    if isinstance(dtype, (pl.Datetime, pl.Date)):
         return "datetime"
+    if dtype == pl.Boolean:
+        return "bool"
     return None
 
 
@@ -101,16 +125,52 @@ def _datetime_literal(text: str) -> pl.Expr | None:
     return pl.lit((value - _EPOCH) // _US * 1_000, dtype=pl.Int128)
 
 
+def _decimal_literal(value: float) -> tuple[pl.Expr, str]:
+    """A number literal facing a decimal: the decimal it was written as (``1.1`` is 1.1,
+    not the binary float nearest to it), so a Decimal(10, 2) ``1.10`` equals it. A literal
+    beyond polars' 38 digits stays a float (the decimal is then compared as a float)."""
+    d = Decimal(repr(value))
+    if d.as_tuple().exponent > 0:
+        d = d.quantize(Decimal(1))
+    digits, exponent = len(d.as_tuple().digits), -d.as_tuple().exponent
+    if max(digits, exponent) > 38:
+        return pl.lit(value, dtype=pl.Float64), "float"
+    return pl.lit(d, dtype=pl.Decimal(38, exponent)), "decimal"
+
+
 _EPOCH = datetime(1970, 1, 1)
 _US = timedelta(microseconds=1)
 
 
-def _instant(expr: pl.Expr, dtype: pl.Datetime) -> pl.Expr:
+def _instant(expr: pl.Expr, dtype: pl.Datetime | pl.Date) -> pl.Expr:
     """A datetime compares as its instant, exactly: nanoseconds since the epoch (the
     physical value, UTC for an aware one; a naive one is UTC by definition). Polars refuses
     to compare different zones or naive with aware, and compares different units in the
-    coarser one (a nanosecond later would be equal)."""
+    coarser one (a nanosecond later would be equal). A date is its midnight, UTC, as a
+    date-only ISO literal is (``'2024-02-01'``), so dates and datetimes compare too."""
+    if not isinstance(dtype, pl.Datetime):
+        return expr.cast(pl.Int32).cast(pl.Int128) * _NS_PER_DAY
     return expr.cast(pl.Int64).cast(pl.Int128) * _NS[dtype.time_unit]
+
+
+_NS_PER_DAY = 86_400 * 10**9
+
+
+def _column(name: str, dtype: pl.DataType) -> tuple[pl.Expr, str] | None:
+    """The value of column ``name`` and its kind (``_kind``), or None: exact integers
+    (int128 where int64 would not hold them), floats with NaN as null, decimals as they
+    are, strings (categoricals and enums too), instants, booleans."""
+    kind = _kind(dtype)
+    col = pl.col(name)
+    if kind == "int":
+        return col.cast(pl.Int64 if dtype in _NARROW_INTS else pl.Int128), kind
+    if kind == "float":
+        return col.cast(pl.Float64).fill_nan(None), kind
+    if kind == "str":
+        return col.cast(pl.String), kind
+    if kind == "datetime":
+        return _instant(col, dtype), kind
+    return None if kind is None else (col, kind)
 
 
 #: Maps an attribute reference to the name of the frame column holding its value.
@@ -123,42 +183,34 @@ def _unqualified(ref: ast.AttrRef) -> str:
 
 def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
            column: Column) -> tuple[pl.Expr, str] | None:
-    """A polars expression and its kind ('int', 'float', 'str'), or None if it cannot be
-    computed on this frame (absent attribute, unsupported type) — the atom is then false.
-    A NaN (read or computed) is null: it has no value to compare."""
+    """A polars expression and its kind (``_kind``), or None if it cannot be computed on
+    this frame (absent attribute, unsupported type) — the atom is then false.
+    A NaN (read or computed) is null: it has no value to compare. Arithmetic is over
+    numbers; with a decimal or float operand it is floating point."""
     if isinstance(node, ast.Literal):
         v = node.value
         if isinstance(v, bool):
-            return None
+            return pl.lit(v, dtype=pl.Boolean), "bool"
         if isinstance(v, int):
-            return pl.lit(v, dtype=pl.Int64), "int"
+            return pl.lit(v, dtype=pl.Int64 if -(2**63) <= v < 2**63 else pl.Int128), "int"
         if isinstance(v, float):
             return pl.lit(v, dtype=pl.Float64), "float"
         return pl.lit(v, dtype=pl.String), "str"
     if isinstance(node, ast.AttrRef):
         name = column(node)
-        if name not in schema:
-            return None
-        kind = _kind(schema[name])
-        if kind is None:
-            return None
-        if kind == "float":
-            return pl.col(name).cast(pl.Float64).fill_nan(None), kind
-        if kind == "datetime":
-            return _instant(pl.col(name), schema[name]), kind
-        return pl.col(name).cast(pl.Int64 if kind == "int" else pl.String), kind
+        return _column(name, schema[name]) if name in schema else None
     if isinstance(node, ast.Neg):
         inner = _value(node.operand, schema, column)
-        if inner is None or inner[1] in ("str", "datetime"):
+        if inner is None or inner[1] not in _NUMBERS:
             return None
         if inner[1] == "int":  # polars has no Int128 negate
             return pl.lit(0, dtype=pl.Int128) - _wide(*inner), "int"
         return -inner[0], inner[1]
     if isinstance(node, ast.BinOp):
         left, right = _value(node.left, schema, column), _value(node.right, schema, column)
-        if left is None or right is None or {"str", "datetime"} & {left[1], right[1]}:
+        if left is None or right is None or not {left[1], right[1]} <= _NUMBERS:
             return None
-        (a, ka), (b, kb) = left, right
+        (a, ka), (b, kb) = (_floating(*left), _floating(*right))
         kind = "int" if ka == kb == "int" else "float"
         if kind == "int":
             _check_width(node, schema, column)  # int operands: every attribute inside is int
@@ -203,6 +255,66 @@ def comparable(kind: str, other: str) -> bool:
     return _compatible(kind, other)
 
 
+def _floating(expr: pl.Expr, kind: str) -> tuple[pl.Expr, str]:
+    """A decimal operand of arithmetic as a float: polars' decimal arithmetic rounds to
+    the operands' scale (1.1⁵ gives 1.61) and fails on overflow mid-stream."""
+    return (expr.cast(pl.Float64), "float") if kind == "decimal" else (expr, kind)
+
+
+def comparison_pair(left: tuple[pl.Expr, str] | None,
+                    right: tuple[pl.Expr, str] | None) -> tuple[pl.Expr, pl.Expr] | None:
+    """Two values (as ``_value`` gives them) as the expressions a comparison compares, or
+    None when they never compare. A float facing an integer or a decimal makes both
+    float64 (as polars compares them); integers and decimals compare exactly. Python's
+    comparison of the two sides' listed values (``to_list``) then agrees with the
+    predicate, which the hash join's ordered index relies on."""
+    if left is None or right is None or not _compatible(left[1], right[1]):
+        return None
+    (a, ka), (b, kb) = left, right
+    if ka != kb and "float" in (ka, kb):
+        return a.cast(pl.Float64), b.cast(pl.Float64)
+    return a, b
+
+
+def join_pair(left: tuple[pl.Expr, str] | None,
+              right: tuple[pl.Expr, str] | None) -> tuple[pl.Expr, pl.Expr] | None:
+    """``comparison_pair`` with both sides of one dtype, for a polars join on equal values:
+    integers as int128, a decimal facing another decimal of another scale or an integer
+    as its canonical text (``_decimal_text``: exact, where a common decimal type could
+    overflow)."""
+    pair = comparison_pair(left, right)
+    if pair is None:
+        return None
+    (a, b), kinds = pair, {left[1], right[1]}  # type: ignore[index]
+    if kinds == {"int"}:
+        return a.cast(pl.Int128), b.cast(pl.Int128)
+    if "decimal" in kinds and "float" not in kinds:
+        return _decimal_text(a), _decimal_text(b)
+    return a, b
+
+
+def _decimal_text(expr: pl.Expr) -> pl.Expr:
+    """An integer or decimal as its shortest exact text (``1.10`` and ``1.1`` are ``1.1``,
+    ``2.00`` is ``2``, ``-0.00`` is ``0``): equal texts iff equal values."""
+    text = expr.cast(pl.String)
+    return (text.str.replace(r"(\.\d*?)0+$", "${1}").str.replace(r"\.$", "")
+            .str.replace(r"^-0$", "0"))
+
+
+def key_expressions(columns: list[str], schema: Mapping[str, pl.DataType]) -> list[pl.Expr | None]:
+    """The values of ``columns`` (the attributes of one equality class of a hash join), as
+    expressions whose Python values (``to_list``) are equal, and hash equal, exactly when
+    ``=`` holds between them: exact integers and decimals (Python's ``Decimal`` equals and
+    hashes as the integer it equals), all as float64 when the class also holds floats,
+    instants as integers of nanoseconds. None for a column the frame lacks or cannot
+    compare (its key is null: it joins nothing)."""
+    values = [_column(c, schema[c]) if c in schema else None for c in columns]
+    kinds = {v[1] for v in values if v is not None}
+    floats = "float" in kinds and len(kinds & _NUMBERS) > 1
+    return [None if v is None else v[0].cast(pl.Float64) if floats and v[1] in _NUMBERS
+            else v[0] for v in values]
+
+
 def _wide(expr: pl.Expr, kind: str) -> pl.Expr:
     """Integer arithmetic runs in 128 bits: exact for 64-bit operands, where int64 would
     wrap around silently (``_check_width`` refuses what could exceed 128 bits)."""
@@ -210,7 +322,7 @@ def _wide(expr: pl.Expr, kind: str) -> pl.Expr:
 
 
 _INT_BOUND = {pl.Int8: 2**7, pl.Int16: 2**15, pl.Int32: 2**31, pl.UInt8: 2**8,
-              pl.UInt16: 2**16, pl.UInt32: 2**32}
+              pl.UInt16: 2**16, pl.UInt32: 2**32, pl.UInt64: 2**64, pl.Int128: 2**127}
 
 #: Integers in predicates are 64-bit; arithmetic on them is exact below this magnitude.
 _WIDE_LIMIT = 2**127
@@ -243,7 +355,7 @@ def _check_width(node: ast.Expr, schema: Mapping[str, pl.DataType], column: Colu
 
 
 def _compatible(k1: str, k2: str) -> bool:
-    return (k1 == "str") == (k2 == "str") and (k1 == "datetime") == (k2 == "datetime")
+    return k1 == k2 or {k1, k2} <= _NUMBERS
 
 
 _COMPARE = {
@@ -263,19 +375,24 @@ def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
         return _value(node, schema, column)
 
     def against(node: ast.Expr, other: ast.Expr) -> tuple[pl.Expr, str] | None:
-        """``node``'s value; a string literal facing a datetime attribute is a datetime."""
-        if (isinstance(node, ast.Literal) and isinstance(node.value, str)
-                and isinstance(other, ast.AttrRef) and column(other) in schema
-                and _kind(schema[column(other)]) == "datetime"):
-            lit = _datetime_literal(node.value)
-            return None if lit is None else (lit, "datetime")
+        """``node``'s value; a string literal facing a datetime attribute is a datetime,
+        a number literal facing a decimal is that decimal, as written."""
+        if isinstance(node, ast.Literal) and isinstance(other, ast.AttrRef):
+            kind = _kind(schema[column(other)]) if column(other) in schema else None
+            if isinstance(node.value, str) and kind == "datetime":
+                lit = _datetime_literal(node.value)
+                return None if lit is None else (lit, "datetime")
+            if isinstance(node.value, float) and kind == "decimal":
+                return _decimal_literal(node.value)
         return value(node)
 
+    def compare(op: str, left: tuple[pl.Expr, str] | None,
+                right: tuple[pl.Expr, str] | None) -> pl.Expr | None:
+        pair = comparison_pair(left, right)
+        return None if pair is None else _COMPARE[op](*pair)
+
     if isinstance(pred, ast.Compare):
-        left, right = against(pred.left, pred.right), against(pred.right, pred.left)
-        if left is None or right is None or not _compatible(left[1], right[1]):
-            return None
-        return _COMPARE[pred.op](left[0], right[0])
+        return compare(pred.op, against(pred.left, pred.right), against(pred.right, pred.left))
     if isinstance(pred, ast.Like):
         operand = value(pred.operand)
         if operand is None or operand[1] != "str":
@@ -285,8 +402,8 @@ def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
         operand = value(pred.operand)
         if operand is None:
             return None
-        options = [operand[0] == v[0] for v in (against(lit, pred.operand) for lit in pred.values)
-                   if v is not None and _compatible(operand[1], v[1])]
+        options = [e for e in (compare("=", operand, against(lit, pred.operand))
+                               for lit in pred.values) if e is not None]
         # null operand -> null (-> false), whether IN or NOT IN
         member = pl.any_horizontal(options) if options else pl.when(operand[0].is_not_null()).then(False)
         return ~member if pred.negated else member
@@ -298,10 +415,10 @@ def _atom_expr(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
         for bound, op in ((pred.low, ">="), (pred.high, "<=")):
             if bound is None:
                 continue
-            b = value(bound)
-            if b is None or not _compatible(operand[1], b[1]):
+            holds = compare(op, operand, against(bound, pred.operand))
+            if holds is None:
                 return None
-            test = test & _COMPARE[op](operand[0], b[0])
+            test = test & holds
         negated = isinstance(pred, ast.InInterval) and pred.negated
         return ~test if negated else test
     raise TypeError(f"not an atomic predicate: {pred!r}")
@@ -526,6 +643,8 @@ def _collect(formula: ast.Formula, atoms: dict[Atom, None]) -> None:
 
 
 def describe_expr(node: ast.Expr) -> str:
+    if isinstance(node, ast.Literal) and isinstance(node.value, bool):
+        return "TRUE" if node.value else "FALSE"
     if isinstance(node, ast.Literal):
         return repr(node.value) if isinstance(node.value, str) else str(node.value)
     if isinstance(node, ast.AttrRef):

@@ -47,7 +47,13 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cer_cli.compiler.pcea import PCEA, pcea_cost
-from cer_cli.compiler.predicates import AttrTest, atom_expression, comparable, value_expression
+from cer_cli.compiler.predicates import (
+    AttrTest,
+    atom_expression,
+    comparison_pair,
+    key_expressions,
+    value_expression,
+)
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
 from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
@@ -254,21 +260,6 @@ def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
 
 # --------------------------------------------------------------------------- the engine
 
-#: nanoseconds per unit of a polars datetime
-_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000}
-
-
-def _values(s: pl.Series) -> list:
-    """The Python values the hash join hashes (its equality keys; compared values come
-    from ``value_expression``, already exact). Datetimes become exact integers of
-    nanoseconds since the epoch (their UTC instant, the physical value: naive is UTC):
-    Python datetimes lose nanoseconds, and a naive one never equals an aware one."""
-    if isinstance(s.dtype, pl.Datetime):
-        ints, f = s.cast(pl.Int64).to_list(), _NS[s.dtype.time_unit]
-        return ints if f == 1 else [None if v is None else v * f for v in ints]
-    return s.to_list()
-
-
 def _key_builder(own: tuple, car: tuple):
     """``(row, carried values) -> (probe key, carried key)`` of a run in a state with carried
     keys: each class from the run's carried values (``(slot, None)``) or from the event's
@@ -453,16 +444,23 @@ class HashJoinEngine:
         # mask is a literal, and only with_columns broadcasts it to one value per row
         act = frame.with_columns(pl.sum_horizontal(masks).alias(_ACT))[_ACT].to_list()
         values: dict[tuple[int, int], list] = {}
+        # each class's keys as predicates compare them (int with decimal exactly, with a
+        # float as floats): Python's == and hash on the listed values then agree with `=`
+        in_class: dict[int, dict[str, None]] = {}
+        for state in pcea.states:
+            for cls, attrs in state.classes:
+                in_class.setdefault(cls, {}).update(dict.fromkeys(attrs))
+        keyed = {cls: dict(zip(attrs, key_expressions(list(attrs), schema), strict=True))
+                 for cls, attrs in in_class.items()}
         for s, state in enumerate(pcea.states):
             for cls, attrs in state.classes:
                 if attrs[0] not in schema:
                     values[s, cls] = [None] * n
                     continue
-                cols = [
-                    _values(frame[a].fill_nan(None) if schema[a].is_float() else frame[a])
-                    if a in schema else [None] * n
-                    for a in attrs
-                ]
+                exprs = [keyed[cls][a] for a in attrs]
+                got = frame.select(e.alias(f"k{i}") for i, e in enumerate(exprs) if e is not None)
+                cols = [[None] * n if e is None else got[f"k{i}"].to_list()
+                        for i, e in enumerate(exprs)]
                 values[s, cls] = cols[0]
                 if len(cols) > 1:  # several attributes of one event in a class: all equal
                     bit = ~(1 << s)
@@ -512,20 +510,22 @@ class HashJoinEngine:
                 c = t.compare(j)
                 if c is None:
                     continue
-                key, at = value_expression(c.key, schema), value_expression(c.probe, schema)
-                if key is None or at is None or not comparable(key[1], at[1]):
+                pair = comparison_pair(value_expression(c.key, schema),
+                                       value_expression(c.probe, schema))
+                if pair is None:
                     probe[q][j] = order[p] = [None] * n  # never computed, or never comparable
                     continue
-                got = frame.select(key[0].alias("k"), at[0].alias("p"))
+                got = frame.select(pair[0].alias("k"), pair[1].alias("p"))
                 order[p], probe[q][j] = got["k"].to_list(), got["p"].to_list()
         # registers: the loop's key on the event as the previous iteration, probe as the new
         self._lorder, self._lprobe = [None] * len(pcea.states), [None] * len(pcea.states)
         for q, c in pcea.registers:
-            key, at = value_expression(c.key, schema), value_expression(c.probe, schema)
-            if key is None or at is None or not comparable(key[1], at[1]):
+            pair = comparison_pair(value_expression(c.key, schema),
+                                   value_expression(c.probe, schema))
+            if pair is None:
                 self._lorder[q] = self._lprobe[q] = [None] * n
                 continue
-            got = frame.select(key[0].alias("k"), at[0].alias("p"))
+            got = frame.select(pair[0].alias("k"), pair[1].alias("p"))
             self._lorder[q], self._lprobe[q] = got["k"].to_list(), got["p"].to_list()
         return act, right, left, probe, order
 

@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from cer_cli.compiler.correlation import PSI, AbsenceSite, Site, shown
-from cer_cli.compiler.predicates import comparable, predicate_expression, value_expression
+from cer_cli.compiler.predicates import join_pair, predicate_expression, value_expression
 from cer_cli.events import KEY, POS, STREAM, TYPE, MatchBatch
 from cer_cli.query import ast
 from cer_cli.query.scope import attr_refs, is_atom, pred_vars, prev_refs
@@ -275,14 +275,13 @@ def _bisect(site: AbsenceSite, cands: pl.DataFrame, psi: pl.DataFrame) -> np.nda
     before ``r``: an as-of join by (partition, value) on sorted positions."""
     mine, theirs = site.key
     (v,) = sorted(pred_vars(theirs))
-    cand_val = value_expression(theirs, {c.split(".", 1)[1]: t for c, t in cands.schema.items()
-                                         if c.startswith(v + ".")})
-    psi_val = value_expression(mine, psi.schema)
-    if cand_val is None or psi_val is None or not comparable(cand_val[1], psi_val[1]):
+    pair = join_pair(value_expression(theirs, {c.split(".", 1)[1]: t
+                                               for c, t in cands.schema.items()
+                                               if c.startswith(v + ".")}),
+                     value_expression(mine, psi.schema))
+    if pair is None:
         return np.zeros(0, dtype=np.int64)
-    (ce, ck), (pe, pk) = cand_val, psi_val
-    if ck != pk:  # an int against a float: compare as numbers
-        ce, pe = ce.cast(pl.Float64), pe.cast(pl.Float64)
+    ce, pe = pair  # one dtype, equal exactly when `=` holds
     plain = cands.rename({c: c.split(".", 1)[1] for c in cands.columns if c.startswith(v + ".")})
     left = (plain.select(_MATCH, "__l", "__r", "__part", ce.alias("__v"))
             .drop_nulls("__v").sort("__l"))

@@ -8,8 +8,11 @@ typed an integer time column as ``datetime``). So the readers only translate the
 column types into *kinds* (``kind_of``, through Arrow types) and apply the decisions made
 here, from column names and kinds alone. Pure functions; no reader library is imported.
 
-Kinds are the Schema attribute types: ``int``, ``float``, ``str``, ``bool``, ``datetime``;
-``None`` marks a column predicates cannot use (lists, structs, binary, all-null, ...).
+Kinds are the Schema attribute types: ``int``, ``float``, ``str``, ``bool``, ``datetime``,
+and ``null`` for a column whose type says it holds no value at all (polars' and Arrow's null
+type: an all-null column written without a type); ``None`` marks a column predicates cannot
+use (lists, structs, binary, durations, ...), which the schema keeps with its type's name so
+that a query reading it is refused naming both.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cer_cli.events import EPOCH_UNIT_NAMES, Schema
@@ -37,7 +40,7 @@ TIME_NAMES = ("ts", "time", "timestamp")
 DEFAULT_TYPE_COLUMN = "type"
 #: Column names with this prefix are the readers' own (argument index, row ids, ...).
 RESERVED_PREFIX = "__cer_"
-KINDS = ("int", "float", "str", "bool", "datetime")
+KINDS = ("int", "float", "str", "bool", "datetime", "null")
 #: Kinds a time column may have (strings are parsed as ISO 8601 datetimes).
 TIME_KINDS = ("int", "float", "str", "datetime")
 #: Unit of TIME for datetimes: nanoseconds since the epoch (UTC), as int64.
@@ -146,8 +149,10 @@ def kind_of(dtype: Any) -> str | None:
     reader's) or a polars dtype (the local reader's, mapped by name without pyarrow, whose
     import costs most of a small run's start-up; the same kinds as the dtype's Arrow type).
 
-    ``None`` for types predicates cannot use. Unsigned integers are ``int``; decimals are
-    ``float``; dictionary-encoded strings (categoricals) are ``str``; dates are ``datetime``.
+    ``None`` for types predicates cannot use. Unsigned and 128-bit integers are ``int``;
+    decimals are ``float`` (a number that need not be whole: predicates compare them exactly,
+    from the column's own type); dictionary-encoded strings (categoricals, enums) are
+    ``str``; dates are ``datetime`` (their midnight, UTC); the null type is ``null``.
     """
     pa = sys.modules.get("pyarrow")  # a pyarrow type exists only once pyarrow is imported
     if pa is None or not isinstance(dtype, pa.DataType):
@@ -165,6 +170,8 @@ def kind_of(dtype: Any) -> str | None:
         return "bool"
     if t.is_timestamp(dtype) or t.is_date(dtype):
         return "datetime"
+    if t.is_null(dtype):
+        return "null"
     return None
 
 
@@ -173,15 +180,18 @@ def _is_string_view(dtype: Any) -> bool:
     return bool(check and check(dtype))
 
 
-#: polars dtype name -> kind: the kind of the dtype's Arrow type (``kind_of``); 128-bit
-#: integers have none (no Arrow type), nor have the nested, binary and temporal-delta types.
+#: polars dtype name -> kind: the kind of the dtype's Arrow type (``kind_of``), and ``int``
+#: for Int128 (no Arrow type; predicates compare it exactly). UInt128 has none: polars
+#: compares it wrongly (``u > 5`` is null), so it is refused; nor have the nested, binary,
+#: time-of-day and duration types.
 _POLARS_KINDS = {
-    **dict.fromkeys(("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"),
-                    "int"),
+    **dict.fromkeys(("Int8", "Int16", "Int32", "Int64", "Int128", "UInt8", "UInt16", "UInt32",
+                     "UInt64"), "int"),
     **dict.fromkeys(("Float16", "Float32", "Float64", "Decimal"), "float"),
     **dict.fromkeys(("String", "Utf8", "Categorical", "Enum"), "str"),
     "Boolean": "bool",
     **dict.fromkeys(("Date", "Datetime"), "datetime"),
+    "Null": "null",
 }
 
 
@@ -193,11 +203,12 @@ def _polars_kind(dtype: Any) -> str | None:
 
 def unify_kinds(a: str | None, b: str | None) -> str | None:
     """The kind of a column that has kind ``a`` in one log and ``b`` in another: the kind of
-    the values' common supertype (as polars' relaxed concatenation gives it). Raises
-    ``ValueError`` for kinds with none (``bool`` and ``datetime``)."""
-    if a == b or b is None:
+    the values' common supertype (as polars' relaxed concatenation gives it; ``null`` is
+    no value, so the other kind). Raises ``ValueError`` for kinds with none (``bool`` and
+    ``datetime``)."""
+    if a == b or b is None or b == "null":
         return a
-    if a is None:
+    if a is None or a == "null":
         return b
     pair = {a, b}
     for wider in ("str", "float", "int"):
@@ -210,7 +221,8 @@ def unify_kinds(a: str | None, b: str | None) -> str | None:
 class LogColumns:
     """What the contract needs to know of one log: where it is (for messages), its stream,
     its columns in order with their kinds (``kind_of``), its type column (or None), and,
-    once decided (``time_columns``), its time column and that column's ``--time-unit``."""
+    once decided (``time_columns``), its time column and that column's ``--time-unit``.
+    ``types`` names the reader's type of each column (for messages about unusable ones)."""
 
     where: str
     stream: str
@@ -218,6 +230,7 @@ class LogColumns:
     type_column: str | None = None
     time_column: str | None = None
     time_unit: str | None = None
+    types: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def data_columns(self) -> list[str]:
@@ -377,7 +390,7 @@ def time_columns(logs: Sequence[LogColumns], given: Any = None) -> list[LogColum
                     ["datetimes and ISO 8601 texts need no unit"],
                 )
             u = None
-        out.append(LogColumns(g.where, g.stream, g.columns, g.type_column, chosen, u))
+        out.append(replace(g, time_column=chosen, time_unit=u))
     if col.default is not None and logs and not any(col.default in g.columns for g in logs):
         raise LogError(f"{logs[0].where}: no time column {col.default!r}",
                        [f"columns: {_columns_text(logs[0].columns)}"])
@@ -635,27 +648,43 @@ def build_schema(
     time_col: str | None,
     times: Sequence[TimeValues] | None = None,
 ) -> Schema:
-    """The Schema of the logs. ``present[i]`` maps each event type of log ``i`` (``None``
-    for a missing type) to whether each of its ``attribute_columns`` is non-null for at
-    least one event of that type: those columns are the type's attributes. Types are listed
-    per stream in sorted order; attributes in column order (first log first). ``times``
-    (each log's ``TimeValues``) are judged by ``check_times``."""
+    """The Schema of the logs. A column of a log is an attribute of every event type of
+    that log (``attribute_columns``): whether it holds a value on a given day is the data's
+    business, not the query's, so a daily job keeps running on a day without gusts.
+    ``present[i]`` maps each event type of log ``i`` (``None`` for a missing type) to
+    whether each of those columns is non-null for at least one event of that type; the
+    columns null for every event of a type (in every log) are that type's ``empty``
+    attributes (a predicate on them is false; ``cer check`` warns). Columns predicates
+    cannot use are ``refused``, with their type's name. Types are listed per stream in
+    sorted order; attributes in column order (first log first). ``times`` (each log's
+    ``TimeValues``) are judged by ``check_times``."""
     epoch_units = check_times(logs, times) if times is not None else {}
     event_types: dict[str, dict[str, str]] = {}
+    valued: dict[str, set[str]] = {}
     streams: dict[str, list[str]] = {}
+    refused: dict[str, str] = {}
     for g, seen in zip(logs, present, strict=True):
         usable = attribute_columns(g, kinds)
+        for c in g.data_columns:
+            if kinds.get(c) is None:
+                refused.setdefault(c, g.types.get(c, "an unsupported type"))
         stream_types = streams.setdefault(g.stream, [])
         for etype in sorted(t for t in seen if t is not None):
             attrs = event_types.setdefault(etype, {})
+            has = valued.setdefault(etype, set())
             for c in usable:
+                attrs.setdefault(c, kinds[c])  # type: ignore[arg-type]
                 if seen[etype].get(c):
-                    attrs.setdefault(c, kinds[c])  # type: ignore[arg-type]
+                    has.add(c)
             if etype not in stream_types:
                 stream_types.append(etype)
+    empty = {t: frozenset(a for a in attrs if a not in valued[t])
+             for t, attrs in event_types.items()}
     return Schema(
         event_types=event_types,
         streams={s: tuple(ts) for s, ts in streams.items()},
         time_column=time_col,
         epoch_units=epoch_units,
+        empty={t: e for t, e in empty.items() if e},
+        refused=refused,
     )

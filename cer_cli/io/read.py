@@ -242,7 +242,8 @@ class _Log:
         """The log as the contract sees it: column kinds and type column."""
         kinds = {c: contract.kind_of(d) for c, d in self.columns.items()}
         return contract.LogColumns(str(self.spec.path), self.spec.name, kinds, self.type_column,
-                                   self.time_column, self.time_unit)
+                                   self.time_column, self.time_unit,
+                                   {c: str(d) for c, d in self.columns.items() if kinds[c] is None})
 
     @property
     def reads_time_as_datetime(self) -> bool:
@@ -365,10 +366,9 @@ def read_schema(
 
     ``type_column=None`` uses a column named ``type`` when the log has one, and otherwise
     the stream name as the event type; an explicit name must exist in every log. An event
-    type's attributes are the columns that are non-null for at least one of its events: in
-    a "wide" log (all types share the columns, nulls where a type has no value) each type
-    gets only its own attributes, so a predicate on a foreign attribute is reported.
-    Columns of nested types (lists, structs) are left out: predicates cannot use them.
+    type's attributes are its log's columns (``contract.build_schema``); the grouped pass
+    finds those null for every event of a type (``Schema.empty``). Columns predicates
+    cannot use (lists, structs, ...) are ``Schema.refused``.
     """
     return _schema(_open(specs, type_column, time_column, fmt))
 

@@ -41,9 +41,10 @@ def _span() -> Span | None:
 
 @dataclass(frozen=True)
 class Literal:
-    """A number or string constant. Integers stay ``int``; decimals are ``float``."""
+    """A number, string or boolean constant. Integers stay ``int``; decimals are ``float``;
+    ``TRUE``/``FALSE`` beside a comparison operator or in ``IN {…}`` are ``bool``."""
 
-    value: int | float | str
+    value: bool | int | float | str
     span: Span | None = _span()
 
 

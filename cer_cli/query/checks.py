@@ -156,7 +156,8 @@ def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
     check_predicate_types(f, schema, types)
     warnings = absent + safety_warnings(f)
     if schema is not None:
-        warnings += stream_warnings(f, schema) + partition_warnings(query, schema)
+        warnings += (stream_warnings(f, schema) + partition_warnings(query, schema)
+                     + empty_attribute_warnings(query, schema))
     variables = {
         "var": var(f),
         "vdef": vdef(f),
@@ -422,6 +423,10 @@ def check_sanity(query: Query) -> None:
         raise QueryError(f"WITHIN {w.count} EVENTS: the window must be 0 or more", w.span)
     if isinstance(w, AttributeWindow) and w.amount < 0:
         raise QueryError(f"WITHIN {w.amount} [{w.attr}]: the window must be 0 or more", w.span)
+    amount = w.count if isinstance(w, EventsWindow) else getattr(w, "amount", 0)
+    if isinstance(amount, int) and amount >= 2**63:  # positions and times are 64-bit
+        raise QueryError(f"WITHIN: {amount} is above {2**63 - 1}, the largest window",
+                         w.span, hints=["omit WITHIN for no window"])
     if isinstance(w, DurationWindow):
         for amount, unit in w.parts:
             if amount < 0:
@@ -483,11 +488,14 @@ def check_schema_names(query: Query, schema: Schema) -> tuple[tuple[str, Span | 
 
 def partition_warnings(query: Query, schema: Schema) -> tuple[tuple[str, Span | None], ...]:
     """A bracket group lists *alternative* names (CORE): with names that every event type
-    has, only the first is ever used, which is likely a composite key written as one group."""
+    has, only the first is ever used, which is likely a composite key written as one group.
+    (An attribute null for every event of a type is no value of it: the next name is used.)"""
     out = []
     for i, group in enumerate(query.partition_by):
         types = schema.event_types
-        if len(group) > 1 and types and all(set(group) <= set(schema.attributes(t)) for t in types):
+        if len(group) > 1 and types and all(
+                set(group) <= set(schema.attributes(t)) - schema.empty.get(t, frozenset())
+                for t in types):
             spans = query.partition_spans[i] if i < len(query.partition_spans) else ()
             out.append((
                 f"PARTITION BY [{', '.join(group)}] partitions by '{group[0]}' only: a bracket"
@@ -536,6 +544,8 @@ def _check_attribute(
     known = {a for t in event_types for a in schema.attributes(t)}
     if attr in known:
         return
+    if attr in schema.refused:
+        raise refused_column(attr, schema, span, f" (read for '{v}')")
     if not any(t in schema.event_types for t in event_types):
         # types absent from the log (a warning): only a column no event has is a mistake
         known = set(schema.all_attributes())
@@ -559,6 +569,40 @@ def _check_attribute(
     )
 
 
+#: What a refused column's message suggests (README, "Attribute types").
+_REFUSED_HINT = ("predicates compare integers, floats, decimals, texts (also categoricals and"
+                 " enums), booleans, dates and datetimes; convert the column to one of them"
+                 " (e.g. a duration to a number of seconds), or leave it out of the query")
+
+
+def refused_column(name: str, schema: Schema, span: Span | None, what: str = "") -> QueryError:
+    """The error for a query reading a column whose type predicates cannot compare."""
+    return QueryError(f"column '{name}'{what} has type {schema.refused[name]}, which cer cannot"
+                      " compare", span, hints=[_REFUSED_HINT])
+
+
+def empty_attribute_warnings(query: Query, schema: Schema) -> tuple[tuple[str, Span | None], ...]:
+    """An attribute a filter reads that is null for every event of one of its variable's
+    types in this log: the filter is false for those events. A warning, not an error: a
+    column of the log is an attribute of its types, and a calm day without gusts is data,
+    not a mistake in the query."""
+    out: list[tuple[str, Span | None]] = []
+    trailing = [query.trailing] if query.trailing is not None else []
+    for formula in [query.formula, *absent_formulas(query.formula), *trailing]:
+        types = variable_event_types(formula)
+        for node in subformulas(formula):
+            if not isinstance(node, Filter):
+                continue
+            for atom in filter_atoms(node.predicate):
+                for ref in _attr_refs_of_atom(atom):
+                    for t in sorted(types.get(ref.var, ())):
+                        if ref.attr in schema.empty.get(t, ()):
+                            out.append((f"'{ref.attr}' is null for every '{t}' event of the"
+                                        f" log, so a filter reading {ref.var}.{ref.attr} is"
+                                        f" false for them", ref.span))
+    return tuple(dict.fromkeys(out))
+
+
 def check_windows_and_partitions(query: Query, schema: Schema) -> None:
     """PARTITION BY groups and window attributes exist; a duration window has a time source."""
     everything = schema.all_attributes()
@@ -566,6 +610,10 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
         if any(name in everything for name in group):
             continue
         spans = query.partition_spans[i] if i < len(query.partition_spans) else ()
+        refused = [name for name in group if name in schema.refused]
+        if refused:
+            raise refused_column(refused[0], schema, spans[0] if spans else query.span,
+                                 " (a PARTITION BY key)")
         hints = [] if len(group) > 1 else _unknown_name_hints(group[0], set(everything))
         raise QueryError(
             f"PARTITION BY [{', '.join(group)}]: no event type has "
@@ -592,6 +640,8 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
                        f"or use WITHIN n [{tc}] (in its own numbers), or WITHIN n EVENTS"],
             )
     if isinstance(w, AttributeWindow):
+        if w.attr in schema.refused and w.attr not in everything:
+            raise refused_column(w.attr, schema, w.span, " (a window attribute)")
         if w.attr not in everything:
             raise QueryError(
                 f"WITHIN {w.amount} [{w.attr}]: no event type has attribute '{w.attr}'",
@@ -649,11 +699,14 @@ def _expr_kinds(
     ``None`` when unknown (no schema). Arithmetic must be over numbers."""
     match expr:
         case Literal(value):
+            if isinstance(value, bool):
+                return frozenset({"bool"})
             return frozenset({"string" if isinstance(value, str) else "number"})
         case AttrRef(v, attr):
             if schema is None:
                 return None
-            kinds = {schema.attributes(t).get(attr) for t in types.get(v, ())} - {None}
+            # a null-typed column holds no value: it compares with anything (and is false)
+            kinds = {schema.attributes(t).get(attr) for t in types.get(v, ())} - {None, "null"}
             return frozenset(_KIND[k] for k in kinds) or None
         case Neg(operand):
             _require_number(operand, schema, types, "unary minus")
@@ -681,16 +734,18 @@ def _describe(expr: Expr) -> str:
             return f"{v}.{attr}"
         case Literal(value) if isinstance(value, str):
             return repr(value)
+        case Literal(value) if isinstance(value, bool):
+            return "TRUE" if value else "FALSE"
         case Literal(value):
             return str(value)
     return "this expression"
 
 
 def _clash(a: frozenset[str] | None, b: frozenset[str] | None) -> bool:
-    """Numbers, strings and datetimes with nothing in common (bool is left to the engine)."""
+    """Numbers, strings, booleans and datetimes with nothing in common."""
     if a is None or b is None or a & b:
         return False
-    kinds = {"number", "string", "datetime"}
+    kinds = {"number", "string", "datetime", "bool"}
     return bool(a & kinds) and bool(b & kinds)
 
 
@@ -762,11 +817,14 @@ def _check_atom_types(
 
     def mismatch(left: Expr, right: Expr, span: Span | None) -> QueryError:
         lk, rk = kinds(left), kinds(right)
+        hint = ("compare a boolean with TRUE or FALSE (x.flag = TRUE)"
+                if "bool" in (lk or set()) | (rk or set())
+                else "quote the value to compare as text, or compare a numeric attribute")
         return QueryError(
             f"cannot compare {_describe(left)} (a {_names(lk or set())}) with"
             f" {_describe(right)} (a {_names(rk or set())})",
             span,
-            hints=["quote the value to compare as text, or compare a numeric attribute"],
+            hints=[hint],
         )
 
     match atom:
@@ -793,7 +851,8 @@ def _check_atom_types(
             value_kinds = {k for v in values
                            for k in (_as_datetime(kinds, v, kinds(operand), atom.span) or ())}
             if len(value_kinds) > 1:
-                raise QueryError("IN {…} mixes strings and numbers", atom.span)
+                raise QueryError(f"IN {{…}} mixes kinds of values ({_names(value_kinds)})",
+                                 atom.span)
             if _clash(kinds(operand), frozenset(value_kinds) or None):
                 raise mismatch(operand, values[0], atom.span)
         case InInterval(operand, low, high):

@@ -156,11 +156,12 @@ def _number_token(digits: str, start: int, end: int, negative: bool) -> Token:
     value: int | float = int(digits) if is_int else float(digits)
     if value == float("inf"):
         raise QueryError(f"number too large: {digits}", Span(start, end))
-    if is_int and not -(2**63) <= (-value if negative else value) < 2**63:
-        # integers are exact 64-bit values (attributes, windows, LIMIT): never wrapped
+    if is_int and not -(2**127) <= (-value if negative else value) < 2**127:
+        # integers are exact 128-bit values (UInt64 and Int128 attributes compare with
+        # them); windows and LIMIT check their own, 64-bit, range: never wrapped
         raise QueryError(f"integer too large: {'-' if negative else ''}{digits} (integers are"
-                         " 64-bit, at most 9223372036854775807)", Span(start, end),
-                         hints=["write it as a float (e.g. 1e20) to compare approximately"])
+                         f" 128-bit, at most {2**127 - 1})", Span(start, end),
+                         hints=["write it as a float (e.g. 1e40) to compare approximately"])
     return _tok("INT" if is_int else "FLOAT", -value if negative else value, start, end)
 
 
@@ -238,6 +239,9 @@ class _Build:
 
     def number(self, c):
         return ast.Literal(c[0].value, _span(c[0]))
+
+    def bool_literal(self, c):
+        return ast.Literal(c[0].type == "TRUE", _span(c[0]))
 
     def literal(self, c):
         x = c[0]
@@ -629,7 +633,7 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
     if formula_start:
         after = f" after {_describe(prev)}" if prev is not None else ""
         return err(f"expected a formula{after}, found {_describe(tok)}")
-    if "TRUE" in expected:
+    if "TRUE" in expected and "NOT" in expected:  # TRUE alone is a value after an operator
         if pt == "LSQB" and before is not None and before.type == "NAME":
             return err(f"expected a condition inside {tokens[i - 2].value}[...]")
         return err(f"expected a condition after {_describe(prev)}, found {_describe(tok)}")

@@ -51,6 +51,8 @@ def _number(value: int | float) -> str:
 
 
 def _literal(lit: ast.Literal) -> str:
+    if isinstance(lit.value, bool):
+        return "TRUE" if lit.value else "FALSE"
     return _string(lit.value) if isinstance(lit.value, str) else _number(lit.value)
 
 

@@ -620,9 +620,12 @@ class _Log:
     @property
     def log_columns(self) -> contract.LogColumns:
         """The log as the contract sees it: column kinds, type and time columns."""
-        kinds = {f.name: _kind(f.dataType) for f in self.df.schema.fields}
+        fields = self.df.schema.fields
+        kinds = {f.name: _kind(f.dataType) for f in fields}
         return contract.LogColumns(self.src.path, self.src.name, kinds, self.type_column,
-                                   self.time_column, self.time_unit)
+                                   self.time_column, self.time_unit,
+                                   {f.name: f.dataType.simpleString() for f in fields
+                                    if kinds[f.name] is None})
 
 
 #: The format of an in-memory log (a user's DataFrame, ``_frame_log``), as in ``io.read``.
@@ -1033,8 +1036,8 @@ def spark_schema(
     time_column: str | None = None,
     fmt: str | None = None,
 ) -> Schema:
-    """The logs' ``Schema`` computed by Spark (for logs the driver cannot read locally):
-    an event type's attributes are the columns non-null for at least one of its events."""
+    """The logs' ``Schema`` computed by Spark (for logs the driver cannot read locally),
+    as ``contract.build_schema`` defines it."""
     spark = spark_session(master, conf)
     return _schema(_open(spark, logs, type_column, fmt, time_column))
 
