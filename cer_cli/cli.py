@@ -99,8 +99,9 @@ def render_diagnostic(
         width = max(1, (end_col if end_line == line else len(text) + 1) - col)
         head = Text(f"{where}:{line}:{col}: ", style="bold")
         console.print(head + Text(f"{severity}:", style=f"bold {colour}") + Text(f" {message}"))
+        text, caret, width = _excerpt(text, col - 1, width)
         console.print(Text(f"  {text}"))
-        console.print(Text("  " + " " * (col - 1) + "^" * width, style=f"bold {colour}"))
+        console.print(Text("  " + " " * caret + "^" * width, style=f"bold {colour}"))
     else:
         console.print(
             Text(f"{where}: ", style="bold")
@@ -109,6 +110,23 @@ def render_diagnostic(
         )
     for hint in hints:
         console.print(Text("  hint: ", style="cyan") + Text(hint))
+
+
+#: Longest source line a diagnostic shows whole; a longer one (a generated query) is cut
+#: around the caret.
+EXCERPT_CHARS = 160
+
+
+def _excerpt(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """``text`` cut to at most ~EXCERPT_CHARS around ``start`` (marked with …), and where
+    the caret now starts and how wide it is."""
+    if len(text) <= EXCERPT_CHARS:
+        return text, start, width
+    left = max(0, start - EXCERPT_CHARS // 4)
+    right = min(len(text), left + EXCERPT_CHARS)
+    cut = ("…" if left else "") + text[left:right] + ("…" if right < len(text) else "")
+    caret = start - left + (1 if left else 0)
+    return cut, caret, max(1, min(width, right - start))
 
 
 def render_query_error(error: QueryError) -> None:
@@ -162,15 +180,16 @@ def _is_log_error(error: Exception) -> bool:
 
 
 def read_query_text(path: str | None, expr: str | None) -> tuple[str, str]:
-    """The query text and the name to report it under (a path, ``<stdin>`` or ``<expr>``)."""
+    """The query text and the name to report it under (a path, ``<stdin>`` or ``<expr>``).
+    A leading UTF-8 byte-order mark, which some editors write, is not part of the query."""
     if expr is not None:
-        return expr, "<expr>"
+        return expr.removeprefix("\ufeff"), "<expr>"
     if path is None:
         raise click.UsageError("give a query file, '-' for stdin, or -e/--expr TEXT")
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        return sys.stdin.read().removeprefix("\ufeff"), "<stdin>"
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return f.read(), path
     except (OSError, UnicodeDecodeError) as e:
         raise click.BadParameter(
