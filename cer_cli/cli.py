@@ -534,7 +534,7 @@ def match_command(
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
-                   open_ends=open_absence == "report")
+                   open_ends=open_absence == "report", filename=filename)
 
 
 def _warm_up(logs) -> None:
@@ -676,7 +676,7 @@ def _wide_variables(compiled, shape):
 
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
-               open_ends=False) -> None:
+               open_ends=False, filename=None) -> None:
     import itertools
     import time
 
@@ -781,6 +781,8 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
             write_matches(stream, lookup, fmt, output, console=_table_console(fmt),
                           partition_names=names, started=started, shape=shape,
                           variables=_wide_variables(compiled, shape))
+    except QueryError as e:  # found while running (an unordered window attribute)
+        raise e.with_source(compiled.text, filename) from None
     finally:
         if bar is not None:
             bar.stop()

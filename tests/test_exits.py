@@ -10,8 +10,10 @@ a permission to be missing run as `nobody` through setpriv when the tests run as
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +35,64 @@ def log(tmp_path: Path) -> Path:
     return path
 
 
+def _lines(text: bytes) -> list[str]:
+    return text.decode().splitlines()
+
+
+# --------------------------------------------------------------------------- cannot write or read
+
+
+@pytest.fixture
+def shared_tmp():
+    """A directory another user can enter (pytest's tmp_path is private to its owner)."""
+    d = Path(tempfile.mkdtemp(prefix="cer-test-"))
+    d.chmod(0o755)
+    yield d
+    for p in d.rglob("*"):
+        if p.is_dir() and not p.is_symlink():
+            p.chmod(0o755)
+    shutil.rmtree(d)
+
+
+def _unprivileged() -> list[str]:
+    """A command prefix that runs without the permissions the test takes away (root has
+    them all): setpriv to `nobody` when root, nothing otherwise."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no way to drop permissions")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _cer_as_user(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*_unprivileged(), sys.executable, "-m", "cer_cli", *args],
+                          capture_output=True, env=ENV, timeout=300)
+
+
+@pytest.mark.parametrize("command", ["match", "check", "explain"])
+def test_a_log_in_a_directory_the_user_cannot_enter_is_exit_2_naming_it(shared_tmp, command):
+    locked = shared_tmp / "locked"
+    locked.mkdir()
+    (locked / "s.csv").write_text(CSV)
+    locked.chmod(0o000)
+    result = _cer_as_user(command, "-e", "H ; T", str(locked / "s.csv"))
+    assert result.returncode == 2
+    assert _lines(result.stderr) == [f"error: cannot read {locked / 's.csv'}: Permission denied"]
+
+
 # --------------------------------------------------------------------------- messages
+
+
+def test_an_unordered_window_attribute_names_the_stream_row_and_values(tmp_path: Path) -> None:
+    path = tmp_path / "seqs.csv"
+    path.write_text("type,seq\nA,1\nB,5\nA,3\nB,6\n")
+    result = cer("match", "-e", "A ; B WITHIN 5 [seq]", str(path), "--count")
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert ("WITHIN 5 [seq] needs events ordered by seq, but the log is not: stream 'seqs',"
+            " data row 2 (0-based) has seq 3, below 5 of stream 'seqs', data row 1") in err
+    assert err.startswith("<expr>:1:14: error:")
 
 
 @pytest.mark.parametrize("source", ["file", "stdin", "expr"])
