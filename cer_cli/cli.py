@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cer_cli import __version__, signals
+from cer_cli.io.files import output_descriptor
 from cer_cli.query.ast import Span
 from cer_cli.query.errors import QueryError, line_col
 
@@ -485,13 +486,14 @@ def match_command(
       cer match --spark --master spark://host:7077 q.cel hdfs:///logs/ -o out.parquet
 
     -o writes a regular file atomically (a temporary file renamed at the end: an interrupted
-    or failed run leaves the old file as it was), keeping its mode and following symlinks;
-    devices and FIFOs are written directly. -o is refused with --count, --format table, or
-    when it names an input (a log or the query file).
+    or failed run leaves the old file as it was), keeping its mode and following symlinks
+    (not one planted by another user in a shared directory such as /tmp); devices, FIFOs,
+    /dev/stdout, /dev/stderr and /dev/fd/N are written directly. -o is refused with --count,
+    --format table, or when it names an input (a log or the query file).
 
-    Exit codes: 0 ok (also with no match), 1 runtime failure (e.g. disk full), 2 mistake in
-    the query, the logs or the options, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (no partial
-    output file is left).
+    Exit codes: 0 ok (also with no match), 1 runtime failure (e.g. disk full: any output
+    that cannot be written), 2 mistake in the query, the logs or the options, 130 Ctrl-C,
+    143 SIGTERM, 129 SIGHUP (no partial output file is left).
     """
     from cer_cli.io.read import LogError
 
@@ -500,12 +502,17 @@ def match_command(
         if not logs:
             raise click.UsageError("give at least one LOG after the query")
         text, filename = read_query_text(path, expr)
+        descriptor = None if output in (None, "-") else output_descriptor(output)
+        if descriptor == 1:
+            output = "-"  # /dev/stdout is standard output, exactly as -o -
         _check_output(output, fmt, count, path, logs)
         if fmt is None:
             if output is not None and output != "-":
                 from pathlib import Path
 
                 fmt = OUTPUT_BY_EXTENSION.get(Path(output).suffix.lower())
+                if fmt is None and descriptor is not None:
+                    fmt = "jsonl"  # /dev/stderr, /dev/fd/N: as standard output, not a terminal
                 if fmt is None:
                     raise LogError(
                         f"cannot tell the output format from {output!r}",

@@ -10,7 +10,9 @@ a permission to be missing run as `nobody` through setpriv when the tests run as
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +44,30 @@ def _lines(text: bytes) -> list[str]:
 # --------------------------------------------------------------------------- cannot write or read
 
 
+def _file_size_limit(size: int):
+    """A file-size limit in the child: writing past it fails with EFBIG, as a full disk
+    fails with ENOSPC (SIGXFSZ ignored, so the write returns the error)."""
+    def set_limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    return set_limit
+
+
+@pytest.mark.parametrize("fmt, query", [("parquet", "H ; T FILTER T[tmp > 1000]"),
+                                        ("parquet", "H ; T"), ("jsonl", "H ; T"),
+                                        ("csv", "H ; T")])
+def test_a_full_file_system_is_exit_1_naming_the_file(tmp_path: Path, log: Path, fmt, query):
+    """Also a Parquet file of no match (written by another path than the matches' one)."""
+    out = tmp_path / f"out.{fmt}"
+    out.write_text("previous\n")
+    result = cer("match", "-e", query, str(log), "-o", str(out),
+                 preexec_fn=_file_size_limit(300))
+    assert result.returncode == 1
+    assert _lines(result.stderr) == [f"error: cannot write {out}: File too large"]
+    assert out.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name, "s.csv"]
+
+
 @pytest.fixture
 def shared_tmp():
     """A directory another user can enter (pytest's tmp_path is private to its owner)."""
@@ -68,6 +94,22 @@ def _unprivileged() -> list[str]:
 def _cer_as_user(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*_unprivileged(), sys.executable, "-m", "cer_cli", *args],
                           capture_output=True, env=ENV, timeout=300)
+
+
+def test_a_read_only_directory_is_exit_1_like_any_write_failure(shared_tmp: Path) -> None:
+    """One rule for "cannot write the output": the system's refusal is exit 1 with one line
+    naming the file, whether the disk is full or the directory read-only."""
+    log = shared_tmp / "s.csv"
+    log.write_text(CSV)
+    log.chmod(0o644)
+    ro = shared_tmp / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    result = _cer_as_user("match", "-e", "H ; T", str(log), "-o", str(ro / "out.jsonl"))
+    assert result.returncode == 1, result.stderr
+    assert _lines(result.stderr) == [f"error: cannot write {ro / 'out.jsonl'}: Permission denied"
+                                     f" (creating a file in {ro})"]
+    assert list(ro.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", ["match", "check", "explain"])
