@@ -7,6 +7,7 @@ exception becomes a one-line message unless ``--debug`` asks for the traceback.
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import sys
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cer_cli import __version__, signals
-from cer_cli.io.files import output_descriptor
+from cer_cli.io.files import OutputError, ReaderGone, output_descriptor
 from cer_cli.query.ast import Span
 from cer_cli.query.errors import QueryError, line_col
 
@@ -38,20 +39,24 @@ def _stderr() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=True)
 
 
-def _stdout() -> Console:
-    """The console of ``--format table`` and ``cer explain``."""
+def _stdout(**options) -> Console:
+    """The console of ``--format table`` and ``cer explain``. rich ends the process with exit
+    code 1 when standard output's reader leaves; cer's rule is a quiet exit 0 (``ReaderGone``)."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    console = Console(**{"highlight": False, "soft_wrap": True, **options})
+
+    def reader_gone() -> None:
+        console.quiet = True
+        raise ReaderGone(errno.EPIPE, "standard output is a closed pipe")
+
+    console.on_broken_pipe = reader_gone  # type: ignore[method-assign]
+    return console
 
 
 def _table_console(fmt: str) -> Console | None:
     """What ``write_matches`` prints a table on; other formats never load rich."""
-    if fmt != "table":
-        return None
-    from rich.console import Console
-
-    return Console(highlight=False)
+    return _stdout(soft_wrap=False) if fmt == "table" else None
 
 
 def _error_line(console: Console, label: str, style: str, message: str) -> None:
@@ -148,12 +153,14 @@ def user_errors(debug: bool) -> Iterator[None]:
     except QueryError as e:
         render_query_error(e)
         sys.exit(EXIT_INPUT)
-    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt,
-            BrokenPipeError):  # a closed pipe (`| head`): click exits quietly
+    except ReaderGone:  # standard output's reader left (`| head -1`): a quiet end
+        sys.exit(0)
+    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
         raise
     except Exception as e:
         signals.check()  # an exception caused by a swallowed signal ends as the signal
-        if type(e).__name__ in ("SparkError", "OutputError") and hasattr(e, "exit_code"):
+        if isinstance(e, OutputError) or (type(e).__name__ == "SparkError"
+                                          and hasattr(e, "exit_code")):
             console = _stderr()
             _error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
             for hint in e.hints:  # type: ignore[attr-defined]
@@ -491,9 +498,10 @@ def match_command(
     /dev/stdout, /dev/stderr and /dev/fd/N are written directly. -o is refused with --count,
     --format table, or when it names an input (a log or the query file).
 
-    Exit codes: 0 ok (also with no match), 1 runtime failure (e.g. disk full: any output
-    that cannot be written), 2 mistake in the query, the logs or the options, 130 Ctrl-C,
-    143 SIGTERM, 129 SIGHUP (no partial output file is left).
+    Exit codes: 0 ok (also with no match, or when the reader of standard output stops
+    reading), 1 runtime failure (e.g. disk full: any output that cannot be written), 2
+    mistake in the query, the logs or the options, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (no
+    partial output file is left).
     """
     from cer_cli.io.read import LogError
 
@@ -860,6 +868,12 @@ def main(gc_paused: bool = False) -> None:
         try:
             rv = cli.main(standalone_mode=False)
             signals.check()
+            sys.stdout.flush()  # here: at the interpreter's exit a failure is a traceback
+        except ReaderGone:
+            sys.exit(0)
+        except OutputError as e:
+            _error_line(_stderr(), "error: ", "bold red", e.message)
+            sys.exit(e.exit_code)
         except signals.Interrupted as e:
             signals.exit_for(e)
         except (KeyboardInterrupt, click.exceptions.Abort):

@@ -9,6 +9,7 @@ a permission to be missing run as `nobody` through setpriv when the tests run as
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -18,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 CSV = "type,id,tmp,hum\nH,2,,25\nT,0,45,\nH,0,,20\nH,1,,25\nT,1,40,\nT,0,42,\nT,1,25,\nH,1,,70\nH,0,,18\n"
@@ -37,11 +39,91 @@ def log(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def big(tmp_path: Path) -> Path:
+    """`A ; B` has about a million matches here: far more output than a pipe buffers."""
+    path = tmp_path / "big.csv"
+    pl.DataFrame({"type": ["A", "B"] * 1500, "x": list(range(3000))}).write_csv(path)
+    return path
+
+
 def _lines(text: bytes) -> list[str]:
     return text.decode().splitlines()
 
 
+# --------------------------------------------------------------------------- closed pipes
+
+
+def test_a_reader_that_leaves_ends_the_run_quietly(big: Path) -> None:
+    """`cer match … | head -1`: exit 0 and nothing on stderr, as ripgrep does."""
+    proc = subprocess.Popen([sys.executable, "-m", "cer_cli", "match", "-e", "A ; B", str(big),
+                             "--format", "jsonl"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    try:
+        assert json.loads(proc.stdout.readline())["match"] == 0
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (0, b"")
+
+
+@pytest.mark.parametrize("command", [["match", "--format", "jsonl"], ["match", "--count"],
+                                     ["match", "--format", "table"], ["explain"]])
+def test_a_pipe_closed_before_anything_is_written_ends_quietly(log: Path, command) -> None:
+    """The output fits in the stream's buffer, so the closed pipe is met only by the last
+    flush (the interpreter's own at exit, unless cer flushes first): still exit 0, quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "cer_cli", command[0], "-e", "H ; T",
+                             str(log), *command[1:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    proc.stdout.close()  # before cer writes anything: every write meets a closed pipe
+    try:
+        err = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err.decode()) == (0, "")
+
+
+# --------------------------------------------------------------------------- closed streams
+
+
+def test_a_closed_stderr_keeps_warnings_out_of_the_output(log: Path) -> None:
+    """`2>&-`: warnings (here: exponentially many matches) are dropped, never written to
+    standard output among the JSON lines, and the run succeeds."""
+    result = cer("match", "-e", "H+ ; T", str(log), "--format", "jsonl",
+                 stderr=None, preexec_fn=lambda: os.close(2))
+    assert result.returncode == 0
+    lines = _lines(result.stdout)
+    assert lines and all(json.loads(line)["events"] for line in lines)
+
+
+def test_a_closed_stdout_is_a_write_failure(log: Path, tmp_path: Path) -> None:
+    """`>&-`: the matches cannot be written: exit 1, one line naming standard output. With
+    -o the run does not need standard output and succeeds."""
+    result = cer("match", "-e", "H ; T", str(log), "--format", "jsonl",
+                 stdout=None, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 1
+    assert _lines(result.stderr) == ["error: cannot write standard output: it is closed"]
+    out = tmp_path / "out.jsonl"
+    result = cer("match", "-e", "H ; T", str(log), "-o", str(out),
+                 stdout=None, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 0, result.stderr
+    assert len(out.read_text().splitlines()) == 10
+
+
 # --------------------------------------------------------------------------- cannot write or read
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("command", [["match", "--format", "jsonl"], ["match", "--count"],
+                                     ["explain"]])
+def test_standard_output_on_a_full_device_is_exit_1_naming_it(log: Path, command) -> None:
+    with open("/dev/full", "wb") as full:
+        result = cer(command[0], "-e", "H ; T", str(log), *command[1:], stdout=full)
+    assert result.returncode == 1
+    assert _lines(result.stderr) == ["error: cannot write standard output: No space left on device"]
 
 
 def _file_size_limit(size: int):

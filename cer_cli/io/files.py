@@ -19,6 +19,9 @@ it did not create or was not named.
   (never resolved to the file behind it, which would replace that file).
 * A failure to write names the output (``OutputError``, exit 1): the streams handed to the
   writers raise it themselves, so a failure while reading a log is never reported as one.
+
+Kept free of polars and pyarrow: the entry point uses ``standard_streams`` before anything
+heavy is imported.
 """
 
 from __future__ import annotations
@@ -57,15 +60,20 @@ _O_DIR = getattr(os, "O_PATH", os.O_RDONLY) | getattr(os, "O_DIRECTORY", 0) | _O
 
 class OutputError(Exception):
     """The output cannot be written. ``exit_code`` 1 when the system refuses it (no such
-    directory, permission denied, a read-only file or file system, disk full, an I/O error):
-    one rule for every "cannot write the output", whenever it is found. 2 when cer itself
-    refuses a path that would do harm (a planted symlink)."""
+    directory, permission denied, a read-only file or file system, disk full, an I/O error,
+    standard output closed): one rule for every "cannot write the output", whenever it is
+    found. 2 when cer itself refuses a path that would do harm (a planted symlink)."""
 
     def __init__(self, message: str, hints: Sequence[str] = (), exit_code: int = 1) -> None:
         super().__init__(message)
         self.message = message
         self.hints = list(hints)
         self.exit_code = exit_code
+
+
+class ReaderGone(BrokenPipeError):
+    """Standard output is a pipe whose reader left (``cer match … | head -1``): the run ends
+    quietly, with exit code 0, as ripgrep does."""
 
 
 def _cannot(target: object, e: OSError) -> OutputError:
@@ -324,7 +332,9 @@ def _warn(message: str) -> None:
 
 
 @contextmanager
-def open_output(target: str | os.PathLike, warn: Callable[[str], None] = _warn) -> Iterator[BinaryIO]:
+def open_output(
+    target: str | os.PathLike, warn: Callable[[str], None] = _warn
+) -> Iterator[BinaryIO]:
     """A binary stream that writes ``target`` (see the module's docstring).
 
     A regular file (new or existing) is written to a locked temporary file in its directory,
@@ -438,3 +448,70 @@ def _replacing(
             if done:
                 raise _cannot(target, e) from None
 
+
+# --------------------------------------------------------------------------- standard streams
+
+
+class _StandardStream(io.FileIO):
+    """Descriptor 1 or 2 as the ``cer`` process writes it. Standard output: a reader that
+    left raises ``ReaderGone``, another failure (``/dev/full``, closed at start) an
+    ``OutputError`` naming it. Standard error: failures are ignored, there is nowhere to
+    report them (the exit code still tells). After a failure, writes are dropped, so that
+    the interpreter's final flush cannot fail a second time."""
+
+    def __init__(self, fd: int, closed: bool) -> None:
+        super().__init__(fd, "wb", closefd=False)
+        self.closed_at_start, self.failed = closed, False
+
+    def write(self, data) -> int:  # type: ignore[override]
+        if self.failed:
+            return len(memoryview(data))
+        try:
+            if self.closed_at_start:
+                raise OSError(errno.EBADF, "it is closed")
+            return super().write(data)
+        except OSError as e:
+            self.failed = True
+            if self.fileno() == 2:
+                return len(memoryview(data))
+            if e.errno == errno.EPIPE:
+                raise ReaderGone(errno.EPIPE, "standard output is a closed pipe") from None
+            raise _cannot("standard output", e) from None
+
+
+def standard_streams() -> None:
+    """Make the ``cer`` process's standard streams safe to use (the entry point calls it).
+
+    A descriptor 0, 1 or 2 closed at start (``>&-``, ``2>&-``) is opened on /dev/null, so
+    that no file cer opens takes its number (and receives what was meant for the stream);
+    standard output then refuses to be written (exit 1), standard error drops what it gets.
+    Standard output and standard error are rebuilt on ``_StandardStream``, with their
+    encoding and buffering kept."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.add(fd)
+    if closed:
+        null = os.open(os.devnull, os.O_RDWR)  # takes the lowest closed number itself
+        for fd in closed:
+            if fd != null:
+                os.dup2(null, fd)
+        if null not in closed:
+            os.close(null)
+    if sys.stdin is None or 0 in closed:
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        new = io.TextIOWrapper(
+            io.BufferedWriter(_StandardStream(fd, fd in closed)),
+            encoding=getattr(old, "encoding", None) or "utf-8",
+            errors=getattr(old, "errors", None) or "backslashreplace",
+            line_buffering=getattr(old, "line_buffering", False),
+            write_through=getattr(old, "write_through", False),
+        )
+        if old is not None:
+            with suppress(Exception):
+                old.flush()
+        setattr(sys, name, new)
