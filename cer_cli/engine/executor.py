@@ -112,7 +112,9 @@ def _unordered(frame: pl.DataFrame, wtime: str, w: ast.Window, last_time) -> Que
     if prior.len():
         j = int((t.head(i) == prior[-1]).arg_true()[-1])
         earlier = f"{shown[j]} of stream {frame[STREAM][j]!r}, data row {frame[ROW][j]}"
-    else:
+    elif shown.dtype == t.dtype:  # the value itself, from the previous frame
+        earlier = f"{last_time}, an earlier event's"
+    else:  # a datetime: the previous frame's time is known only in nanoseconds
         earlier = "an earlier event's"
     return QueryError(
         f"WITHIN {_window_source(w)} needs events ordered by {name}, but the log is not: {where}"
