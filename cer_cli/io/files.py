@@ -213,8 +213,10 @@ def _part_pattern(name: str) -> re.Pattern:
 
 
 def _open_parent(parent: str, target: object) -> int:
+    """The resolved directory, opened once; if it turned into a symlink since it was
+    resolved, that is not followed (it is "not a directory")."""
     try:
-        return os.open(parent, _O_DIR)
+        return os.open(parent, _O_DIR | _O_NOFOLLOW)
     except FileNotFoundError:
         raise OutputError(f"cannot write {target}: directory {parent} does not exist") from None
     except NotADirectoryError:
