@@ -282,6 +282,10 @@ def remove_stale_parts(target: str | Path) -> list[Path]:
         os.close(dfd)
 
 
+#: The temporary files being written now, ``(directory descriptor, name)``.
+_open_parts: set[tuple[int, str]] = set()
+
+
 def _create_part(dfd: int, name: str, target: object, parent: str) -> tuple[int, str]:
     """A new temporary file for ``name`` in ``dfd``, locked: ``(descriptor, its name)``."""
     for _ in range(100):
@@ -294,13 +298,20 @@ def _create_part(dfd: int, name: str, target: object, parent: str) -> tuple[int,
         except OSError as e:
             raise OutputError(f"cannot write {target}: {e.strerror} (creating a file in"
                               f" {parent})") from None
-        if fcntl is not None:
-            try:  # blocking: a cleaner that opened it before us holds the lock for a moment
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                pass  # no locks on this file system: cleaners cannot lock it either
-        if os.fstat(fd).st_nlink:
-            return fd, tmp
+        try:
+            if fcntl is not None:
+                try:  # blocking: a cleaner that opened it before us holds the lock a moment
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except OSError:
+                    pass  # no locks on this file system: cleaners cannot lock it either
+            if os.fstat(fd).st_nlink:
+                _open_parts.add((dfd, tmp))  # from here on, removed whatever happens
+                return fd, tmp
+        except BaseException:  # Ctrl-C just now: leave nothing behind
+            with suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            os.close(fd)
+            raise
         os.close(fd)  # a cleaner removed it between its creation and our lock: another name
     raise OutputError(f"cannot write {target}: cannot create a temporary file next to it")
 
@@ -315,10 +326,6 @@ def _copy_mode(fd: int, st: os.stat_result | None) -> None:
     with suppress(OSError):  # not allowed: the file gets our owner, as a new file would
         os.fchown(fd, st.st_uid, st.st_gid)
     os.fchmod(fd, stat.S_IMODE(st.st_mode))
-
-
-#: The temporary files being written now, ``(directory descriptor, name)``.
-_open_parts: set[tuple[int, str]] = set()
 
 
 def remove_open_parts() -> None:
@@ -415,8 +422,7 @@ def _replacing(
 ) -> Iterator[BinaryIO]:
     """Write a locked temporary file through its descriptor; rename it onto ``name`` if the
     block succeeds, remove it if not."""
-    fd, tmp = _create_part(dfd, name, target, parent)
-    _open_parts.add((dfd, tmp))
+    fd, tmp = _create_part(dfd, name, target, parent)  # in _open_parts
     done = False
     try:
         f = _stream(fd, str(target), closefd=False)
