@@ -10,6 +10,7 @@ import os
 import signal
 
 from cer_cli import signals
+from cer_cli.io.files import standard_streams
 
 
 def main() -> None:
@@ -21,6 +22,9 @@ def main() -> None:
     # here (0.14 s -> 0.085 s with one thread). cer does no linear algebra (the kernel works
     # on integer arrays), so one BLAS thread costs nothing; a value the user set is kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # A closed descriptor 0-2 is opened on /dev/null (no file cer opens takes its number);
+    # standard output's failures name it, and a reader that left ends the run quietly.
+    standard_streams()
     signals.install()
     try:
         try:

@@ -7,6 +7,7 @@ exception becomes a one-line message unless ``--debug`` asks for the traceback.
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import sys
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cer_cli import __version__, signals
+from cer_cli.io.files import OutputError, ReaderGone, output_descriptor
 from cer_cli.query.ast import Span
 from cer_cli.query.errors import QueryError, line_col
 
@@ -37,20 +39,24 @@ def _stderr() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=True)
 
 
-def _stdout() -> Console:
-    """The console of ``--format table`` and ``cer explain``."""
+def _stdout(**options) -> Console:
+    """The console of ``--format table`` and ``cer explain``. rich ends the process with exit
+    code 1 when standard output's reader leaves; cer's rule is a quiet exit 0 (``ReaderGone``)."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    console = Console(**{"highlight": False, "soft_wrap": True, **options})
+
+    def reader_gone() -> None:
+        console.quiet = True
+        raise ReaderGone(errno.EPIPE, "standard output is a closed pipe")
+
+    console.on_broken_pipe = reader_gone  # type: ignore[method-assign]
+    return console
 
 
 def _table_console(fmt: str) -> Console | None:
     """What ``write_matches`` prints a table on; other formats never load rich."""
-    if fmt != "table":
-        return None
-    from rich.console import Console
-
-    return Console(highlight=False)
+    return _stdout(soft_wrap=False) if fmt == "table" else None
 
 
 def _error_line(console: Console, label: str, style: str, message: str) -> None:
@@ -99,8 +105,9 @@ def render_diagnostic(
         width = max(1, (end_col if end_line == line else len(text) + 1) - col)
         head = Text(f"{where}:{line}:{col}: ", style="bold")
         console.print(head + Text(f"{severity}:", style=f"bold {colour}") + Text(f" {message}"))
+        text, caret, width = _excerpt(text, col - 1, width)
         console.print(Text(f"  {text}"))
-        console.print(Text("  " + " " * (col - 1) + "^" * width, style=f"bold {colour}"))
+        console.print(Text("  " + " " * caret + "^" * width, style=f"bold {colour}"))
     else:
         console.print(
             Text(f"{where}: ", style="bold")
@@ -109,6 +116,23 @@ def render_diagnostic(
         )
     for hint in hints:
         console.print(Text("  hint: ", style="cyan") + Text(hint))
+
+
+#: Longest source line a diagnostic shows whole; a longer one (a generated query) is cut
+#: around the caret.
+EXCERPT_CHARS = 160
+
+
+def _excerpt(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """``text`` cut to at most ~EXCERPT_CHARS around ``start`` (marked with …), and where
+    the caret now starts and how wide it is."""
+    if len(text) <= EXCERPT_CHARS:
+        return text, start, width
+    left = max(0, start - EXCERPT_CHARS // 4)
+    right = min(len(text), left + EXCERPT_CHARS)
+    cut = ("…" if left else "") + text[left:right] + ("…" if right < len(text) else "")
+    caret = start - left + (1 if left else 0)
+    return cut, caret, max(1, min(width, right - start))
 
 
 def render_query_error(error: QueryError) -> None:
@@ -129,12 +153,14 @@ def user_errors(debug: bool) -> Iterator[None]:
     except QueryError as e:
         render_query_error(e)
         sys.exit(EXIT_INPUT)
-    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt,
-            BrokenPipeError):  # a closed pipe (`| head`): click exits quietly
+    except ReaderGone:  # standard output's reader left (`| head -1`): a quiet end
+        sys.exit(0)
+    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
         raise
     except Exception as e:
         signals.check()  # an exception caused by a swallowed signal ends as the signal
-        if type(e).__name__ in ("SparkError", "OutputError") and hasattr(e, "exit_code"):
+        if isinstance(e, OutputError) or (type(e).__name__ == "SparkError"
+                                          and hasattr(e, "exit_code")):
             console = _stderr()
             _error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
             for hint in e.hints:  # type: ignore[attr-defined]
@@ -162,15 +188,16 @@ def _is_log_error(error: Exception) -> bool:
 
 
 def read_query_text(path: str | None, expr: str | None) -> tuple[str, str]:
-    """The query text and the name to report it under (a path, ``<stdin>`` or ``<expr>``)."""
+    """The query text and the name to report it under (a path, ``<stdin>`` or ``<expr>``).
+    A leading UTF-8 byte-order mark, which some editors write, is not part of the query."""
     if expr is not None:
-        return expr, "<expr>"
+        return expr.removeprefix("\ufeff"), "<expr>"
     if path is None:
         raise click.UsageError("give a query file, '-' for stdin, or -e/--expr TEXT")
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        return sys.stdin.read().removeprefix("\ufeff"), "<stdin>"
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return f.read(), path
     except (OSError, UnicodeDecodeError) as e:
         raise click.BadParameter(
@@ -467,13 +494,15 @@ def match_command(
       cer match --spark --master spark://host:7077 q.cel hdfs:///logs/ -o out.parquet
 
     -o writes a regular file atomically (a temporary file renamed at the end: an interrupted
-    or failed run leaves the old file as it was), keeping its mode and following symlinks;
-    devices and FIFOs are written directly. -o is refused with --count, --format table, or
-    when it names an input (a log or the query file).
+    or failed run leaves the old file as it was), keeping its mode and following symlinks
+    (not one planted by another user in a shared directory such as /tmp); devices, FIFOs,
+    /dev/stdout, /dev/stderr and /dev/fd/N are written directly. -o is refused with --count,
+    --format table, or when it names an input (a log or the query file).
 
-    Exit codes: 0 ok (also with no match), 1 runtime failure (e.g. disk full), 2 mistake in
-    the query, the logs or the options, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (no partial
-    output file is left).
+    Exit codes: 0 ok (also with no match, or when the reader of standard output stops
+    reading), 1 runtime failure (e.g. disk full: any output that cannot be written), 2
+    mistake in the query, the logs or the options, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (no
+    partial output file is left).
     """
     from cer_cli.io.read import LogError
 
@@ -482,12 +511,17 @@ def match_command(
         if not logs:
             raise click.UsageError("give at least one LOG after the query")
         text, filename = read_query_text(path, expr)
+        descriptor = None if output in (None, "-") else output_descriptor(output)
+        if descriptor == 1:
+            output = "-"  # /dev/stdout is standard output, exactly as -o -
         _check_output(output, fmt, count, path, logs)
         if fmt is None:
             if output is not None and output != "-":
                 from pathlib import Path
 
                 fmt = OUTPUT_BY_EXTENSION.get(Path(output).suffix.lower())
+                if fmt is None and descriptor is not None:
+                    fmt = "jsonl"  # /dev/stderr, /dev/fd/N: as standard output, not a terminal
                 if fmt is None:
                     raise LogError(
                         f"cannot tell the output format from {output!r}",
@@ -516,7 +550,7 @@ def match_command(
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
-                   open_ends=open_absence == "report")
+                   open_ends=open_absence == "report", filename=filename)
 
 
 def _warm_up(logs) -> None:
@@ -658,7 +692,7 @@ def _wide_variables(compiled, shape):
 
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
-               open_ends=False) -> None:
+               open_ends=False, filename=None) -> None:
     import time
 
     from cer_cli.events import first_matches
@@ -754,6 +788,8 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
             write_matches(stream, lookup, fmt, output, console=_table_console(fmt),
                           partition_names=names, started=started, shape=shape,
                           variables=_wide_variables(compiled, shape))
+    except QueryError as e:  # found while running (an unordered window attribute)
+        raise e.with_source(compiled.text, filename) from None
     finally:
         if bar is not None:
             bar.stop()
@@ -930,6 +966,12 @@ def main(gc_paused: bool = False) -> None:
         try:
             rv = cli.main(standalone_mode=False)
             signals.check()
+            sys.stdout.flush()  # here: at the interpreter's exit a failure is a traceback
+        except ReaderGone:
+            sys.exit(0)
+        except OutputError as e:
+            _error_line(_stderr(), "error: ", "bold red", e.message)
+            sys.exit(e.exit_code)
         except signals.Interrupted as e:
             signals.exit_for(e)
         except (KeyboardInterrupt, click.exceptions.Abort):

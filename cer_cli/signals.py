@@ -206,7 +206,7 @@ def exit_for(error: Interrupted) -> None:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except (OSError, ValueError, AttributeError):
+            except Exception:  # a closed pipe, a full disk: the signal's exit code stands
                 pass
         os._exit(error.exit_code)
     sys.exit(error.exit_code)

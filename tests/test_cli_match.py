@@ -175,7 +175,6 @@ def test_several_logs_merge_by_time_and_name_streams(tmp_path):
         (["-e", "T", "samples/fig1.csv", "--limit", "99999999999999999999999"], "--limit"),
         (["-e", "T", "samples/fig1.csv", "-o", "out.unknown"], "output format"),
         (["-e", "T", "samples/fig1.csv", "--format", "parquet"], "parquet output needs a file"),
-        (["-e", "T", "samples/fig1.csv", "-o", "no/such/dir/out.csv"], "does not exist"),
         (["-e", "T"], "LOG"),
     ],
 )
@@ -185,6 +184,16 @@ def test_input_mistakes_exit_2_with_a_clear_message(args, message, monkeypatch):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_an_output_that_cannot_be_written_exits_1_like_a_full_disk(monkeypatch):
+    """One rule for "cannot write the output" (README's exit codes): the system's refusal
+    is a runtime failure, exit 1, whichever the reason."""
+    monkeypatch.chdir(ROOT)
+    result = run("match", "-e", "T", "samples/fig1.csv", "-o", "no/such/dir/out.csv")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("error: cannot write no/such/dir/out.csv: directory ")
+    assert "does not exist" in result.output and "Traceback" not in result.output
 
 
 def test_an_event_type_the_log_lacks_is_a_warning_not_an_error(monkeypatch):

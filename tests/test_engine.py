@@ -209,8 +209,10 @@ def test_attribute_window_treats_nan_times_as_missing():
     assert [(m.start, m.end) for m in got] == [(0, 2)]
     reference.assert_same_matches(got, reference.reference_matches(query, events))
     later = events_frame([{"type": "A", "stream": "S", "ts": 0.5}])  # before 2.0: disorder
-    with pytest.raises(QueryError, match="ordered"):
+    with pytest.raises(QueryError, match="ordered") as info:
         list(engine.run(later))
+    assert info.value.message.endswith("stream 'S', data row 0 (0-based) has ts 0.5, below 2.0,"
+                                       " an earlier event's")
 
 
 def test_datetime_window_attribute_is_in_nanoseconds_and_others_are_rejected():

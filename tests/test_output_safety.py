@@ -9,7 +9,12 @@ subprocesses, always with a hard timeout.
 from __future__ import annotations
 
 import errno
+import fcntl
+import json
 import os
+import re
+import secrets
+import shlex
 import signal
 import stat
 import subprocess
@@ -24,15 +29,9 @@ from click.testing import CliRunner
 
 from cer_cli.cli import cli
 from cer_cli.events import Match
+from cer_cli.io.files import NAME_MAX, OutputError, open_output, remove_stale_parts
 from cer_cli.io.read import LogError, read_events
-from cer_cli.io.write import (
-    NAME_MAX,
-    EventLookup,
-    OutputError,
-    atomic_path,
-    remove_stale_parts,
-    write_matches,
-)
+from cer_cli.io.write import EventLookup, write_matches
 
 ROOT = Path(__file__).resolve().parent.parent
 MATCHES = [
@@ -138,6 +137,55 @@ def test_dash_writes_standard_output(logdir: Path) -> None:
     assert not (logdir / "-").exists()
 
 
+def _sh(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
+
+
+def _cer(logdir: Path, *args: str) -> str:
+    """The shell command of `cer match -e 'H ; T'` on the test log (10 matches)."""
+    return shlex.join([sys.executable, "-m", "cer_cli", "match", "-e", "H ; T",
+                       str(logdir / "s.csv"), *args])
+
+
+@pytest.mark.parametrize("fmt", [[], ["--format", "jsonl"]])
+def test_dev_stdout_is_standard_output_not_the_file_behind_it(tmp_path, logdir, fmt) -> None:
+    """`-o /dev/stdout >> f` appends to f, as `-o -` does: resolving /dev/stdout to f and
+    replacing f would lose what f held; into a pipe it works too."""
+    f = tmp_path / "f"
+    result = _sh(f"printf 'X\\n' > {f}; {_cer(logdir, '-o', '/dev/stdout', *fmt)} >> {f}")
+    assert result.returncode == 0, result.stderr
+    lines = f.read_text().splitlines()
+    assert lines[0] == "X" and len(lines) == 11 and json.loads(lines[1])["match"] == 0
+    result = _sh(f"{_cer(logdir, '-o', '/dev/stdout', *fmt)} | cat")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 10
+
+
+@pytest.mark.parametrize("path", ["/dev/stderr", "/dev/fd/2", "/proc/self/fd/2"])
+def test_dev_stderr_and_fd_paths_write_the_descriptor(tmp_path, logdir, path) -> None:
+    f = tmp_path / "f"
+    f.write_text("X\n")
+    result = _sh(f"{_cer(logdir, '-o', path)} 2>> {f}")
+    assert result.returncode == 0, result.stderr
+    lines = f.read_text().splitlines()
+    assert lines[0] == "X" and len(lines) == 11 and json.loads(lines[10])["match"] == 9
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_an_fd_path_is_written_directly(tmp_path, logdir, fmt) -> None:
+    out = tmp_path / f"out.{fmt}"
+    out.write_text("X\n" if fmt == "jsonl" else "")
+    result = _sh(f"{_cer(logdir, '-o', '/dev/fd/3', '--format', fmt)} 3>>{out}")
+    assert result.returncode == 0, result.stderr
+    if fmt == "jsonl":
+        assert out.read_text().splitlines()[0] == "X"
+        assert len(out.read_text().splitlines()) == 11
+    else:
+        assert pl.read_parquet(out).height == 20
+    assert _names(tmp_path) == sorted(["logs", out.name])
+
+
 # --------------------------------------------------------------------------- inputs
 
 
@@ -220,7 +268,7 @@ def test_a_read_only_file_is_not_replaced(tmp_path: Path, lookup) -> None:
     target = tmp_path / "out.jsonl"
     target.write_text("keep\n")
     target.chmod(0o444)
-    with pytest.raises(LogError, match="read-only"):
+    with pytest.raises(OutputError, match="read-only"):
         write_matches(MATCHES, lookup, "jsonl", target)
     assert target.read_text() == "keep\n"
 
@@ -237,7 +285,7 @@ def test_a_long_output_name_works(tmp_path: Path, lookup, name) -> None:
     write_matches(watched(), lookup, "jsonl", target)
     assert len(target.read_text().splitlines()) == 2
     assert len(seen) == 1 and len(seen[0].encode()) <= NAME_MAX
-    assert seen[0].startswith(".") and f".cer-{os.getpid()}.part" in seen[0]
+    assert seen[0].startswith(".") and re.search(r"\.cer-[0-9a-f]{16}\.part$", seen[0])
     assert _names(tmp_path) == sorted(["logs", name])
 
 
@@ -245,7 +293,7 @@ def test_a_failed_rename_leaves_nothing(tmp_path: Path, lookup, monkeypatch) -> 
     target = tmp_path / "out.csv"
     target.write_text("previous\n")
 
-    def fail(src, dst):
+    def fail(src, dst, **dir_fds):
         raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, None, dst)
 
     monkeypatch.setattr(os, "replace", fail)
@@ -255,23 +303,178 @@ def test_a_failed_rename_leaves_nothing(tmp_path: Path, lookup, monkeypatch) -> 
     assert _names(tmp_path) == ["logs", "out.csv"]
 
 
-def test_stale_parts_of_dead_processes_are_removed(tmp_path: Path, lookup) -> None:
+def _part(d: Path, name: str) -> Path:
+    """A temporary file name as cer makes them: ``.<name>.cer-<16 hex digits>.part``."""
+    return d / f".{name}.cer-{secrets.token_hex(8)}.part"
+
+
+def _locked(path: Path) -> int:
+    """An open descriptor of ``path`` holding its lock, as a live writer does."""
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_stale_parts_are_removed_only_when_unlocked_and_ours(tmp_path: Path, lookup) -> None:
+    """A temporary file is removed only if it is named for this target, a regular file of
+    the user's, and no process holds its lock (a live writer in any PID namespace does):
+    never a live run's file, another user's file or a symlink's target."""
     target = tmp_path / "out.jsonl"
-    dead = tmp_path / f".out.jsonl.cer-{_dead_pid()}.part"
-    live = tmp_path / ".out.jsonl.cer-1.part"  # pid 1 is alive
-    other = tmp_path / f".other.jsonl.cer-{_dead_pid()}.part"
-    foreign = tmp_path / ".out.jsonl.part"
-    for p in (dead, live, other, foreign):
+    dead = _part(tmp_path, "out.jsonl")
+    live = _part(tmp_path, "out.jsonl")
+    other = _part(tmp_path, "other.jsonl")
+    not_ours = tmp_path / ".out.jsonl.part"
+    # a run in another container: its pid is dead here, its process alive there
+    elsewhere = tmp_path / f".out.jsonl.cer-{_dead_pid()}.part"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = _part(tmp_path, "out.jsonl")
+    link.symlink_to(victim)
+    for p in (dead, live, other, not_ours, elsewhere):
         p.write_text("partial")
-    write_matches(MATCHES, lookup, "jsonl", target)
-    assert not dead.exists()
-    assert live.exists() and other.exists() and foreign.exists()
-    assert remove_stale_parts(tmp_path / "other.jsonl") == [other]
+    held = [_locked(live), _locked(elsewhere)]
+    try:
+        write_matches(MATCHES, lookup, "jsonl", target)
+        assert live.exists() and other.exists() and not_ours.exists() and elsewhere.exists()
+        assert link.is_symlink() and victim.read_text() == "precious\n"
+        assert not dead.exists()
+        assert remove_stale_parts(target) == []
+        assert remove_stale_parts(tmp_path / "other.jsonl") == [other]
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert remove_stale_parts(target) == [live]  # its writer is gone now
 
 
-def test_atomic_path_refuses_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(LogError, match="is a directory"):
-        with atomic_path(tmp_path):
+@root_only
+def test_another_users_stale_part_is_never_removed(tmp_path: Path, lookup) -> None:
+    """Run as root, cer must not delete another user's files: ownership is checked."""
+    theirs = _part(tmp_path, "out.jsonl")
+    old_style = tmp_path / f".out.jsonl.cer-{_dead_pid()}.part"
+    for p in (theirs, old_style):
+        p.write_text("theirs")
+        os.chown(p, 4242, 4242)
+    write_matches(MATCHES, lookup, "jsonl", tmp_path / "out.jsonl")
+    assert theirs.read_text() == "theirs" and old_style.read_text() == "theirs"
+
+
+def test_planted_temporary_names_cannot_block_a_write(tmp_path: Path, lookup) -> None:
+    """Temporary names are random: planting names (every name the pid could give) blocks
+    nothing."""
+    for n in range(1000):
+        (tmp_path / f".out.jsonl.cer-{os.getpid()}{f'-{n}' if n else ''}.part").write_text("x")
+    write_matches(MATCHES, lookup, "jsonl", tmp_path / "out.jsonl")
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 2
+
+
+def _swap_part_for_symlink(d: Path, victim: Path, matches):
+    """Matches, after doing what another user who can write ``d`` could do while cer runs:
+    move cer's temporary file away and put a symlink to ``victim`` under its name."""
+    (part,) = [p for p in d.iterdir() if p.name.endswith(".part")]
+    part.rename(d / "moved")
+    part.symlink_to(victim)
+    yield from matches
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_the_temporary_file_is_never_reopened_by_name(tmp_path: Path, lookup, fmt) -> None:
+    """cer writes through the descriptor it created the temporary file with and renames only
+    that file: a symlink swapped in for it redirects nothing, and the run fails (exit 1)
+    instead of renaming the symlink onto the target."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    target = tmp_path / f"out.{fmt}"
+    target.write_text("previous\n")
+    error = None
+    try:
+        write_matches(_swap_part_for_symlink(tmp_path, victim, MATCHES), lookup, fmt, target)
+    except OutputError as e:
+        error = e.message
+    assert victim.read_text() == "precious\n"
+    assert not target.is_symlink() and target.read_text() == "previous\n"
+    assert error is not None and "temporary file" in error and "was removed or replaced" in error
+
+
+def _rename_dir(d: Path, to: Path, matches, fail: bool = False):
+    d.rename(to)
+    if fail:
+        raise RuntimeError("the run fails")
+    yield from matches
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_directory_renamed_during_the_run_keeps_no_part(tmp_path: Path, lookup, fail) -> None:
+    """The rename (or the removal after a failure) happens in the directory the run started
+    in, through its descriptor, wherever that directory is now: no .part is left behind."""
+    d, moved = tmp_path / "d", tmp_path / "d2"
+    d.mkdir()
+    (d / "out.jsonl").write_text("previous\n")
+    matches = _rename_dir(d, moved, MATCHES, fail)
+    if fail:
+        with pytest.raises(RuntimeError):
+            write_matches(matches, lookup, "jsonl", d / "out.jsonl")
+        assert (moved / "out.jsonl").read_text() == "previous\n"
+    else:
+        write_matches(matches, lookup, "jsonl", d / "out.jsonl")
+        assert len((moved / "out.jsonl").read_text().splitlines()) == 2
+    assert _names(moved) == ["out.jsonl"] and not d.exists()
+
+
+def _shared_dir(tmp_path: Path) -> Path:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: sticky and world-writable
+    return shared
+
+
+@root_only
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_a_symlink_planted_in_a_shared_directory_is_refused(tmp_path: Path, logdir, where):
+    """fs.protected_symlinks' rule: in a sticky world-writable directory, a symlink owned by
+    neither the directory's owner nor the user is not followed; cer refuses (exit 2) and
+    says why, and the file it aims at is untouched."""
+    shared = _shared_dir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim = elsewhere / "out.jsonl"
+    victim.write_text("precious\n")
+    if where == "file":
+        link, out = shared / "out.jsonl", shared / "out.jsonl"
+        link.symlink_to(victim)
+    else:
+        link, out = shared / "dir", shared / "dir" / "out.jsonl"
+        link.symlink_to(elsewhere)
+    os.lchown(link, 4242, 4242)
+    result = run("match", "-e", "H ; T", str(logdir / "s.csv"), "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"{link} is a symlink in the shared directory {shared}" in result.output
+    assert "owned by another user (uid 4242)" in result.output and "Traceback" not in result.output
+    assert victim.read_text() == "precious\n" and _names(elsewhere) == ["out.jsonl"]
+    assert _names(shared) == [link.name]
+
+
+@root_only
+@pytest.mark.parametrize("owner", ["user", "directory owner", "non-sticky"])
+def test_other_symlinks_are_followed(tmp_path: Path, lookup, owner) -> None:
+    """A link of the user's or of the directory's owner is followed, as is any link in a
+    directory that is not sticky and world-writable."""
+    d = _shared_dir(tmp_path) if owner != "non-sticky" else tmp_path / "plain"
+    d.mkdir(exist_ok=True)
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    (d / "out.jsonl").symlink_to(real)
+    if owner == "directory owner":
+        os.chown(d, 4242, 4242)
+        os.lchown(d / "out.jsonl", 4242, 4242)
+    elif owner == "non-sticky":
+        os.lchown(d / "out.jsonl", 4242, 4242)
+    write_matches(MATCHES, lookup, "jsonl", d / "out.jsonl")
+    assert (d / "out.jsonl").is_symlink() and len(real.read_text().splitlines()) == 2
+
+
+def test_open_output_refuses_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="is a directory"):
+        with open_output(tmp_path):
             pass
 
 
@@ -348,12 +551,13 @@ def test_a_killed_run_leaves_a_part_that_the_next_write_removes(tmp_path: Path, 
     proc = _start(tmp_path, "-e", "A ; B", log.name, "-o", "out.jsonl")
     try:
         _wait_for_part(proc, tmp_path)
+        assert remove_stale_parts(tmp_path / "out.jsonl") == []  # its writer is alive
         proc.kill()  # as the out-of-memory killer would: no chance to clean up
         proc.communicate(timeout=60)
     finally:
         proc.kill()
-    part = f".out.jsonl.cer-{proc.pid}.part"
-    assert part in _names(tmp_path)
+    (part,) = [n for n in _names(tmp_path) if n.endswith(".part")]
+    assert re.fullmatch(r"\.out\.jsonl\.cer-[0-9a-f]{16}\.part", part)
     write_matches(MATCHES, lookup, "jsonl", tmp_path / "out.jsonl")
     assert _names(tmp_path) == ["big.csv", "logs", "out.jsonl"]
 

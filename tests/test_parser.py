@@ -450,11 +450,34 @@ def test_syntax_errors(text, message, line, column):
 def test_deep_nesting_is_a_query_error():
     with pytest.raises(QueryError, match="nest too deeply"):
         parse("(" * 5000 + "A" + ")" * 5000)
-    with pytest.raises(QueryError, match="nests too deeply"):
+    with pytest.raises(QueryError, match=f"chains {MAX_DEPTH + 5} terms with ';'"):
         parse(" ; ".join(["A"] * (MAX_DEPTH + 5)))
-    with pytest.raises(QueryError, match="nests too deeply"):
+    with pytest.raises(QueryError, match="applies NOT 5,000 times in a row"):
         parse("A FILTER " + "NOT " * 5000 + "x[a = 1]")
     assert parse(" ; ".join(["A"] * 100)).formula.right == E("A")
+
+
+@pytest.mark.parametrize("op, name", [(" ; ", "';'"), (" OR ", "OR"), (" : ", "':'")])
+def test_a_long_flat_chain_is_reported_as_too_many_terms(op, name):
+    """A flat query of 100,000 terms has no nesting to speak of: the message says what it
+    has, too many terms in one chain (the binary AST nests one level per term)."""
+    with pytest.raises(QueryError) as info:
+        parse(op.join(["A"] * 100_000))
+    assert info.value.message.startswith(f"the query chains 100,000 terms with {name}")
+    assert "nest" not in info.value.message.split(":")[0]
+    with pytest.raises(QueryError, match="chains 400 terms with AND"):
+        parse("A FILTER " + " AND ".join(["A[x > 1]"] * 400))
+
+
+@pytest.mark.parametrize("digits", [20, 4301, 100_000])
+def test_an_integer_of_any_length_is_a_query_error(digits):
+    """Python's int() refuses more than 4,300 digits (ValueError): cer says the integer is
+    too large, with its position, whatever its length."""
+    text = "A FILTER A[x > " + "9" * digits + "]"
+    with pytest.raises(QueryError, match="integer too large") as info:
+        parse(text)
+    assert (info.value.line, info.value.column) == (1, 16)
+    assert len(info.value.message) < 200
 
 
 _ALPHABET = st.sampled_from(

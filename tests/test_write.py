@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from cer_cli.events import POS, Match
+from cer_cli.io.files import OutputError, open_output
 from cer_cli.io.read import LogError, read_events
-from cer_cli.io.write import EventLookup, atomic_path, render_table, write_matches
+from cer_cli.io.write import EventLookup, render_table, write_matches
 
 MATCHES = [
     Match(1, 2, ((1, ("T", "x")), (2, ("y",)))),
@@ -146,9 +147,9 @@ def test_interrupted_write_keeps_existing_file(tmp_path: Path, lookup) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig1.csv", "out.jsonl"]
 
 
-def test_atomic_path_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(LogError, match="does not exist"):
-        with atomic_path(tmp_path / "no" / "out.csv"):
+def test_open_output_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="does not exist"):
+        with open_output(tmp_path / "no" / "out.csv"):
             pass
 
 

@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import polars as pl
 
-from cer_cli.events import STREAM, TIME, Match, MatchBatch
+from cer_cli.events import ROW, STREAM, TIME, Match, MatchBatch
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 
@@ -94,9 +94,41 @@ def prepare_frame(
         times = frame[wtime].drop_nulls()
         if times.len():
             if (times.diff().drop_nulls() < 0).any() or times[0] < last_time:
-                raise QueryError("WITHIN needs events ordered by their window time; the log is not", w.span)
+                raise _unordered(frame, wtime, w, last_time)
             last_time = times[-1]
     return frame, last_time
+
+
+def _unordered(frame: pl.DataFrame, wtime: str, w: ast.Window, last_time) -> QueryError:
+    """The error for the first event whose window time is below an earlier event's: which
+    stream and data row, and the two values."""
+    t = frame[wtime]
+    before = t.forward_fill().shift(1).fill_null(last_time)
+    i = int(((t < before) & t.is_not_null()).arg_true()[0])
+    name = w.attr if isinstance(w, ast.AttributeWindow) else "time"
+    shown = frame[w.attr] if isinstance(w, ast.AttributeWindow) else frame[TIME]
+    where = f"stream {frame[STREAM][i]!r}, data row {frame[ROW][i]} (0-based)"
+    prior = t.head(i).drop_nulls()
+    if prior.len():
+        j = int((t.head(i) == prior[-1]).arg_true()[-1])
+        earlier = f"{shown[j]} of stream {frame[STREAM][j]!r}, data row {frame[ROW][j]}"
+    elif shown.dtype == t.dtype:  # the value itself, from the previous frame
+        earlier = f"{last_time}, an earlier event's"
+    else:  # a datetime: the previous frame's time is known only in nanoseconds
+        earlier = "an earlier event's"
+    return QueryError(
+        f"WITHIN {_window_source(w)} needs events ordered by {name}, but the log is not: {where}"
+        f" has {name} {shown[i]}, below {earlier}",
+        w.span,
+        hints=[f"sort the log by {name}" + ("" if isinstance(w, ast.DurationWindow) else
+                                          ", or use a window on an ordered column")],
+    )
+
+
+def _window_source(w: ast.Window) -> str:
+    if isinstance(w, ast.AttributeWindow):
+        return f"{w.amount} [{w.attr}]"
+    return "a duration"
 
 
 def _window_time(dtype: pl.DataType, w: ast.AttributeWindow) -> pl.Expr:

@@ -39,11 +39,10 @@ import polars as pl
 
 from cer_cli.events import STREAM, TIME, Match, MatchBatch, as_batches
 from cer_cli.io import contract
+from cer_cli.io.files import open_output
 from cer_cli.io.read import LogError
 from cer_cli.io.write import (
     EventLookup,
-    OutputError,
-    atomic_path,
     event_columns,
     partition_json,
 )
@@ -665,9 +664,6 @@ def write_plot(
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return timeline.matches.height
-    try:
-        with atomic_path(output) as path:
-            path.write_bytes(data)
-    except OSError as e:  # ENOSPC, EIO, a FIFO whose reader left
-        raise OutputError(f"cannot write {output}: {e.strerror or e}") from None
+    with open_output(output) as f:  # write failures raise OutputError, naming the file
+        f.write(data)
     return timeline.matches.height

@@ -18,6 +18,7 @@ import heapq
 import io
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain
@@ -53,9 +54,13 @@ def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
     format given by the extension. The file must exist and be readable."""
     name, text = contract.split_log_arg(spec)
     path = Path(text)
-    if not path.exists():
-        raise LogError(f"log file not found: {path}", [f"current directory: {Path.cwd()}"])
-    if not path.is_file():
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise LogError(f"log file not found: {path}", [f"current directory: {Path.cwd()}"]) from None
+    except OSError as e:  # e.g. a directory on the way that the user may not enter
+        raise LogError(f"cannot read {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
         raise LogError(f"not a file: {path}")
     try:
         with path.open("rb"):

@@ -6,25 +6,24 @@ batches) and never hold it whole: the table writes one match at a time, JSONL ea
 ``MatchBatch`` column-wise as it arrives (and each ``Match`` on its own), CSV and Parquet
 batch by batch, at most ``buffer_rows`` rows at once. Cost: O(reported events)
 time, O(buffer_rows) memory on top of the ``EventLookup``. Files are written atomically
-(``atomic_path``): a temporary file next to the target is renamed over it at the end, and
-removed if anything (even Ctrl-C or SIGTERM) interrupts the run; devices and FIFOs are
-written directly.
+(``io.files.open_output``): a temporary file next to the target is renamed over it at the
+end, and removed if anything (even Ctrl-C or SIGTERM) interrupts the run; devices, FIFOs and
+descriptors are written directly.
 """
 
 from __future__ import annotations
 
 import codecs
 import datetime as dt
+import io
 import json
 import math
 import os
-import re
 import stat
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -36,6 +35,7 @@ if TYPE_CHECKING:  # only the table format loads rich (start-up, issue #15)
     from rich.console import Console
 
 from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, as_batches, as_matches
+from cer_cli.io.files import open_output, output_descriptor
 from cer_cli.io.read import EventLog, LogError
 
 OUTPUT_FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -759,8 +759,11 @@ def write_parquet(
             if rows >= ROW_GROUP_ROWS or nbytes >= ROW_GROUP_BYTES:
                 flush()
                 rows = nbytes = 0
-        if writer is None:
-            empty_frame(lookup, shape, variables).write_parquet(path)
+        if writer is None:  # through pyarrow too: polars would write to the descriptor itself,
+            # bypassing the stream that names the output in a failure
+            empty = empty_frame(lookup, shape, variables).to_arrow()
+            writer = pq.ParquetWriter(str(path) if isinstance(path, str | Path) else path,
+                                      empty.schema)
         flush()
     finally:
         if writer is not None:
@@ -880,162 +883,6 @@ def render_table(
 # --------------------------------------------------------------------------- files
 
 
-#: Longest file name (bytes) most file systems accept; the temporary name must fit in it.
-NAME_MAX = 255
-#: Room the temporary name adds around the target's name: ".", ".cer-<pid up to 20 digits>",
-#: "-<n up to 3 digits>" and ".part".
-_PART_ROOM = 1 + 5 + 20 + 4 + 5
-
-
-class OutputError(Exception):
-    """Writing the output failed for a reason outside the query and the logs (disk full, a
-    failed rename, a closed FIFO): a runtime failure, exit code 1 in the CLI."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, hints: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hints = list(hints)
-
-
-def _part_stem(name: str) -> str:
-    """``.<name>`` cut (at a character boundary) so that the temporary name fits NAME_MAX."""
-    raw = name.encode("utf-8", "surrogateescape")[: NAME_MAX - _PART_ROOM]
-    return "." + raw.decode("utf-8", "ignore")
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True  # another write of this process may be using it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return pid > 0 and not isinstance(pid, bool)
-    return True
-
-
-def remove_stale_parts(target: str | Path) -> list[Path]:
-    """Remove the temporary files a killed earlier run (SIGKILL, out of memory, power loss)
-    left next to ``target``: ours by name, and only those whose process is gone."""
-    target = Path(target)
-    pattern = re.compile(re.escape(_part_stem(target.name)) + r"\.cer-(\d{1,20})(?:-\d{1,3})?\.part")
-    removed = []
-    try:
-        entries = list(os.scandir(target.parent))
-    except OSError:
-        return removed
-    for entry in entries:
-        m = pattern.fullmatch(entry.name)
-        if m and not _pid_alive(int(m.group(1))) and entry.is_file(follow_symlinks=False):
-            try:
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
-            except OSError:
-                pass
-    return removed
-
-
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def atomic_path(target: str | Path, warn: Callable[[str], None] = _warn) -> Iterator[Path]:
-    """The path to write ``target`` through, so that no run leaves a half-written file.
-
-    A regular file (new or existing) is written to ``.<name>.cer-<pid>.part`` in its
-    directory and renamed onto it only if the block succeeds; on any exception, Ctrl-C and
-    SIGTERM included, the temporary file is removed. An existing file keeps its mode (and,
-    where allowed, its owner); a symlink is followed, so the file it names is replaced and
-    the link stays. A file with other hard links is replaced too (a half-written file is
-    worse): ``warn`` says the other links keep the old content. Temporary files of earlier
-    runs that were killed are removed first. Character devices and FIFOs (``/dev/null``, a
-    named pipe) cannot be replaced: their own path is yielded and written directly.
-    """
-    target = Path(target)
-    real = Path(os.path.realpath(target))  # through symlinks: replace the file, keep the link
-    try:
-        st: os.stat_result | None = os.stat(real)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise LogError(f"cannot write {target}: {e.strerror}") from None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise LogError(f"cannot write {target}: it is a directory")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        yield real  # a device or FIFO: nothing to replace, nothing to clean up
-        return
-    if not real.parent.is_dir():
-        raise LogError(f"cannot write {target}: directory {real.parent} does not exist")
-    if st is not None and not os.access(real, os.W_OK):
-        raise LogError(f"cannot write {target}: it is read-only")
-    if st is not None and st.st_nlink > 1:
-        warn(f"{target} has {st.st_nlink - 1} other hard link(s); they keep the old content"
-             " (the file is replaced, not rewritten in place)")
-    remove_stale_parts(real)
-    fd, tmp = -1, real
-    for n in range(1000):
-        tmp = real.parent / f"{_part_stem(real.name)}.cer-{os.getpid()}{f'-{n}' if n else ''}.part"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            break
-        except FileExistsError:
-            continue
-        except OSError as e:
-            raise LogError(f"cannot write {target}: {e.strerror}") from None
-    else:
-        raise LogError(f"cannot write {target}: too many temporary files of this process")
-    try:
-        if st is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)
-        else:
-            try:
-                os.fchown(fd, st.st_uid, st.st_gid)
-            except OSError:
-                pass  # not allowed: the file gets our owner, as a new file would
-            os.fchmod(fd, stat.S_IMODE(st.st_mode))
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    _open_parts.add(tmp)
-    try:
-        try:
-            yield tmp
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        try:
-            os.replace(tmp, real)
-        except BaseException as e:  # a failed rename, or a signal arriving just now
-            tmp.unlink(missing_ok=True)
-            if isinstance(e, OSError):
-                raise OutputError(f"cannot replace {target}: {e.strerror}") from None
-            raise
-    finally:
-        _open_parts.discard(tmp)
-
-
-#: The temporary files ``atomic_path`` is writing now, for ``remove_open_parts``.
-_open_parts: set[Path] = set()
-
-
-def remove_open_parts() -> None:
-    """Remove the temporary files being written: for an exit that skips ``finally`` blocks
-    (``os._exit`` at a signal's deadline, ``cer_cli.signals.guard``)."""
-    for tmp in list(_open_parts):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
 class _Sequential:
     """A write-only stream that counts what it wrote, for Parquet writers that ask ``tell()``
     of a FIFO or a device (where ``lseek`` fails)."""
@@ -1140,13 +987,14 @@ def write_matches(
     shape: str = "long",
     variables: Sequence[tuple[str, bool]] | None = None,
 ) -> int:
-    """Write ``matches`` in ``fmt`` to ``output`` (a file, through ``atomic_path``) or to
-    standard output (``None`` or ``-``), in ``shape`` (``SHAPES``; ``variables`` are the
+    """Write ``matches`` in ``fmt`` to ``output`` (a file, through ``open_output``) or to
+    standard output (``None``, ``-`` or ``/dev/stdout``), in ``shape`` (``SHAPES``; ``variables`` are the
     wide shape's ``(name, many)``, see ``match_frames``).
 
     ``table`` always goes to ``console`` (an ``output`` with it is refused, not ignored);
     ``parquet`` needs a file. A failure to write (disk full, a failed rename) raises
-    ``OutputError``. Returns the number of matches for jsonl/table and of rows for csv/parquet.
+    ``OutputError``; on standard output, a reader that left raises ``ReaderGone``. Returns
+    the number of matches for jsonl/table and of rows for csv/parquet.
     """
     if fmt not in OUTPUT_FORMATS:
         raise LogError(f"unknown output format {fmt!r}", ["formats: " + ", ".join(OUTPUT_FORMATS)])
@@ -1154,7 +1002,7 @@ def write_matches(
         raise LogError(f"unknown shape {shape!r}", ["shapes: " + ", ".join(SHAPES)])
     wide = shape == "wide"
     shaped = {"shape": shape, "variables": variables, "partition_names": partition_names}
-    to_stdout = output is None or str(output) == "-"
+    to_stdout = output is None or str(output) == "-" or output_descriptor(output) == 1
     if fmt == "table":
         if not to_stdout:
             raise LogError("the table format is for the terminal and cannot be written to a file",
@@ -1171,23 +1019,20 @@ def write_matches(
         raise LogError("parquet output needs a file", ["give an output path (-o FILE)"])
     if to_stdout:
         out = _encodable(stdout or sys.stdout, fmt)
-        if fmt == "jsonl" and wide:
-            return write_wide_jsonl(matches, lookup, out, variables, partition_names)
-        if fmt == "jsonl":
-            return write_jsonl(matches, lookup, out, partition_names)
-        return write_csv(matches, lookup, out, **shaped)
-    try:
-        with atomic_path(output) as path:  # type: ignore[arg-type]
-            if fmt == "parquet":
-                if stat.S_ISREG(os.stat(path).st_mode):
-                    return write_parquet(matches, lookup, path, **shaped)
-                with path.open("wb") as raw:  # a FIFO or device: no seeking
-                    return write_parquet(matches, lookup, _Sequential(raw), **shaped)  # type: ignore[arg-type]
-            with path.open("w", encoding="utf-8", newline="") as f:
-                if fmt == "jsonl" and wide:
-                    return write_wide_jsonl(matches, lookup, f, variables, partition_names)
-                if fmt == "jsonl":
-                    return write_jsonl(matches, lookup, f, partition_names)
-                return write_csv(matches, lookup, f, **shaped)
-    except OSError as e:  # ENOSPC, EIO, EPIPE on a FIFO whose reader left, ...
-        raise OutputError(f"cannot write {output}: {e.strerror or e}") from None
+        n = _write_text(matches, lookup, fmt, out, shaped)
+        out.flush()
+        return n
+    with open_output(output) as raw:  # type: ignore[arg-type]
+        if fmt == "parquet":
+            return write_parquet(matches, lookup, raw if raw.seekable() else _Sequential(raw),
+                                 **shaped)
+        with io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
+            return _write_text(matches, lookup, fmt, f, shaped)
+
+
+def _write_text(matches, lookup: EventLookup, fmt: str, out: TextIO, shaped: dict) -> int:
+    if fmt == "jsonl" and shaped["shape"] == "wide":
+        return write_wide_jsonl(matches, lookup, out, shaped["variables"], shaped["partition_names"])
+    if fmt == "jsonl":
+        return write_jsonl(matches, lookup, out, shaped["partition_names"])
+    return write_csv(matches, lookup, out, **shaped)

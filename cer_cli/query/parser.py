@@ -153,6 +153,12 @@ def _lex(text: str, punct: dict[str, str], keywords: frozenset[str]) -> list[Tok
 
 def _number_token(digits: str, start: int, end: int, negative: bool) -> Token:
     is_int = digits.isdigit()
+    if is_int and len(digits.lstrip("0")) > 19:  # before int(): Python refuses > 4,300 digits
+        digits = digits.lstrip("0")
+        shown = digits if len(digits) <= 40 else f"{digits[:20]}…({len(digits):,} digits)"
+        raise QueryError(f"integer too large: {'-' if negative else ''}{shown} (integers are"
+                         " 64-bit, at most 9223372036854775807)", Span(start, end),
+                         hints=["write it as a float (e.g. 1e20) to compare approximately"])
     value: int | float = int(digits) if is_int else float(digits)
     if value == float("inf"):
         raise QueryError(f"number too large: {digits}", Span(start, end))
@@ -643,20 +649,73 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
 
 
 def _check_depth(root: ast.Query) -> None:
-    """Reject ASTs deeper than MAX_DEPTH (iteratively, so the check itself cannot overflow)."""
-    stack = [(root, 1)]
+    """Reject ASTs deeper than MAX_DEPTH (iteratively, so the check itself cannot overflow).
+
+    Without brackets (at most MAX_NESTING of those), depth comes from a chain of one
+    operator, ``A ; A ; A ; …``, which the binary AST nests one level per term: that is
+    reported as what it is, too many terms in one chain."""
+    # node, depth, its kind's nodes in a row down to it, the longest such run on its path
+    stack = [(root, 1, 1, (1, root))]
     while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        node, depth, run, longest = stack.pop()
+        kids = _child_nodes(node)
+        if depth >= MAX_DEPTH and kids:
+            length, link = longest
+            if length > MAX_DEPTH // 2:
+                links = length + _chain_below(link)
+                what = (f"chains {links + 1:,} terms with {_chain_name(link)}"
+                        if isinstance(link, _BINARY) else
+                        f"applies {_chain_name(link)} {links:,} times in a row")
+                raise QueryError(
+                    f"the query {what}: too many for cer, which nests at most {MAX_DEPTH}"
+                    " operators (each one more is one level deeper)", link.span,
+                    hints=["shorten the chain"])
             raise QueryError(f"the query nests too deeply (more than {MAX_DEPTH} levels of "
                              "operators); split it into smaller parts", node.span)
-        for f in dataclasses.fields(node):
-            if f.name == "span":
-                continue
-            value = getattr(node, f.name)
-            for child in value if isinstance(value, tuple) else (value,):
-                if dataclasses.is_dataclass(child) and not isinstance(child, type):
-                    stack.append((child, depth + 1))
+        for child in kids:
+            r = run + 1 if _chain_kind(child) == _chain_kind(node) else 1
+            stack.append((child, depth + 1, r, max(longest, (r, child), key=lambda x: x[0])))
+
+
+def _child_nodes(node) -> list:
+    out = []
+    for f in dataclasses.fields(node):
+        if f.name == "span":
+            continue
+        value = getattr(node, f.name)
+        for child in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(child) and not isinstance(child, type):
+                out.append(child)
+    return out
+
+
+def _chain_kind(node) -> tuple:
+    """What makes two nested nodes links of one chain: the class and, for the operators
+    that share one, the operator (``;`` vs ``:``, ``+`` vs ``*``)."""
+    return (type(node), getattr(node, "op", None), getattr(node, "contiguous", None))
+
+
+def _chain_below(node) -> int:
+    """Links of ``node``'s chain below it (following the first child of the same kind)."""
+    n = 0
+    while True:
+        node = next((c for c in _child_nodes(node) if _chain_kind(c) == _chain_kind(node)), None)
+        if node is None:
+            return n
+        n += 1
+
+
+_BINARY = (ast.Seq, ast.FOr, ast.And, ast.Or, ast.BinOp)
+_CHAIN_NAMES = {ast.Seq: "';'", ast.FOr: "OR", ast.And: "AND", ast.Or: "OR", ast.Not: "NOT",
+                ast.As: "AS", ast.Plus: "'+'", ast.Filter: "FILTER", ast.Neg: "'-'"}
+
+
+def _chain_name(node) -> str:
+    if isinstance(node, ast.Seq) and node.contiguous:
+        return "':'"
+    if isinstance(node, ast.BinOp):
+        return repr(node.op)
+    return _CHAIN_NAMES.get(type(node), type(node).__name__)
 
 
 def parse(text: str, filename: str | None = None) -> ast.Query:

@@ -48,7 +48,8 @@ from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
-from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json, remove_open_parts
+from cer_cli.io.files import remove_open_parts
+from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
@@ -196,9 +197,9 @@ def check_output_dir(output: str) -> str:
         what = "a directory that is not empty" if path.is_dir() else "an existing file"
         raise SparkError(f"-o {output}: {what}; Spark writes the matches as a new directory",
                          ["remove it or choose another -o path"], input_error=True)
-    if not path.parent.is_dir():
+    if not path.parent.is_dir():  # cannot write the output: exit 1, as for a local -o
         raise SparkError(f"-o {output}: no directory {str(path.parent)!r}",
-                         ["create it first or choose another -o path"], input_error=True)
+                         ["create it first or choose another -o path"])
     return "errorifexists"
 
 

@@ -1,0 +1,241 @@
+"""Exit codes and messages at the edges of the process: closed pipes, closed standard
+streams, an output that cannot be written (one rule: exit 1, one line naming it), logs the
+user may not read, and query texts that used to end in "internal error".
+
+Each case runs `python -m cer_cli` in a subprocess (with a hard timeout), because what is
+tested is the process: its descriptors, its exit code, what reaches stderr. Cases that need
+a permission to be missing run as `nobody` through setpriv when the tests run as root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+CSV = "type,id,tmp,hum\nH,2,,25\nT,0,45,\nH,0,,20\nH,1,,25\nT,1,40,\nT,0,42,\nT,1,25,\nH,1,,70\nH,0,,18\n"
+ENV = {**os.environ, "NO_COLOR": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def cer(*args: str, **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    return subprocess.run([sys.executable, "-m", "cer_cli", *args], env=ENV, timeout=300, **kw)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "s.csv"
+    path.write_text(CSV)
+    return path
+
+
+@pytest.fixture
+def big(tmp_path: Path) -> Path:
+    """`A ; B` has about a million matches here: far more output than a pipe buffers."""
+    path = tmp_path / "big.csv"
+    pl.DataFrame({"type": ["A", "B"] * 1500, "x": list(range(3000))}).write_csv(path)
+    return path
+
+
+def _lines(text: bytes) -> list[str]:
+    return text.decode().splitlines()
+
+
+# --------------------------------------------------------------------------- closed pipes
+
+
+def test_a_reader_that_leaves_ends_the_run_quietly(big: Path) -> None:
+    """`cer match … | head -1`: exit 0 and nothing on stderr, as ripgrep does."""
+    proc = subprocess.Popen([sys.executable, "-m", "cer_cli", "match", "-e", "A ; B", str(big),
+                             "--format", "jsonl"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    try:
+        assert json.loads(proc.stdout.readline())["match"] == 0
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (0, b"")
+
+
+@pytest.mark.parametrize("command", [["match", "--format", "jsonl"], ["match", "--count"],
+                                     ["match", "--format", "table"], ["explain"]])
+def test_a_pipe_closed_before_anything_is_written_ends_quietly(log: Path, command) -> None:
+    """The output fits in the stream's buffer, so the closed pipe is met only by the last
+    flush (the interpreter's own at exit, unless cer flushes first): still exit 0, quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "cer_cli", command[0], "-e", "H ; T",
+                             str(log), *command[1:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    proc.stdout.close()  # before cer writes anything: every write meets a closed pipe
+    try:
+        err = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err.decode()) == (0, "")
+
+
+# --------------------------------------------------------------------------- closed streams
+
+
+def test_a_closed_stderr_keeps_warnings_out_of_the_output(log: Path) -> None:
+    """`2>&-`: warnings (here: exponentially many matches) are dropped, never written to
+    standard output among the JSON lines, and the run succeeds."""
+    result = cer("match", "-e", "H+ ; T", str(log), "--format", "jsonl",
+                 stderr=None, preexec_fn=lambda: os.close(2))
+    assert result.returncode == 0
+    lines = _lines(result.stdout)
+    assert lines and all(json.loads(line)["events"] for line in lines)
+
+
+def test_a_closed_stdout_is_a_write_failure(log: Path, tmp_path: Path) -> None:
+    """`>&-`: the matches cannot be written: exit 1, one line naming standard output. With
+    -o the run does not need standard output and succeeds."""
+    result = cer("match", "-e", "H ; T", str(log), "--format", "jsonl",
+                 stdout=None, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 1
+    assert _lines(result.stderr) == ["error: cannot write standard output: it is closed"]
+    out = tmp_path / "out.jsonl"
+    result = cer("match", "-e", "H ; T", str(log), "-o", str(out),
+                 stdout=None, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 0, result.stderr
+    assert len(out.read_text().splitlines()) == 10
+
+
+# --------------------------------------------------------------------------- cannot write or read
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("command", [["match", "--format", "jsonl"], ["match", "--count"],
+                                     ["explain"]])
+def test_standard_output_on_a_full_device_is_exit_1_naming_it(log: Path, command) -> None:
+    with open("/dev/full", "wb") as full:
+        result = cer(command[0], "-e", "H ; T", str(log), *command[1:], stdout=full)
+    assert result.returncode == 1
+    assert _lines(result.stderr) == ["error: cannot write standard output: No space left on device"]
+
+
+def _file_size_limit(size: int):
+    """A file-size limit in the child: writing past it fails with EFBIG, as a full disk
+    fails with ENOSPC (SIGXFSZ ignored, so the write returns the error)."""
+    def set_limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    return set_limit
+
+
+@pytest.mark.parametrize("fmt, query", [("parquet", "H ; T FILTER T[tmp > 1000]"),
+                                        ("parquet", "H ; T"), ("jsonl", "H ; T"),
+                                        ("csv", "H ; T")])
+def test_a_full_file_system_is_exit_1_naming_the_file(tmp_path: Path, log: Path, fmt, query):
+    """Also a Parquet file of no match (written by another path than the matches' one)."""
+    out = tmp_path / f"out.{fmt}"
+    out.write_text("previous\n")
+    result = cer("match", "-e", query, str(log), "-o", str(out),
+                 preexec_fn=_file_size_limit(300))
+    assert result.returncode == 1
+    assert _lines(result.stderr) == [f"error: cannot write {out}: File too large"]
+    assert out.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name, "s.csv"]
+
+
+@pytest.fixture
+def shared_tmp():
+    """A directory another user can enter (pytest's tmp_path is private to its owner)."""
+    d = Path(tempfile.mkdtemp(prefix="cer-test-"))
+    d.chmod(0o755)
+    yield d
+    for p in d.rglob("*"):
+        if p.is_dir() and not p.is_symlink():
+            p.chmod(0o755)
+    shutil.rmtree(d)
+
+
+def _unprivileged() -> list[str]:
+    """A command prefix that runs without the permissions the test takes away (root has
+    them all): setpriv to `nobody` when root, nothing otherwise."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no way to drop permissions")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _cer_as_user(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*_unprivileged(), sys.executable, "-m", "cer_cli", *args],
+                          capture_output=True, env=ENV, timeout=300)
+
+
+def test_a_read_only_directory_is_exit_1_like_any_write_failure(shared_tmp: Path) -> None:
+    """One rule for "cannot write the output": the system's refusal is exit 1 with one line
+    naming the file, whether the disk is full or the directory read-only."""
+    log = shared_tmp / "s.csv"
+    log.write_text(CSV)
+    log.chmod(0o644)
+    ro = shared_tmp / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    result = _cer_as_user("match", "-e", "H ; T", str(log), "-o", str(ro / "out.jsonl"))
+    assert result.returncode == 1, result.stderr
+    assert _lines(result.stderr) == [f"error: cannot write {ro / 'out.jsonl'}: Permission denied"
+                                     f" (creating a file in {ro})"]
+    assert list(ro.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["match", "check", "explain"])
+def test_a_log_in_a_directory_the_user_cannot_enter_is_exit_2_naming_it(shared_tmp, command):
+    locked = shared_tmp / "locked"
+    locked.mkdir()
+    (locked / "s.csv").write_text(CSV)
+    locked.chmod(0o000)
+    result = _cer_as_user(command, "-e", "H ; T", str(locked / "s.csv"))
+    assert result.returncode == 2
+    assert _lines(result.stderr) == [f"error: cannot read {locked / 's.csv'}: Permission denied"]
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def test_an_unordered_window_attribute_names_the_stream_row_and_values(tmp_path: Path) -> None:
+    path = tmp_path / "seqs.csv"
+    path.write_text("type,seq\nA,1\nB,5\nA,3\nB,6\n")
+    result = cer("match", "-e", "A ; B WITHIN 5 [seq]", str(path), "--count")
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert ("WITHIN 5 [seq] needs events ordered by seq, but the log is not: stream 'seqs',"
+            " data row 2 (0-based) has seq 3, below 5 of stream 'seqs', data row 1") in err
+    assert err.startswith("<expr>:1:14: error:")
+
+
+@pytest.mark.parametrize("source", ["file", "stdin", "expr"])
+def test_a_byte_order_mark_before_the_query_is_skipped(tmp_path: Path, log: Path, source) -> None:
+    text = "\ufeffH ; T\n"
+    if source == "file":
+        (tmp_path / "q.cel").write_text(text, encoding="utf-8")
+        result = cer("check", str(tmp_path / "q.cel"), str(log))
+    elif source == "stdin":
+        result = cer("check", "-", str(log), input=text.encode())
+    else:
+        result = cer("check", "-e", text, str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().splitlines()[-1] == "WHERE (H ; T)"
+
+
+def test_a_huge_integer_literal_is_exit_2_with_its_position(log: Path) -> None:
+    result = cer("match", "-e", "H ; T FILTER T[tmp > " + "9" * 5000 + "]", str(log))
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert err.startswith("<expr>:1:22: error: integer too large: 99999999999999999999…(5,000 digits)")
+    assert "internal error" not in err and len(err) < 2000
