@@ -658,10 +658,7 @@ def _wide_variables(compiled, shape):
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
                open_ends=False) -> None:
-    import itertools
     import time
-
-    from cer_cli.events import as_matches
 
     if not count:  # the writers load pyarrow: --count does without them
         from cer_cli.io.write import EventLookup, write_matches
@@ -690,22 +687,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     finish = getattr(executor, "finish", lambda: iter(()))  # a trailing absence's open matches
     stats = {"events": 0, "matches": 0}
 
-    def matches():
-        for frame in frames:
-            for offset in range(0, frame.height, SLICE_ROWS):
-                part = frame.slice(offset, SLICE_ROWS)
-                for m in executor.run(part):
-                    stats["matches"] += 1
-                    yield m
-                signals.check()
-                stats["events"] += part.height
-                if bar is not None:
-                    bar.update(task, completed=stats["events"], matches=stats["matches"])
-        for m in as_matches(finish()):
-            stats["matches"] += 1
-            yield m
-
-    def batches():  # without --limit: whole MatchBatches, written column-wise
+    def batches():  # whole MatchBatches, written column-wise as they come
         for frame in frames:
             for offset in range(0, frame.height, SLICE_ROWS):
                 part = frame.slice(offset, SLICE_ROWS)
@@ -749,9 +731,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
         return n
 
     try:
-        stream = batches() if limit is None else itertools.islice(matches(), limit)
+        stream = batches() if limit is None else first_matches(batches(), limit)
         if count:
-            n = counted() if limit is None else sum(1 for _ in stream)
+            n = counted() if limit is None else sum(len(b) for b in stream)
             if bar is not None:
                 bar.stop()
                 bar = None
@@ -765,6 +747,24 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     finally:
         if bar is not None:
             bar.stop()
+
+
+def first_matches(batches, limit: int):
+    """The first ``limit`` matches of ``batches``, still as ``MatchBatch``es (the last one
+    cut): each reaches the writer as soon as it is found, while the events it reports are
+    in the lookup. (``Match`` objects would wait in the writers' buffer while the lookup
+    moves on and drops the frames a window no longer needs.) Stops pulling at the limit."""
+    import numpy as np
+
+    left = limit
+    if left <= 0:
+        return
+    for batch in batches:
+        if len(batch) >= left:
+            yield batch.take(np.arange(left, dtype=np.int64)) if len(batch) > left else batch
+            return
+        left -= len(batch)
+        yield batch
 
 
 #: `cer match` warns that memory grows (with the log or with keys) only on logs of at least

@@ -208,6 +208,34 @@ def test_matches_without_reported_events_reach_every_output(tmp_path, query):
     assert long.filter(pl.col("position").is_null())["match"].to_list() == empty
 
 
+def test_limit_reaches_every_format_while_a_window_drops_old_events(tmp_path):
+    """With --limit (here 3: all of them), matches reach the writers as soon as they are
+    found: CSV, Parquet and the wide shape buffered them while the lookup dropped the frames
+    a window (here ``WITHIN 1 [ts]``) no longer needs, then could not write them (exit 2)."""
+    schema = {"type": pl.String, "time": pl.Int64, "ts": pl.Int64}
+    logs = []
+    for name, rows in [("S1", [(0, 0), (1, 0), (7, 2)]), ("S2", [(2, 0), (3, 0), (4, 0), (5, 0),
+                                                                  (6, 1)])]:
+        path = tmp_path / f"{name}.parquet"
+        pl.DataFrame([{"type": "A", "time": t, "ts": ts} for t, ts in rows],
+                     schema=schema).write_parquet(path)
+        logs.append(str(path))
+    args = ["match", "-e", "S1>A WITHIN 1 [ts]", *logs, "--time-column", "time"]
+    every = [json.loads(x) for x in run(*args, "--format", "jsonl").stdout.splitlines()]
+    assert len(every) == 3
+    for shape in ("long", "wide"):
+        for ext in ("csv", "parquet", "jsonl"):
+            out = tmp_path / f"out-{shape}.{ext}"
+            result = run(*args, "--limit", "3", "--shape", shape, "-o", str(out))
+            assert result.exit_code == 0, (shape, ext, result.output)
+            if ext == "jsonl":
+                got = [json.loads(x)["start"] for x in out.read_text().splitlines()]
+            else:
+                frame = pl.read_csv(out) if ext == "csv" else pl.read_parquet(out)
+                got = frame["start"].to_list()
+            assert got == [r["start"] for r in every], (shape, ext)
+
+
 # --------------------------------------------------------------------------- errors
 
 
