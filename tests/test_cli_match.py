@@ -159,6 +159,83 @@ def test_several_logs_merge_by_time_and_name_streams(tmp_path):
     ]
 
 
+#: Issue #24's log: SELL, SELL, SELL, BUY (three SELL ; BUY matches).
+SELLS = "type,name,price,time\nSELL,MSFT,101,0\nSELL,MSFT,102,1\nSELL,INTL,80,2\nBUY,INTL,80,3\n"
+
+
+@pytest.mark.parametrize("query", ["SELECT NONE WHERE SELL ; BUY", "NOT(BUY)",
+                                   "SELECT s WHERE (SELL AS s OR SELL) ; BUY"])
+def test_matches_without_reported_events_reach_every_output(tmp_path, query):
+    """A match whose μ is empty after projection is a match: it reaches every format and
+    shape (JSONL with ``events: []``, a long row with null event columns, a wide row)."""
+    import cer_cli
+
+    log = tmp_path / "s.csv"
+    log.write_text(SELLS)
+    args = ["match", "-e", query, str(log), "--time-column", "time"]
+    count = run(*args, "--count")
+    assert count.exit_code == 0, count.output
+    n = int(count.stdout)
+    assert n >= 3
+    records = [json.loads(x) for x in run(*args, "--format", "jsonl").stdout.splitlines()]
+    assert len(records) == n and any(r["events"] == [] for r in records)
+    assert [r["match"] for r in records] == list(range(n))
+    empty = [r["match"] for r in records if not r["events"]]
+    for shape in ("long", "wide"):
+        for ext in ("csv", "parquet", "jsonl"):
+            out = tmp_path / f"out-{shape}.{ext}"
+            result = run(*args, "--shape", shape, "-o", str(out))
+            assert result.exit_code == 0, result.output
+            if ext == "jsonl":
+                got = [json.loads(x) for x in out.read_text().splitlines()]
+                assert [r["match"] for r in got] == list(range(n))
+                continue
+            frame = pl.read_csv(out) if ext == "csv" else pl.read_parquet(out)
+            assert frame["match"].n_unique() == n, (shape, ext)
+            if shape == "long":  # one row with null event columns per empty match
+                nulls = frame.filter(pl.col("position").is_null())
+                assert nulls["match"].to_list() == empty
+                assert nulls.select("stream", "row", "type", "vars", "name", "price")\
+                    .null_count().row(0) == (len(empty),) * 6
+                assert nulls["start"].to_list() == [records[m]["start"] for m in empty]
+        table = run(*args, "--shape", shape, "--format", "table")
+        assert f"{n} matches" in table.stdout
+        assert table.stdout.count("no reported events") == len(empty)
+    frame = pl.read_csv(log)
+    long = cer_cli.match(frame, query, time_column="time")
+    wide = cer_cli.match(frame, query, time_column="time", shape="wide")
+    assert long["match"].n_unique() == wide.height == n
+    assert long.filter(pl.col("position").is_null())["match"].to_list() == empty
+
+
+def test_limit_reaches_every_format_while_a_window_drops_old_events(tmp_path):
+    """With --limit (here 3: all of them), matches reach the writers as soon as they are
+    found: CSV, Parquet and the wide shape buffered them while the lookup dropped the frames
+    a window (here ``WITHIN 1 [ts]``) no longer needs, then could not write them (exit 2)."""
+    schema = {"type": pl.String, "time": pl.Int64, "ts": pl.Int64}
+    logs = []
+    for name, rows in [("S1", [(0, 0), (1, 0), (7, 2)]), ("S2", [(2, 0), (3, 0), (4, 0), (5, 0),
+                                                                  (6, 1)])]:
+        path = tmp_path / f"{name}.parquet"
+        pl.DataFrame([{"type": "A", "time": t, "ts": ts} for t, ts in rows],
+                     schema=schema).write_parquet(path)
+        logs.append(str(path))
+    args = ["match", "-e", "S1>A WITHIN 1 [ts]", *logs, "--time-column", "time"]
+    every = [json.loads(x) for x in run(*args, "--format", "jsonl").stdout.splitlines()]
+    assert len(every) == 3
+    for shape in ("long", "wide"):
+        for ext in ("csv", "parquet", "jsonl"):
+            out = tmp_path / f"out-{shape}.{ext}"
+            result = run(*args, "--limit", "3", "--shape", shape, "-o", str(out))
+            assert result.exit_code == 0, (shape, ext, result.output)
+            if ext == "jsonl":
+                got = [json.loads(x)["start"] for x in out.read_text().splitlines()]
+            else:
+                frame = pl.read_csv(out) if ext == "csv" else pl.read_parquet(out)
+                got = frame["start"].to_list()
+            assert got == [r["start"] for r in every], (shape, ext)
+
+
 # --------------------------------------------------------------------------- errors
 
 

@@ -50,7 +50,7 @@ def pivot(long: pl.DataFrame, variables: list[tuple[str, bool]], attrs: list[str
         first = events[0]
         wide = {c: first[c] for c in ("match", "start", "end", "start_time", "end_time", "partition")}
         for var, many in variables:
-            mine = [e for e in events if var in e["vars"]]
+            mine = [e for e in events if var in (e["vars"] or ())]  # null: no event
             for c in ("position", "stream", "row", "type", *attrs):
                 values = [e[c] for e in mine]
                 wide[f"{var}.{c}"] = (values or None) if many else (values[0] if values else None)

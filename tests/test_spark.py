@@ -21,12 +21,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cer_cli.api import compile_query, read_events
+from cer_cli.io.read import read_frame
 from cer_cli.io.write import EventLookup, write_matches
 from cer_cli.query.errors import QueryError
+from cer_cli.query.scope import wide_variables
+from tests import test_outputs as outputs
 from tests.gen_formulas import formulas, queries, schema_of, streams
 
 pytestmark = pytest.mark.spark
@@ -139,6 +142,57 @@ def test_random_queries_equal_local(spark, tmp_path_factory, query, events, rang
     except QueryError:
         return
     assert list(spark_match(compiled, logs, ranges=ranges)) == expected, text
+
+
+@given(case=outputs.CASES)
+@settings(max_examples=3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@example(case=outputs.EMPTY[0]).via("SELECT NONE")
+@example(case=outputs.EMPTY[2]).via("an OR branch without the selected variable")
+def test_random_queries_reach_every_spark_output(spark, tmp_path_factory, case):
+    """A sample of ``tests/test_outputs.py``'s property through ``--spark``: the matches
+    printed (``--format jsonl``), written by Spark (``-o DIR``, long and wide) and returned
+    by ``cer_cli.spark.match`` (long and wide) are the engine's own, as many as ``--count``
+    says; a match without reported events included (one long row, event columns null)."""
+    from cer_cli.spark import match
+
+    query, events, _ = case
+    directory = tmp_path_factory.mktemp("spark-outputs")
+    logs = outputs.write_logs(events, directory)
+    found = outputs.compiled_case(query, logs)
+    if found is None:
+        return
+    text, compiled, matches = found
+    names = [v for v, _ in wide_variables(compiled.query)]
+    base = ["match", "-e", text, *logs, *outputs.TIME, "--allow-unbounded", "--spark",
+            "--master", "local[2]"]
+    count = _cli(*base, "--count")
+    assert count.exit_code == 0, count.output
+    assert int(count.stdout) == len(matches), text
+    printed = _cli(*base, "--format", "jsonl")
+    assert printed.exit_code == 0, printed.output
+    assert outputs.from_jsonl(printed.stdout) == outputs.keys(matches), text
+    for shape, fmt in [("long", "parquet"), ("long", "csv"), ("wide", "parquet")]:
+        out = directory / f"{shape}.{fmt}"
+        result = _cli(*base, "--shape", shape, "-o", str(out))
+        assert result.exit_code == 0, result.output
+        written = (pl.read_parquet(str(out / "*.parquet")) if fmt == "parquet" else
+                   pl.read_csv(str(out / "*.csv"), schema_overrides={"vars": pl.String}))
+        written = written.sort(["match", "position"] if shape == "long" else "match")
+        if shape == "long":
+            assert outputs.from_long(written) == outputs.keys(matches), (text, fmt)
+        else:
+            assert outputs.from_wide(written.to_dicts(), names) == outputs.projected(matches, names)
+    frame = outputs.one_frame(events)
+    frame.write_parquet(directory / "all.parquet")
+    local = read_frame(frame, "S1", None, outputs.TIME_OPTIONS)
+    want = list(compiled.run(local.batches()))
+    options = {"time_column": "time", "time_unit": "ns", "stream": "S1"}
+    df = spark.read.parquet(str(directory / "all.parquet"))
+    long = pl.from_arrow(match(df, compiled, **options).toArrow())
+    assert outputs.from_long(long) == outputs.keys(want), text
+    wide = pl.from_arrow(match(df, compiled, shape="wide", **options).toArrow())
+    assert outputs.from_wide(wide.to_dicts(), names) == outputs.projected(want, names), text
 
 
 # --------------------------------------------------------------------------- range split

@@ -218,6 +218,11 @@ def _expected_long_rows(matches: list[Match], lookup: EventLookup) -> list[dict]
                          "stream": ev.stream, "row": ev.row, "type": ev.type,
                          "vars": list(variables), "start_time": lookup.time_of(m.start),
                          "end_time": lookup.time_of(m.end), "partition": part, **ev.attrs})
+        if not m.events:  # a match without reported events: one row, event columns null
+            rows.append({"match": n, "start": m.start, "end": m.end, "position": None,
+                         "stream": None, "row": None, "type": None, "vars": None,
+                         "start_time": lookup.time_of(m.start), "end_time": lookup.time_of(m.end),
+                         "partition": part, **dict.fromkeys(lookup.columns)})
     return rows
 
 
@@ -228,7 +233,10 @@ def _matches_over(draw, n_events: int) -> list[Match]:
         positions = sorted(draw(st.sets(st.integers(0, n_events - 1), min_size=1, max_size=4)))
         labels = [tuple(sorted(draw(st.sets(st.sampled_from("xyz"), max_size=2)))) for _ in positions]
         part = draw(st.sampled_from([None, (0,), ("a", 1)]))
-        out.append(Match(positions[0], positions[-1], tuple(zip(positions, labels, strict=True)), part))
+        events = tuple(zip(positions, labels, strict=True))
+        if draw(st.integers(0, 3)) == 0:  # SELECT NONE, NOT(E): an interval, no event
+            events = ()
+        out.append(Match(positions[0], positions[-1], events, part))
     return out
 
 
@@ -257,7 +265,7 @@ def test_columnar_long_format_equals_the_per_event_definition(batch_size, matche
         write_matches(iter(batches), lk, "csv", stdout=buf)
         got = pl.read_csv(io.StringIO(buf.getvalue()), schema_overrides={"vars": pl.String})
         assert got.height == len(expected)
-        assert got["vars"].fill_null("").to_list() == ["|".join(r["vars"]) for r in expected]
+        assert got["vars"].fill_null("").to_list() == ["|".join(r["vars"] or ()) for r in expected]
         assert got["position"].to_list() == [r["position"] for r in expected]
 
 
@@ -323,13 +331,20 @@ def test_jsonl_batches_write_exactly_what_matches_do(tmp_path: Path) -> None:
         Match(0, 3, ((0, ("A", "x")), (1, ("B",)), (3, ("B", "y"))), partition=("k", 1)),
         Match(1, 2, ((1, ("B",)), (2, ("A", "é")))),
         Match(2, 2, ((2, ("A",)),), partition=(None,)),
+        Match(0, 2, ()),  # reports no event (SELECT NONE, NOT(E)): "events": []
+        Match(3, 3, (), partition=("k", 2)),
+        Match(1, 3, ((3, ("y",)),)),
+        Match(0, 1, ()),
     ]
     per_match, column_wise = io.StringIO(), io.StringIO()
     write_matches(matches, lk, "jsonl", stdout=per_match, partition_names=["p", "q"])
-    n = write_matches([batch_of(matches[:1]), batch_of(matches[1:])], lk, "jsonl",
-                      stdout=column_wise, partition_names=["p", "q"])
-    assert n == 3
+    # the third batch reports no event at all; the last mixes matches with and without
+    batches = [batch_of(matches[:1]), batch_of(matches[1:3]), batch_of(matches[3:5]),
+               batch_of(matches[5:])]
+    n = write_matches(batches, lk, "jsonl", stdout=column_wise, partition_names=["p", "q"])
+    assert n == 7
     assert column_wise.getvalue() == per_match.getvalue()
+    assert [json.loads(x)["events"] for x in per_match.getvalue().split("\n")[:-1]][3:5] == [[], []]
 
 
 def test_jsonl_of_a_batch_does_not_build_a_dict_per_event(tmp_path: Path, monkeypatch) -> None:

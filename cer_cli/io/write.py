@@ -140,8 +140,9 @@ class EventLookup:
                     attrs={c: rec.get(c) for c in self.columns},
                 )
         if self._frames and position < self._frames[0][0]:
+            kept = "the events" if self.window is None else f"the {self.window} events"
             raise LogError(
-                f"event {position} is older than the {self.window} events kept for output",
+                f"event {position} is older than {kept} kept for output",
                 ["read the log without batches, or keep a larger window of events"],
             )
         raise LogError(f"no event at position {position} has been read")
@@ -270,24 +271,21 @@ def _long_frame(
 ) -> pl.DataFrame:
     """The long-format rows of ``batch`` (its matches numbered from ``first``), built
     column-wise: the events' rows are gathered from the looked-up frames in one go per
-    frame, instead of one ``lookup.get`` per event."""
+    frame, instead of one ``lookup.get`` per event.
+
+    A match that reports no event (``SELECT NONE``, ``NOT(E)``, a selected variable it does
+    not bind) still gets one row, its event columns null: every match has a row, so the
+    distinct ``match`` values are the matches ``--count`` counts."""
     import numpy as np
 
     pos = np.asarray(batch.pos, dtype=np.int64)
     counts = np.diff(np.asarray(batch.off, dtype=np.int64))
-    events = _gather(lookup, pos, [POS, STREAM, ROW, TYPE, *lookup.columns])
+    events = _gather(lookup, pos, [STREAM, ROW, TYPE, *lookup.columns])
     schema = _long_schema(lookup)
     vars_ = pl.Series("vars", [list(v) for v in batch.labelsets], dtype=pl.List(pl.String))
     lab = np.asarray(batch.lab, dtype=np.int64)
-    out = pl.DataFrame(
-        {
-            "match": np.repeat(np.arange(first, first + len(counts), dtype=np.int64), counts),
-            "start": np.repeat(np.asarray(batch.start, dtype=np.int64), counts),
-            "end": np.repeat(np.asarray(batch.end, dtype=np.int64), counts),
-            "position": pos,
-        }
-    )
-    extra = [
+    per_event = [
+        pl.Series("position", pos),
         (events[STREAM] if len(pos) else pl.Series([], dtype=pl.String)).alias("stream"),
         (events[ROW] if len(pos) else pl.Series([], dtype=pl.Int64)).alias("row"),
         (events[TYPE] if len(pos) else pl.Series([], dtype=pl.String)).alias("type"),
@@ -296,13 +294,24 @@ def _long_frame(
     have = set(events.columns)  # once: ``events.columns`` is O(columns)
     for name, c in zip(_long_names(lookup.columns), lookup.columns, strict=True):
         if len(pos) and c in have:
-            extra.append(events[c].alias(name))
+            per_event.append(events[c].alias(name))
         else:
-            extra.append(pl.Series(name, [None] * len(pos), dtype=schema[name]))
+            per_event.append(pl.Series(name, [None] * len(pos), dtype=schema[name]))
+    rows = np.maximum(counts, 1)  # a match without events keeps one row
+    out = pl.DataFrame(per_event)
+    if len(rows) and (counts == 0).any():
+        slot = np.full(int(rows.sum()), -1, dtype=np.int64)  # row -> its event, or none
+        slot[np.repeat(counts > 0, rows)] = np.arange(len(pos), dtype=np.int64)
+        none = np.flatnonzero(slot < 0)
+        out = out.select(pl.all().gather(pl.Series(slot).scatter(none, None)))
+    idx = np.repeat(np.arange(len(rows), dtype=np.int64), rows)  # row -> its match
     per_match = _match_frame(batch, lookup, first, partition_names)
-    idx = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-    extra += [per_match[c][idx] for c in ("start_time", "end_time", "partition")]
-    out = out.with_columns(extra)
+    out = out.with_columns(
+        pl.Series("match", idx + first),
+        pl.Series("start", np.asarray(batch.start, dtype=np.int64)[idx]),
+        pl.Series("end", np.asarray(batch.end, dtype=np.int64)[idx]),
+        *(per_match[c][idx] for c in ("start_time", "end_time", "partition")),
+    )
     return out.select(list(schema)).cast(schema, strict=False)  # type: ignore[arg-type]
 
 
@@ -564,7 +573,12 @@ def _gather(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:
         have = set(frame.columns)
         parts.append(frame.select([c for c in cols if c in have])[rows])
         order.append(sel)
-    events = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+    if not parts:  # no position (matches that report no event): the columns, no rows
+        if not frames:
+            return pl.DataFrame()
+        have = set(frames[-1][1].columns)
+        return frames[-1][1].select([c for c in cols if c in have]).clear()
+    events = pl.concat(parts, how="diagonal_relaxed")
     if len(order) > 1:
         events = events[np.argsort(np.concatenate(order), kind="stable")]
     return events
@@ -619,12 +633,10 @@ def _jsonl_lines(
     if (counts == 1).all():  # the common case needs no grouping
         per_match = ev_text["ev"]
     else:
-        per_match = ev_text.group_by("m", maintain_order=True).agg(pl.col("ev").str.join(", "))
-        if (counts == 0).any():
-            per_match = per_match.join(
-                pl.DataFrame({"m": np.arange(len(counts), dtype=np.int64)}), on="m", how="right"
-            )
-        per_match = per_match.select(pl.col("ev").fill_null("")).to_series()
+        joined = ev_text.group_by("m", maintain_order=True).agg(pl.col("ev").str.join(", "))
+        # a match without events (SELECT NONE, NOT(E)) has no group: its list stays empty
+        per_match = pl.repeat("", len(counts), dtype=pl.String, eager=True).scatter(
+            joined["m"], joined["ev"])
     start = np.asarray(batch.start, dtype=np.int64)
     end = np.asarray(batch.end, dtype=np.int64)
     tc = lookup.time_column
@@ -660,8 +672,9 @@ def write_csv(
     buffer_rows: int = 10_000, *, shape: str = "long",
     variables: Sequence[tuple[str, bool]] | None = None, partition_names: Sequence[str] = (),
 ) -> int:
-    """One row per (match, event) in the long shape, ``vars`` joined with ``|``; one row per
-    match in the wide shape, list columns as JSON arrays. Dates and times are written as
+    """One row per (match, event) in the long shape (one with empty event columns for a
+    match without reported events), ``vars`` joined with ``|``; one row per match in the
+    wide shape, list columns as JSON arrays. Dates and times are written as
     JSONL writes them (``isoformat``, zone kept). Returns rows."""
     total = 0
     for frame in match_frames(matches, lookup, shape, variables, partition_names, buffer_rows):
@@ -808,6 +821,11 @@ def render_wide_table(
                 part = json.loads(row["partition"])
                 title += "  " + " ".join(f"{k}={_cell(v)}" for k, v in part.items())
             console.print(title)
+            n += 1
+            if all(row[f"{var}.position"] is None for var in names):
+                console.print(NO_EVENTS_LINE)
+                console.print()
+                continue
             table = Table(show_edge=False, pad_edge=False)
             for col in ("var", "pos", "type", "attributes"):
                 table.add_column(col, style="cyan" if col == "var" else None)
@@ -822,13 +840,17 @@ def render_wide_table(
                 table.add_row(var, _cells(row[f"{var}.position"]), _cells(row[f"{var}.type"]), attrs)
             console.print(table)
             console.print()
-            n += 1
     elapsed = max(time.perf_counter() - started, 1e-9)
     console.print(
         f"[bold]{n}[/] match{'es' if n != 1 else ''} · {lookup.n_seen:,} events read · "
         f"{lookup.n_seen / elapsed:,.0f} events/s"
     )
     return n
+
+
+#: The table's line for a match that reports no event (SELECT NONE, NOT(E), a selected
+#: variable it does not bind): the match is shown, with nothing under it.
+NO_EVENTS_LINE = "[dim](no reported events)[/]"
 
 
 def _cell(v: Any) -> str:
@@ -861,6 +883,10 @@ def render_table(
         if rec["partition"]:
             title += "  " + " ".join(f"{k}={_cell(v)}" for k, v in rec["partition"].items())
         console.print(title)
+        if not rec["events"]:
+            console.print(NO_EVENTS_LINE)
+            console.print()
+            continue
         table = Table(show_edge=False, pad_edge=False)
         for col in ("pos", "stream", "type", "vars", "attributes"):
             table.add_column(col, style="cyan" if col == "vars" else None)

@@ -1286,13 +1286,14 @@ def _long(run: _Run, matches: DataFrame, ev: _Events, csv: bool = False
     """The long format of local mode (one row per match x event: match, start, end,
     position, stream, row, type, vars, start_time, end_time, partition (JSON text), then the
     log's columns, ``log.``-prefixed on a clash), ordered by (match, position), and the
-    match count (None for a lazy run). ``csv`` joins vars with ``|``."""
+    match count (None for a lazy run). ``csv`` joins vars with ``|``. A match without
+    reported events keeps one row with null event columns, as locally (``io.write``)."""
     from pyspark.sql import functions as F
 
     numbered, total = _numbered(run, matches, ev)
     exploded = numbered.select("match", "start", "end", "start_time", "end_time",
                                F.col("partition_json").alias("partition"),
-                               F.explode("events").alias("e"))
+                               F.explode_outer("events").alias("e"))
     rows = exploded.select("match", "start", "end", "start_time", "end_time", "partition",
                            F.col("e.position").alias("position"), F.col("e.vars").alias("vars"))
     names = [f"log.{c}" if c in LONG_COLUMNS else c for c in ev.columns]
@@ -1302,7 +1303,7 @@ def _long(run: _Run, matches: DataFrame, ev: _Events, csv: bool = False
         *(F.col(f"`{c}`").alias(n) for c, n in zip(ev.columns, names, strict=True)),
     )
     vars_col = F.array_join("vars", "|") if csv else F.col("vars")
-    long = rows.join(events, "position").select(
+    long = rows.join(events, "position", "left").select(
         "match", "start", "end", "position", "stream", "row", "type", vars_col.alias("vars"),
         "start_time", "end_time", "partition", *(F.col(f"`{n}`") for n in names),
     ).orderBy("match", "position")

@@ -1,0 +1,318 @@
+"""Every match reaches every output (issue #24 §1): random queries over random logs go
+through ``cer match`` in every format and shape (JSONL, CSV, Parquet, the table; long and
+wide) and through ``cer_cli.match``; each output is read back and its matches (interval and
+``μ``) compared with the engine's own, and their number with ``--count``.
+
+The generator must produce matches that report no event — ``SELECT NONE``, a ``SELECT``
+that misses the branch of an OR a match took, a formula of ``NOT(E)`` only — since those
+were the matches the writers lost: ``test_the_cases_include_matches_without_reported_events``
+proves it does. The Spark side of the same comparison is in ``tests/test_spark.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, Phase, event, example, find, given, settings
+from hypothesis import strategies as st
+
+import cer_cli
+from cer_cli.api import compile_query, read_events
+from cer_cli.cli import cli
+from cer_cli.events import Match
+from cer_cli.io.contract import TimeOptions
+from cer_cli.io.read import read_frame
+from cer_cli.plan import Plan
+from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+from cer_cli.query.parser import parse
+from cer_cli.query.printer import to_text
+from cer_cli.query.scope import wide_variables
+from tests.gen_formulas import STREAMS, formulas, queries, streams
+
+#: The log files' columns: Parquet keeps the types even in a log without events.
+LOG_SCHEMA = {"type": pl.String, "time": pl.Int64, "ts": pl.Int64, "v": pl.Int64, "id": pl.Int64}
+TIME = ("--time-column", "time", "--time-unit", "ns")
+TIME_OPTIONS = TimeOptions(column=("time",), unit=("ns",))
+#: 2024-01-01 in ns since the epoch: the generated times (a few seconds from 0) are shifted
+#: there, since epoch ns in January 1970 are refused as a wrong unit (``contract.check_times``).
+EPOCH_2024 = 1_704_067_200 * 10**9
+
+#: (query, events, --limit): the suite's random queries (sometimes with ``φ1 ; !ψ ; φ2``)
+#: and streams.
+CASES = st.tuples(queries(formulas(max_depth=3)) | queries(formulas(max_depth=3, with_absent=True)),
+                  streams(max_size=8), st.none() | st.integers(0, 3))
+PROPS = settings(max_examples=25, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "250"})
+
+
+def log_rows(events: list[dict]) -> list[dict]:
+    """The events as log rows, in their order, with times made strictly increasing (one ns
+    apart on ties) so that merging the per-stream logs by time keeps that order."""
+    return [{"type": e["type"], "time": EPOCH_2024 + e["time"] + i, "ts": e["ts"], "v": e["v"], "id": e["id"],
+             "stream": e["stream"]} for i, e in enumerate(events)]
+
+
+def write_logs(events: list[dict], directory: Path) -> list[str]:
+    """``S1.parquet`` and ``S2.parquet`` (both, even without events: FROM and ``S>E`` name
+    them)."""
+    rows = log_rows(events)
+    logs = []
+    for name in STREAMS:
+        mine = [{k: r[k] for k in LOG_SCHEMA} for r in rows if r["stream"] == name]
+        path = directory / f"{name}.parquet"
+        pl.DataFrame(mine, schema=LOG_SCHEMA).write_parquet(path)
+        logs.append(str(path))
+    return logs
+
+
+def one_frame(events: list[dict]) -> pl.DataFrame:
+    """All the events as one user frame (``cer_cli.match`` reads one stream)."""
+    return pl.DataFrame([{k: r[k] for k in LOG_SCHEMA} for r in log_rows(events)],
+                        schema=LOG_SCHEMA)
+
+
+def compiled_case(query: ast.Query, logs: list[str]) -> tuple[str, Plan, list[Match]] | None:
+    """The query's text, its plan against the logs and the engine's own matches; None when
+    the query is refused (then the CLI must refuse it too)."""
+    text = to_text(query)
+    log = read_events(logs, time_column=TIME_OPTIONS)
+    try:
+        compiled = compile_query(text, schema=log.schema)
+        return text, compiled, list(compiled.run(log.batches()))
+    except QueryError:
+        return None
+
+
+# --------------------------------------------------------------------------- read back
+
+Key = tuple[int, int, tuple[tuple[int, tuple[str, ...]], ...]]
+
+
+def keys(matches: list[Match]) -> list[Key]:
+    return [m.key() for m in matches]
+
+
+def projected(matches: list[Match], names: list[str]) -> list[Key]:
+    """``μ`` restricted to the wide shape's variables: what its columns can carry."""
+    out = []
+    for m in matches:
+        events = tuple((p, kept) for p, vs in m.events
+                       if (kept := tuple(v for v in vs if v in names)))
+        out.append((m.start, m.end, events))
+    return out
+
+
+def numbered(numbers: list[int]) -> None:
+    """Matches are numbered 0, 1, 2, ... in output order, each number once."""
+    assert numbers == list(range(len(numbers))), numbers
+
+
+def from_jsonl(text: str) -> list[Key]:
+    records = [json.loads(line) for line in text.split("\n") if line]
+    numbered([r["match"] for r in records])
+    return [(r["start"], r["end"], tuple((e["position"], tuple(e["vars"])) for e in r["events"]))
+            for r in records]
+
+
+def from_long(frame: pl.DataFrame) -> list[Key]:
+    """One row per (match, event), and one row with null event columns per match without
+    reported events; ``vars`` a list (Parquet, frames) or ``|``-joined text (CSV)."""
+    groups: dict[int, list[dict]] = {}
+    for row in frame.iter_rows(named=True):
+        groups.setdefault(row["match"], []).append(row)
+    numbered(list(groups))
+    out = []
+    for rows in groups.values():
+        first = rows[0]
+        if any(r["position"] is None for r in rows):  # the row of a match without events
+            assert len(rows) == 1 and first["vars"] is None and first["type"] is None, rows
+            rows = []
+        events = tuple((r["position"], tuple(r["vars"].split("|") if isinstance(r["vars"], str)
+                                             else r["vars"])) for r in rows)
+        out.append((first["start"], first["end"], events))
+    return out
+
+
+def _cell(value):
+    """A wide CSV cell read as text: null, an int, or a JSON list."""
+    if value is None or value == "":
+        return None
+    return json.loads(value)
+
+
+def from_wide(rows: list[dict], names: list[str], text: bool = False) -> list[Key]:
+    """One row per match; ``x.position`` is an int, a list (x under ``+``) or null."""
+    numbered([int(r["match"]) for r in rows])
+    out = []
+    for r in rows:
+        by_position: dict[int, set[str]] = {}
+        for var in names:
+            value = r[f"{var}.position"]
+            value = _cell(value) if text else value
+            for p in (value if isinstance(value, list) else [] if value is None else [value]):
+                by_position.setdefault(p, set()).add(var)
+        events = tuple((p, tuple(sorted(vs))) for p, vs in sorted(by_position.items()))
+        out.append((int(r["start"]), int(r["end"]), events))
+    return out
+
+
+TITLE = re.compile(r"match (\d+)  positions (\d+)\.\.(\d+)")
+
+
+def from_table(text: str, wide: bool) -> list[Key]:
+    """The table: a title per match, then its events (long: ``pos │ stream │ type │ vars``;
+    wide: ``var │ pos │ type``), or the line saying it reports none."""
+    out: list[tuple[int, int, dict]] = []
+    numbers = []
+    for line in text.splitlines():
+        title = TITLE.match(line)
+        if title:
+            numbers.append(int(title[1]))
+            out.append((int(title[2]), int(title[3]), {}))
+            continue
+        if "│" not in line:
+            continue
+        cells = [c.strip() for c in line.split("│")]
+        found = out[-1][2]
+        if wide:
+            positions = json.loads(cells[1]) if cells[1].startswith("[") else [int(cells[1])]
+            for p in positions:
+                found.setdefault(p, set()).add(cells[0])
+        else:
+            found.setdefault(int(cells[0]), set()).update(cells[3].split(","))
+    numbered(numbers)
+    summary = re.search(r"^(\d+) match", text, re.M)
+    assert summary and int(summary[1]) == len(out)
+    return [(s, e, tuple((p, tuple(sorted(vs))) for p, vs in sorted(found.items())))
+            for s, e, found in out]
+
+
+# --------------------------------------------------------------------------- the property
+
+
+def check_every_output(query: ast.Query, events: list[dict], limit: int | None,
+                       directory: Path) -> None:
+    logs = write_logs(events, directory)
+    case = compiled_case(query, logs)
+    base = ["match", "-e", to_text(query), *logs, *TIME, "--allow-unbounded"]
+    if limit is not None:
+        base += ["--limit", str(limit)]
+    if case is None:
+        refused = run(*base, "--count")
+        assert refused.exit_code == 2, refused.output
+        return
+    text, compiled, matches = case
+    want = keys(matches)[:limit]
+    event("matches" if want else "no match")
+    if any(not e for _, _, e in want):
+        event("a match reports no event")
+    count = run(*base, "--count")
+    assert count.exit_code == 0, count.output
+    assert int(count.stdout) == len(want), text
+    names = [v for v, _ in wide_variables(compiled.query)]
+    for shape in ("long", "wide"):
+        expected = want if shape == "long" else projected(matches, names)[:limit]
+        for fmt in ("jsonl", "csv", "parquet"):
+            out = directory / f"out-{shape}.{fmt}"
+            result = run(*base, "--shape", shape, "-o", str(out))
+            assert result.exit_code == 0, (fmt, shape, result.output)
+            if fmt == "jsonl" and shape == "long":
+                got = from_jsonl(out.read_text(encoding="utf-8"))
+            elif fmt == "jsonl":
+                got = from_wide([json.loads(x) for x in out.read_text().splitlines()], names)
+            elif shape == "long":
+                frame = pl.read_csv(out, schema_overrides={"vars": pl.String}) if fmt == "csv" \
+                    else pl.read_parquet(out)
+                got = from_long(frame)
+            elif fmt == "csv":
+                got = from_wide(pl.read_csv(out, infer_schema=False).to_dicts(), names, text=True)
+            else:
+                got = from_wide(pl.read_parquet(out).to_dicts(), names)
+            assert got == expected, (text, fmt, shape)
+        table = run(*base, "--shape", shape, "--format", "table")
+        assert table.exit_code == 0, table.output
+        assert from_table(table.stdout, wide=shape == "wide") == expected, (text, "table", shape)
+    check_frames(compiled, events)
+
+
+def check_frames(compiled: Plan, events: list[dict]) -> None:
+    """``cer_cli.match`` (long and wide) and ``cer_cli.count`` on one frame of the events,
+    against the engine's own matches over the same frame."""
+    frame = one_frame(events)
+    options = {"time_column": "time", "time_unit": "ns", "stream": "S1"}
+    log = read_frame(frame, "S1", None, TIME_OPTIONS)
+    try:
+        matches = list(compiled.run(log.batches()))
+    except QueryError:  # e.g. a window over a column this frame does not order
+        return
+    names = [v for v, _ in wide_variables(compiled.query)]
+    assert from_long(cer_cli.match(frame, compiled, **options)) == keys(matches)
+    wide = cer_cli.match(frame, compiled, shape="wide", **options)
+    assert from_wide(wide.to_dicts(), names) == projected(matches, names)
+    assert cer_cli.count(frame, compiled, **options) == len(matches)
+
+
+def _events(types: str) -> list[dict]:
+    return [{"type": t, "stream": "S1", "time": i, "ts": i, "v": i % 4, "id": i % 3}
+            for i, t in enumerate(types)]
+
+
+#: Matches without reported events in each form, always among the property's examples.
+EMPTY = [(parse(q), _events("AAB"), limit) for q, limit in [
+    ("SELECT NONE WHERE A ; B", None), ("NOT(B)", None), ("SELECT x WHERE (A AS x OR A) ; B", None),
+    ("SELECT x WHERE (A AS x OR A) ; B", 3)]]
+
+
+@given(case=CASES)
+@PROPS
+@example(case=EMPTY[0]).via("SELECT NONE")
+@example(case=EMPTY[1]).via("NOT only")
+@example(case=EMPTY[2]).via("an OR branch without the selected variable")
+@example(case=EMPTY[3]).via("the same, --limit")
+@example(case=(parse("S1>A WITHIN 1 [ts]"), [
+    {"type": "A", "stream": s, "time": 0, "ts": ts, "v": 0, "id": 0}
+    for s, ts in [("S1", 0), ("S1", 0), ("S2", 0), ("S2", 0), ("S2", 0), ("S2", 0), ("S2", 1),
+                  ("S1", 2)]], 3)).via("--limit while the window's lookup drops old frames")
+def test_every_match_reaches_every_output(tmp_path_factory, case):
+    check_every_output(*case, tmp_path_factory.mktemp("out"))
+
+
+@pytest.mark.slow
+@given(case=CASES)
+@settings(PROPS, max_examples=400)
+def test_every_match_reaches_every_output_long(tmp_path_factory, case):
+    check_every_output(*case, tmp_path_factory.mktemp("out"))
+
+
+def _empty_matches(case, kind: str) -> bool:
+    """Whether the case's query has a match without reported events, of ``kind``."""
+    import tempfile
+
+    query, events, _ = case
+    wanted = {"none": query.select == (), "some": bool(query.select),
+              "all": query.select is None}[kind]
+    if not wanted:
+        return False
+    with tempfile.TemporaryDirectory() as d:
+        compiled = compiled_case(query, write_logs(events, Path(d)))
+    return compiled is not None and any(not m.events for m in compiled[2])
+
+
+@pytest.mark.parametrize("kind", ["none", "some", "all"])
+def test_the_cases_include_matches_without_reported_events(kind):
+    """The property's cases include matches that report no event: under SELECT NONE, under
+    a SELECT whose variables a match does not bind (an OR branch), and under SELECT * (a
+    formula of NOT(E) only)."""
+    find(CASES, lambda case: _empty_matches(case, kind),
+         settings=settings(max_examples=3000, database=None, deadline=None,
+                           phases=[Phase.generate]))
