@@ -4,11 +4,14 @@ brute-force reference (tests/reference.py) on random formulas with a unary ψ.""
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from cer_cli.engine import absence, post_filter
 from cer_cli.plan import plan
 from cer_cli.query import ast
 from cer_cli.query.checks import check_query
@@ -490,6 +493,60 @@ def test_trailing_correlated_cases_lose_matches_to_psi():
         test_trailing_correlated_absence_equals_reference()
     assert _TRAILING["blocked"] >= max(4, _TRAILING["cases"] // 100), _TRAILING
     assert _TRAILING["bisect"] and _TRAILING["scan"], _TRAILING
+
+
+# --------------------------------------------------------------------------- the scan in bounded groups
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 30)), max_size=20,
+                unique_by=lambda e: e[1]),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 31), st.integers(-1, 31)),
+                max_size=10))
+def test_gap_slices_are_the_events_strictly_inside_each_gap(events, gaps):
+    """Each gap (partition, l, r) bisects to exactly its partition's events with l < pos < r."""
+    events = sorted(events)
+    part = np.array([p for p, _ in events], dtype=np.int64)
+    pos = np.array([x for _, x in events], dtype=np.int64)
+    lo, hi = post_filter.gap_slices(part, pos, *(np.array(c, dtype=np.int64).reshape(-1)
+                                                 for c in zip(*gaps, strict=True))) \
+        if gaps else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for (p, left, right), a, b in zip(gaps, lo, hi, strict=True):
+        assert a <= b
+        assert list(range(a, b)) == [i for i, (q, x) in enumerate(events)
+                                     if q == p and left < x < right]
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 4)), max_size=8),
+       st.integers(1, 6))
+def test_gap_pairs_are_every_pair_once_in_groups_of_at_most_the_cap(slices, cap):
+    lo = np.array([a for a, _ in slices], dtype=np.int64)
+    hi = lo + np.array([n for _, n in slices], dtype=np.int64)
+    groups = list(post_filter.gap_pairs(lo, hi, cap))
+    assert all(0 < len(g) <= cap and len(g) == len(e) for g, e in groups)
+    got = [(int(g), int(e)) for gs, es in groups for g, e in zip(gs, es, strict=True)]
+    assert got == [(i, j) for i, (a, b) in enumerate(zip(lo, hi, strict=True)) for j in range(a, b)]
+
+
+@given(query=st.one_of(_general_correlated(), _trailing_correlated()),
+       events=streams(min_size=4, max_size=12))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_scan_in_small_groups_and_slices_equals_the_reference(query, events):
+    """The scan tests its (candidate, ψ event) pairs ``SCAN_PAIRS`` at a time, and a trailing
+    absence takes ``SLICE_ROWS`` events at a time: with 2 and 3, every candidate's pairs
+    and every frame are cut somewhere, and the matches stay the reference's."""
+    try:
+        check_query(query, schema_of(events))
+        compiled = plan(query)
+    except QueryError:
+        assume(False)  # e.g. 'a' defined twice
+    with mock.patch.object(post_filter, "SCAN_PAIRS", 2), mock.patch.object(absence, "SLICE_ROWS", 3):
+        got = list(compiled.run(events_frame(events)))
+    if query.trailing is not None:
+        reference.assert_same_matches(got, reference.trailing_matches(query, events))
+    elif query.limit is None:
+        reference.assert_same_matches(got, reference.reference_matches(query, events))
+    else:
+        reference.check_limited(got, query, events)
 
 
 @pytest.mark.parametrize("op, want", [("=", [(0, 3)]), ("!=", [(3, 6)]), ("<", [(0, 3), (3, 6)])])

@@ -395,6 +395,20 @@ def test_theorem_1_projection_of_attributes():
         # != is the union of < and >, each with an unbounded earlier side
         ("H AS x ; T AS y FILTER x.v != y.v", "count", JOIN_KEYS, "x.v != y.v"),
         ("T AS x ; T AS x", "count", CONSTANT, "never matches"),
+        # a correlated absence is outside the criteria: what it may still block is kept
+        ("H AS x ; !(T AS y FILTER y.v > x.v) ; H AS z", "count", LOG,
+         "the absence '!(T FILTER y.v > x.v)'"),
+        ("SELECT * WHERE H AS x ; !(T AS y FILTER y.v > x.v) ; H AS z WITHIN 5 EVENTS",
+         "count", WINDOW, "WITHIN 5 EVENTS"),
+        # an absence ψ compares only with itself: the automaton checks it, counters suffice
+        ("H AS x ; !(T AS y FILTER y.v > 1) ; H AS z", "count", CONSTANT, "Theorem 1 holds"),
+        # a trailing absence: each match waits for its window to close
+        ("H AS x ; !(T AS y FILTER y.v > x.v) WITHIN 5 EVENTS", "match", WINDOW,
+         "the trailing absence"),
+        ("H AS x ; !T WITHIN 5 EVENTS", "count", WINDOW, "waits until its window closes"),
+        # ... and, under PARTITION BY, for its key's next event
+        ("SELECT * WHERE H AS x ; !T PARTITION BY [id] WITHIN 5 seconds", "count",
+         PARTITION_KEYS, "until its own key's next event"),
     ],
 )
 def test_verdicts_name_the_clause(text, mode, expected, names):

@@ -26,8 +26,11 @@ the reporting event (in its partition, so exactly those up to the deadline) sati
 with the match's bindings (``engine.post_filter.gap_hits``, the gap check of absence
 between). ``bisect`` (ψ.a = expr of one match variable): an as-of join by (partition,
 value) on the sorted positions, O(log n) per match; ``scan``: every ψ event of the
-match's window is tested, O(ψ events in the window) per match. Decisions are batched per
-frame; memory: the waiting matches plus the events of each partition's last window.
+match's window is tested, O(ψ events in the window) per match, in bounded groups of pairs.
+
+A frame is taken ``SLICE_ROWS`` events at a time (as consecutive frames): φ's matches ending
+in a slice and the due ones are Python objects, so memory is the waiting matches, the events
+of each partition's last window and one slice — never the whole frame.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from collections.abc import Iterator
 import numpy as np
 import polars as pl
 
+from cer_cli import signals
 from cer_cli.compiler.predicates import AttrTest, StreamTest, TypeTest, atom_expression, strip_var
 from cer_cli.engine.executor import prepare_frame, window_bound
 from cer_cli.engine.post_filter import MATCH_ID as _MATCH
@@ -51,6 +55,8 @@ _KEY = "__cer_absence_key"
 _WTIME = "__cer_absence_time"
 _PSI = "__cer_absence_psi"
 _TAU = "__cer_absence_tau"
+#: Events handled at once: φ's matches ending in them, and the due ones, are Python objects.
+SLICE_ROWS = 8192
 
 
 def psi_expression(psi: ast.Formula, schema) -> pl.Expr:
@@ -151,6 +157,14 @@ class TrailingAbsence:
         return sum(len(b) for b in self.run_batches(frame))
 
     def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
+        """The frame in slices of ``SLICE_ROWS`` events (consecutive frames give the same
+        matches as their concatenation): the candidates and due matches held at once are
+        then those of a slice plus the open windows, not of the whole frame."""
+        for first in range(0, max(frame.height, 1), SLICE_ROWS):
+            signals.check()
+            yield from self._run_slice(frame.slice(first, SLICE_ROWS))
+
+    def _run_slice(self, frame: pl.DataFrame) -> Iterator[MatchBatch]:
         if frame.height:
             self._end = max(self._end, int(frame[POS].max()) + 1)
         prepared, self._last_time = prepare_frame(frame, self.streams, self.partition_by,

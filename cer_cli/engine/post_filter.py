@@ -24,8 +24,10 @@ rejects a candidate when some event strictly between its gap's bounds (the hidde
 events of the variables ψ reads. ``bisect``: ψ's events (type and unary filters) are sorted
 by (partition, value of ψ.a, position), and each candidate looks up the first one after its
 left bound with its value (an as-of join: O(log n) per candidate, n the retained events);
-``scan``: every ψ event inside each candidate's gap is tested (O(events in the gap), which
-the window bounds).
+``scan``: ψ's events are sorted by (partition, position), each candidate bisects to the
+slice of its gap, and the (candidate, ψ event) pairs of the gaps — only those — are tested
+``SCAN_PAIRS`` at a time (O(events in the gap) per candidate, which the window bounds, and
+memory bounded by the cap, never candidates × events).
 
 Each atom is one ``cer_cli.compiler.predicates.predicate_expression`` — the same code, hence
 the same semantics, as the automaton's unary atoms — evaluated by polars over one row per
@@ -36,11 +38,13 @@ batch's (match, variable, event) rows with the attributes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from cer_cli import signals
 from cer_cli.compiler.correlation import PSI, AbsenceSite, Site, shown
 from cer_cli.compiler.predicates import join_pair, predicate_expression, value_expression
 from cer_cli.events import KEY, POS, STREAM, TYPE, MatchBatch
@@ -112,12 +116,19 @@ class PostFilter:
         """One bool per match of ``batch``: every site holds on its valuation.
 
         ``rows`` has column ``POS`` and the attributes of ``columns`` that the log has, for
-        at least every position in the batch (a position it lacks has no attributes).
+        at least every position in the batch (a position it lacks has no attributes), in
+        position order: only the slice between the batch's first and last position is read,
+        so a batch costs its own span, not every event kept.
         """
         n = len(batch)
         out = np.ones(n, dtype=bool)
         if n == 0 or not (self.sites or self.absences):
             return out
+        span = np.asarray(batch.pos, dtype=np.int64)[int(batch.off[0]):int(batch.off[-1])]
+        if len(span) and rows.height:
+            kept = rows[POS].to_numpy()
+            first = int(np.searchsorted(kept, span.min(), side="left"))
+            rows = rows.slice(first, int(np.searchsorted(kept, span.max(), side="right")) - first)
         bound = self._bound(batch, rows)
         for a in self.absences:
             out &= ~_blocked(a, batch, bound, rows)
@@ -259,15 +270,70 @@ def gap_hits(site: AbsenceSite, cands: pl.DataFrame, rows: pl.DataFrame) -> np.n
     if site.method == "bisect":
         hit = _bisect(site, cands, psi)
     else:
-        mine = sorted({r.attr for r in attr_refs(site.correlated) if r.var == PSI}
-                      & set(psi.columns))
-        psi = psi.select(pl.col("__part").alias("__ppart"), POS,
-                         *(pl.col(c).alias(f"{PSI}.{c}") for c in mine))
-        pairs = cands.join_where(psi, pl.col("__part") == pl.col("__ppart"),
-                                 pl.col(POS) > pl.col("__l"), pl.col(POS) < pl.col("__r"))
-        ok = pairs.filter(predicate_expression(site.correlated, pairs.schema, _column))
-        hit = ok[_MATCH].unique().to_numpy()
+        hit = _scan(site, cands, psi)
     return np.asarray(hit, dtype=np.int64)
+
+
+#: At most this many (candidate, ψ event) pairs are tested at once by the scan: its memory is
+#: this cap, not the product of the candidates and the events kept, and a signal is acted on
+#: between two groups of pairs.
+SCAN_PAIRS = 1 << 18
+
+
+def _scan(site: AbsenceSite, cands: pl.DataFrame, psi: pl.DataFrame) -> np.ndarray:
+    """Matches with a ψ event in their gap that satisfies ψ with their bindings. ψ's events
+    are sorted by (partition, position); each candidate bisects to its gap's slice
+    ``(l, r)`` of its partition, and only the pairs in the gaps are formed and tested,
+    ``SCAN_PAIRS`` at a time: time linear in those pairs, memory bounded by the cap."""
+    mine = sorted({r.attr for r in attr_refs(site.correlated) if r.var == PSI}
+                  & set(psi.columns))
+    psi = psi.sort("__part", POS)
+    lo, hi = gap_slices(psi["__part"].to_numpy(), psi[POS].to_numpy(), cands["__part"].to_numpy(),
+                        cands["__l"].to_numpy(), cands["__r"].to_numpy())
+    theirs = cands.drop("__l", "__r", "__part")  # the id and the bindings ψ reads
+    values = psi.select(pl.col(POS).alias("__cer_psi_pos"),  # rows even if ψ reads no column
+                        *(pl.col(c).alias(f"{PSI}.{c}") for c in mine))
+    hits = [np.zeros(0, dtype=np.int64)]
+    for cand, event in gap_pairs(lo, hi, SCAN_PAIRS):
+        signals.check()
+        pairs = pl.concat([theirs[cand], values[event]], how="horizontal")
+        ok = pairs.filter(predicate_expression(site.correlated, pairs.schema, _column))
+        hits.append(ok[_MATCH].unique().to_numpy())
+    return np.unique(np.concatenate(hits))
+
+
+def gap_pairs(lo: np.ndarray, hi: np.ndarray, cap: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every (gap, event) pair of the slices ``[lo[i], hi[i])``, in order, as two index
+    arrays of at most ``cap`` pairs each (a gap may be split between two groups)."""
+    counts = hi - lo
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    for first in range(0, total, cap):
+        k = np.arange(first, min(total, first + cap), dtype=np.int64)
+        gap = np.searchsorted(ends, k, side="right")  # gap i holds [ends[i] - counts[i], ends[i])
+        yield gap, lo[gap] + k - (ends[gap] - counts[gap])
+
+
+def gap_slices(part: np.ndarray, pos: np.ndarray, cpart: np.ndarray, left: np.ndarray,
+               right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For events sorted by (``part``, ``pos``) (positions distinct) and gaps (``cpart``,
+    ``left``, ``right``): per gap the index range ``[lo, hi)`` of its partition's events
+    strictly between ``left`` and ``right``. Bisection on one sorted int64 key, the
+    partition's rank times (n + 1) plus the position's rank: O((n + gaps) log n)."""
+    n = len(pos)
+    if n == 0:
+        zero = np.zeros(len(cpart), dtype=np.int64)
+        return zero, zero.copy()
+    parts, prank = np.unique(part, return_inverse=True)
+    order = np.sort(pos)
+    key = prank.astype(np.int64) * (n + 1) + np.searchsorted(order, pos)
+    cj = np.searchsorted(parts, cpart)
+    known = parts[np.minimum(cj, len(parts) - 1)] == cpart
+    base = cj.astype(np.int64) * (n + 1)
+    lo = np.searchsorted(key, base + np.searchsorted(order, left, side="right"))
+    hi = np.searchsorted(key, base + np.searchsorted(order, right, side="left"))
+    hi = np.where(known & (hi > lo), hi, lo)
+    return lo.astype(np.int64), hi.astype(np.int64)
 
 
 def _bisect(site: AbsenceSite, cands: pl.DataFrame, psi: pl.DataFrame) -> np.ndarray:

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cer_cli.compiler.correlation import is_correlation, sites
+from cer_cli.compiler.correlation import AbsenceSite, is_correlation, sites
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
 from cer_cli.query.scope import attr_refs, conjuncts, pred_vars, prev_refs, subformulas
@@ -1133,6 +1133,12 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
                        per_key.conditions)
         if RANK[alt.tier] < RANK[base.tier]:
             base = alt
+    absences = [a for a in getattr(rewritten, "post_filters", ()) if isinstance(a, AbsenceSite)]
+    if absences and RANK[base.tier] < RANK[LOG]:
+        shown = "', '".join(f"!({a.etype.label} FILTER {text(a.predicate)})" for a in absences)
+        base = _Outcome(LOG, f"the absence '{shown}' compares the absent event with the match,"
+                        " which the criteria do not cover: every candidate that no such event"
+                        " has blocked yet is kept, with the values it compares", base.conditions)
     if query.partition_by and RANK[base.tier] < RANK[PARTITION_KEYS]:
         base = _Outcome(PARTITION_KEYS, f"PARTITION BY {_groups(query.partition_by)}: one"
                         " evaluator per key, kept for the whole log (no time window expires"
@@ -1152,10 +1158,30 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
             and tier == LOG and analysed == "match"):
         preds = ", ".join(pcea.predicates)
         reason += f"; the hash join's ordered index also keeps the values '{preds}' compares"
+    if query.trailing is not None:
+        tier, reason = _trailing(query, rq.partition_by, getattr(rewritten, "trailing", None),
+                                 tier, reason)
     etier, ereason = _engine(query, rewritten, method)
     if RANK[etier] <= RANK[tier]:
         etier = ereason = None
     return MemoryVerdict(mode, tier, reason, base.conditions, etier, ereason)
+
+
+def _trailing(query: ast.Query, partition_by, site, tier: str, reason: str) -> tuple[str, str]:
+    """``φ ; !ψ WITHIN W``: each match of φ waits until its deadline passes, and is reported
+    at its partition's next event past it — a key that sees no more events keeps its last
+    window's matches (and, when ψ compares with them, its last window's events) for good."""
+    floor = PARTITION_KEYS if partition_by else WINDOW
+    if RANK[tier] >= RANK[floor]:
+        return tier, reason
+    what = "each match of φ waits until its window closes"
+    if site is not None:
+        what += ", with the events of its last window that ψ compares with it"
+    if partition_by:
+        what += (f"; under PARTITION BY {_groups(partition_by)} until its own key's next event"
+                 " past the deadline, so every key keeps the matches of its last window")
+    return floor, (f"the trailing absence '!{to_text(query.trailing)} WITHIN"
+                   f" {to_text(query.within)}': {what} (without it: {tier})")
 
 
 def _equalities(f: ast.Formula) -> list[ast.Predicate]:

@@ -153,21 +153,20 @@ def _lex(text: str, punct: dict[str, str], keywords: frozenset[str]) -> list[Tok
 
 def _number_token(digits: str, start: int, end: int, negative: bool) -> Token:
     is_int = digits.isdigit()
-    if is_int and len(digits.lstrip("0")) > 19:  # before int(): Python refuses > 4,300 digits
-        digits = digits.lstrip("0")
+    if is_int:
+        digits = digits.lstrip("0") or "0"
+    # Checked on the text first: Python's int() refuses more than 4,300 digits. Integers are
+    # exact 128-bit values (UInt64 and Int128 attributes compare with them); windows and
+    # LIMIT check their own, 64-bit, range: never wrapped.
+    if is_int and (len(digits) > 39 or not -(2**127) <= int(digits) * (-1 if negative else 1)
+                   < 2**127):
         shown = digits if len(digits) <= 40 else f"{digits[:20]}…({len(digits):,} digits)"
         raise QueryError(f"integer too large: {'-' if negative else ''}{shown} (integers are"
-                         " 64-bit, at most 9223372036854775807)", Span(start, end),
-                         hints=["write it as a float (e.g. 1e20) to compare approximately"])
+                         f" 128-bit, at most {2**127 - 1})", Span(start, end),
+                         hints=["write it as a float (e.g. 1e40) to compare approximately"])
     value: int | float = int(digits) if is_int else float(digits)
     if value == float("inf"):
         raise QueryError(f"number too large: {digits}", Span(start, end))
-    if is_int and not -(2**127) <= (-value if negative else value) < 2**127:
-        # integers are exact 128-bit values (UInt64 and Int128 attributes compare with
-        # them); windows and LIMIT check their own, 64-bit, range: never wrapped
-        raise QueryError(f"integer too large: {'-' if negative else ''}{digits} (integers are"
-                         f" 128-bit, at most {2**127 - 1})", Span(start, end),
-                         hints=["write it as a float (e.g. 1e40) to compare approximately"])
     return _tok("INT" if is_int else "FLOAT", -value if negative else value, start, end)
 
 
