@@ -18,11 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from cer_cli.compiler.construct import describe
-from cer_cli.compiler.correlation import sites
-from cer_cli.compiler.pcea import pcea_cost
 from cer_cli.compiler.predicates import describe_atom
 from cer_cli.io.read import EventLog
-from cer_cli.plan import HASH_JOIN, PARTITION, Plan
+from cer_cli.plan import Plan
 from cer_cli.plan.memory import plan_entry
 from cer_cli.query.printer import to_text
 
@@ -81,59 +79,29 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
 
 
 def correlation_plan(compiled: Plan) -> dict[str, Any] | None:
-    """Which method evaluates the predicates between events, and what it costs: for the
-    query, then per predicate (``methods``, the planner's ``Plan.predicate_methods``)."""
-    out = _correlation_plan(compiled)
-    if out is not None:
-        out["methods"] = [{"predicate": m.predicate, "method": m.method, "cost": m.cost,
-                           "reason": m.reason} for m in compiled.predicate_methods]
-    return out
-
-
-def _correlation_plan(compiled: Plan) -> dict[str, Any] | None:
-    method = compiled.correlation_method
-    if method is None:
+    """The planner's correlation decision (``Plan.correlation``) as data: each method the
+    query uses (``steps``: what it evaluates, how, what it costs), then each predicate's
+    method (``methods``). ``method``, ``predicates``, ``detail``, ``cost`` and ``bounded``
+    sum the steps up (one step: its own)."""
+    corr = compiled.correlation
+    if not corr:
         return None
-    q = compiled.query
-    if method == PARTITION:
-        added = [g for g in compiled.partition_by if g not in q.partition_by]
-        why = compiled.correlation_reason
-        return {
-            "method": "partition rewrite",
-            "predicates": [to_text(c) for _, c in sites(q.formula)],
-            "detail": f"{why}: the equalities become PARTITION BY "
-            + ", ".join("[" + ", ".join(g) + "]" for g in added or q.partition_by),
-            "cost": "as the query without them, evaluated per key: constant per event",
-            "bounded": True,
-        }
-    bounded = q.within is not None
-    if method == HASH_JOIN:
-        pcea = compiled.rewritten.pcea
-        return {
-            "method": "hash join (PCEA)",
-            "predicates": list(pcea.predicates),
-            "detail": "the engine runs this PCEA, not the CEA above (which lacks the predicates"
-            " between events): " + " | ".join(pcea.describe()),
-            "cost": pcea_cost(pcea, q.within)
-            + ("; memory: the runs within the window" if bounded else
-               "; no WITHIN: exact, but memory grows with the partial matches per join key"),
-            "bounded": bounded,
-        }
-    post = compiled.post_filter
-    why_not = compiled.correlation_reason
+    steps = [{"method": s.method.title, "predicates": list(s.predicates), "detail": s.detail,
+              "cost": s.cost, "bounded": s.bounded} for s in corr.steps]
+    one = len(steps) == 1
+
+    def summed(key: str) -> str:
+        return steps[0][key] if one else "; ".join(f"{s['method']}: {s[key]}" for s in steps)
+
     return {
-        "method": "post-filtered relaxation",
-        "predicates": post.describe(),
-        "detail": "the automaton accepts the pattern without these predicates (binding their"
-        " variables); every candidate ending at an event is enumerated and kept iff they hold"
-        " for every combination of the events of their variables, before SELECT, strategy,"
-        " LIMIT and CONSUME BY" + (f" (no hash join: {why_not})" if why_not else ""),
-        "cost": "per event, the number of candidates ending there, which can be exponentially"
-        " larger than the number of matches"
-        + ("; the window bounds it" if bounded else
-           "; without WITHIN it grows with the log (cer match refuses it without"
-           " --allow-unbounded)"),
-        "bounded": bounded,
+        "method": " + ".join(s["method"] for s in steps),
+        "predicates": [p for s in steps for p in s["predicates"]],
+        "detail": summed("detail"),
+        "cost": summed("cost"),
+        "bounded": all(s["bounded"] for s in steps),
+        "steps": steps,
+        "methods": [{"predicate": m.predicate, "method": m.label, "cost": m.cost,
+                     "reason": m.reason} for m in corr.predicates],
     }
 
 
@@ -239,10 +207,11 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     ]
     corr = plan.get("correlation")
     if corr is not None:
-        lines.append(f"correlation: {corr['method']} of " + "; ".join(corr["predicates"]))
-        lines.append(f"  {corr['detail']}")
-        lines.append(f"  cost: {corr['cost']}")
-        for m in corr.get("methods", ()):
+        for step in corr["steps"]:
+            lines.append(f"correlation: {step['method']} of " + "; ".join(step["predicates"]))
+            lines.append(f"  {step['detail']}")
+            lines.append(f"  cost: {step['cost']}")
+        for m in corr["methods"]:
             lines.append(f"  {m['predicate']}: {m['method']} — {m['reason']}; cost: {m['cost']}")
     if plan.get("output_growth"):
         lines.append(f"output: exponential — {plan['output_growth']}")

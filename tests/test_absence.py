@@ -370,8 +370,8 @@ def test_issue_example_blocks_only_the_same_user(text, method):
             "A AS a ; !(B AS b FILTER b.user != a.user) ; C": [(3, 5)],
             "A AS a ; !(B AS b FILTER a.user < b.user AND b.v > 0) ; C": [(3, 5)]}[text]
     assert got == want
-    m = plan(parse(text)).predicate_methods[-1]
-    assert method in m.method and "gap1.left" in m.reason
+    m = plan(parse(text)).correlation.predicates[-1]
+    assert m.method == "post-filter" and method in m.how and "gap1.left" in m.reason
 
 
 @pytest.mark.parametrize("text", [

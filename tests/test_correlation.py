@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from cer_cli.api import compile_query, read_events
 from cer_cli.compiler.correlation import has_correlation, partition_plan
 from cer_cli.plan import plan
+from cer_cli.plan.memory import LOG
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
@@ -52,7 +53,7 @@ def position_sets(matches) -> set[frozenset[int]]:
 
 def test_phi4_on_fig1_is_rewritten_to_partition_and_gives_the_papers_matches():
     q, got = run_text(PHI4)
-    assert q.correlation_method == "partition"
+    assert q.correlation.methods == ("partition",)
     assert q.rewritten.query.partition_by == (("id",),)
     assert position_sets(got) == {frozenset({3, 4, 7}), frozenset({3, 6, 7}), frozenset({3, 4, 6, 7})}
     assert all(m.partition is None for m in got)  # the added group is not reported
@@ -202,7 +203,7 @@ def test_papers_examples(text, events, expected, method):
     got = engine_matches(query, events)
     assert {tuple(p for p, _ in m.events) for m in got} == expected
     reference.assert_same_matches(got, reference.reference_matches(query, events))
-    assert compile_query(text).correlation_method == method
+    assert compile_query(text).correlation.methods == (method,)
 
 
 def test_post_filter_runs_before_projection_strategy_and_limit():
@@ -349,9 +350,9 @@ def test_partition_rewrite_is_refused_when_a_tied_variable_may_be_absent():
 )
 def test_explain_gives_the_method_of_each_predicate(text, methods, words):
     compiled = compile_query(text)
-    got = compiled.predicate_methods
+    got = compiled.correlation.predicates
     assert [m.method for m in got] == methods
-    assert {m.method for m in got} == {compiled.correlation_method}
+    assert {m.method for m in got} == set(compiled.correlation.methods)
     shown = " ".join(f"{m.reason} {m.cost}" for m in got)
     assert all(w in shown for w in words), shown
     corr = plan_of(text)["correlation"]
@@ -359,6 +360,68 @@ def test_explain_gives_the_method_of_each_predicate(text, methods, words):
     out = cli("explain", "-e", text).output
     for m in got:
         assert f"{m.predicate}: {m.method} — " in out
+
+
+GAP = "!(C AS c FILTER c.id = a.id AND c.v < a.v)"
+
+
+@pytest.mark.parametrize(
+    "text, steps, methods",
+    [
+        # the equality becomes PARTITION BY; the absence's other comparison is post-filtered
+        (f"A AS a ; {GAP} ; B AS b FILTER a.id = b.id WITHIN 5 minutes",
+         ["partition rewrite", "post-filtered relaxation"],
+         ["partition", "post-filter (scan of the gap)"]),
+        (f"(A AS a ; B AS b FILTER a.id = b.id) ; {GAP} WITHIN 5 minutes",
+         ["partition rewrite", "trailing absence"],
+         ["partition", "trailing absence (scan of the window)"]),
+        (f"(A AS a ; {GAP} ; B AS b FILTER a.id = b.id) ; !(D AS d FILTER d.id = b.id AND"
+         " d.v = b.v) WITHIN 5 minutes",
+         ["partition rewrite", "post-filtered relaxation", "trailing absence"],
+         ["partition", "post-filter (scan of the gap)", "trailing absence (bisect on D.v)"]),
+        ("A AS a ; B AS b ; !(C AS c FILTER c.v < a.v) WITHIN 5 minutes",
+         ["trailing absence"], ["trailing absence (scan of the window)"]),
+    ],
+)
+def test_explain_names_every_method_a_query_mixes(text, steps, methods):
+    """A query may use several methods at once: explain shows each one with its own reason
+    and cost. It used to name only the post-filter, with the partition rewrite's reason as
+    why the hash join did not apply ("no hash join: every event of a match shares 'id'"),
+    and to show nothing for a trailing absence alone."""
+    compiled = compile_query(text)
+    assert [m.title for m in compiled.correlation.methods] == steps
+    assert [m.label for m in compiled.correlation.predicates] == methods
+    corr = plan_of(text)["correlation"]
+    assert [s["method"] for s in corr["steps"]] == steps
+    assert corr["method"] == " + ".join(steps)
+    assert [m["method"] for m in corr["methods"]] == methods
+    assert corr["predicates"] == [p for s in corr["steps"] for p in s["predicates"]]
+    assert "no hash join" not in corr["detail"]
+    if "partition rewrite" in steps:
+        (partition,) = [s for s in corr["steps"] if s["method"] == "partition rewrite"]
+        assert partition["predicates"] == ["(a.id = b.id)"]
+        assert "every event of a match shares 'id'" in partition["detail"]
+    out = cli("explain", "-e", text).output
+    assert "no hash join" not in out
+    for step in corr["steps"]:
+        assert f"correlation: {step['method']} of {'; '.join(step['predicates'])}\n" in out
+        assert f"  cost: {step['cost']}\n" in out
+    for m in compiled.correlation.predicates:
+        assert f"{m.predicate}: {m.label} — {m.reason}" in out
+
+
+def test_memory_verdict_reads_every_method_a_query_mixes():
+    """The equalities of a query that also has a correlated absence run as PARTITION BY;
+    its ``--count`` verdict used to be computed as for the post-filter alone and blamed
+    the equality (Theorem 1 C2), which PARTITION BY removes: the absence is what grows."""
+    text = (f"A AS a ; {GAP} ; B AS b ; C AS c ; D AS d"
+            " FILTER a.id = c.id AND b.id = d.id AND a.id = b.id")
+    compiled = compile_query(text)
+    assert compiled.correlation.methods == ("partition", "post-filter")
+    count = compiled.memory("count")
+    assert count.verdict == LOG and "the absence '!(C FILTER c.v < a.v)'" in count.reason
+    assert "a.id = c.id" not in count.reason
+    assert all(c.holds for c in count.conditions)  # per key: C1–C5 hold
 
 
 def test_issue_17_queries_count_as_the_brute_force():
@@ -373,7 +436,7 @@ def test_issue_17_queries_count_as_the_brute_force():
     for name, text in bench.QUERIES.items():
         compiled = compile_query(text)
         assert compiled.executor().count(frame) == expected[name], name
-    assert compile_query(bench.QUERIES["x.v = z.v (y between)"]).correlation_method == "hash join"
+    assert compile_query(bench.QUERIES["x.v = z.v (y between)"]).correlation.methods == ("hash join",)
 
 
 # --------------------------------------------------------------------------- datetimes between events
@@ -431,7 +494,7 @@ def test_datetime_comparisons_across_zones_compare_instants(tmp_path, text, meth
     rows = _zoned_log(log)
     w = 6
     query = f"SELECT * WHERE {text} WITHIN {w} EVENTS"
-    assert compile_query(query).correlation_method == method
+    assert compile_query(query).correlation.methods == (method,)
     out = cli("match", "-e", query, str(log), "--format", "jsonl", "--no-progress")
     assert out.exit_code == 0, out.output
     got = {tuple(e["position"] for e in json.loads(line)["events"])

@@ -303,8 +303,8 @@ def test_decimal_price_is_compared_exactly(tmp_path) -> None:
     gap = pl.concat([frame, pl.DataFrame({"type": ["C"], "p": [None], "i": [None]})],
                     how="diagonal_relaxed")
     query = "A AS a ; !(B AS b FILTER b.i = a.p) ; C WITHIN 9 EVENTS"
-    methods = compile_query(query, schema=read_frame(gap).schema).predicate_methods
-    assert [m.method for m in methods] == ["post-filter (bisect on B.i)"]
+    methods = compile_query(query, schema=read_frame(gap).schema).correlation.predicates
+    assert [m.label for m in methods] == ["post-filter (bisect on B.i)"]
     assert cer_cli.count(gap, query) == 0
     assert cer_cli.count(gap.with_columns(pl.col("i").replace(2, 4)), query) == 1
 

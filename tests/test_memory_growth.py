@@ -114,8 +114,8 @@ def logs(tmp_path_factory) -> Logs:
 def _method(plan) -> str:
     """The method of the query's predicates between events (or its absence), as explain
     names it."""
-    if plan.predicate_methods:
-        return plan.predicate_methods[-1].method
+    if plan.correlation.predicates:
+        return plan.correlation.predicates[-1].label
     return "trailing absence" if plan.query.trailing is not None else "cea"
 
 

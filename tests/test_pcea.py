@@ -116,7 +116,7 @@ A1 = "((T AS t ; S AS s) OR (S AS s ; T AS t)) ; R AS r FILTER t.a = r.a AND s.a
 def matches_of(text: str, events: list[dict], method: str | None = "hash join") -> set:
     """Matches as ``{(end, ((var, pos), ...))}``, checked against the reference too."""
     compiled = compile_query(text)
-    assert compiled.correlation_method == method
+    assert compiled.correlation.methods == (() if method is None else (method,))
     got = list(compiled.run(events_frame(events)))
     reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
     return {(m.end, tuple(sorted((v, p) for p, vs in m.events for v in vs if v.islower())))
@@ -208,10 +208,10 @@ def test_b3_ordered_chain_over_a_non_hierarchical_join_graph():
 )
 def test_which_method_runs(text, method, words):
     compiled = compile_query(text)
-    assert compiled.correlation_method == method
+    assert compiled.correlation.methods == (() if method is None else (method,))
     if words is not None:
         assert words in compiled.rewritten.pcea_reason
-    engine = compiled.engine()
+    engine = compiled.executor()
     assert isinstance(engine, HashJoinEngine) == (method == "hash join")
     assert isinstance(plan(parse(text)).executor(), HashJoinEngine) == (method == "hash join")
 
@@ -224,7 +224,7 @@ def test_missing_attribute_and_nan_never_join():
               {"type": "B", "k": 1}, {"type": "B"}, {"type": "B", "k": float("nan")}]
     text = "SELECT * WHERE A AS a ; B AS b FILTER a.k = b.k WITHIN 9 EVENTS"
     compiled = compile_query(text)
-    assert compiled.correlation_method == "hash join"
+    assert compiled.correlation.methods == ("hash join",)
     got = list(compiled.run(events_frame(events)))
     assert [(m.start, m.end) for m in got] == [(0, 3)]  # NaN = NaN is false, as in Python
 
@@ -240,7 +240,7 @@ def test_missing_attribute_and_nan_never_join():
 def test_equalities_between_attributes_of_one_event_and_constants(text, method):
     events = ev("A:u=1,v=1 A:u=1,v=2 B:w=1 B:w=2 A:u=2,v=2 B:w=2")
     compiled = compile_query(text)
-    assert compiled.correlation_method == method
+    assert compiled.correlation.methods == (() if method is None else (method,))
     got = list(compiled.run(events_frame(events)))
     reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
 
@@ -264,7 +264,7 @@ def test_partition_by_and_events_windows_count_in_the_partition():
               {"type": "C", "id": 2, "v": 0}, {"type": "B", "id": 1, "v": 0},
               {"type": "B", "v": 0}]
     compiled = compile_query(text)
-    assert compiled.correlation_method == "hash join"
+    assert compiled.correlation.methods == ("hash join",)
     got = list(compiled.run(events_frame(events)))
     reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
     assert [(m.start, m.end, m.partition) for m in got] == [(0, 3, (1,))]
@@ -519,9 +519,11 @@ def test_hash_join_is_chosen_by_the_criterion_and_equals_the_reference(shaped_qu
         assume(False)
     result = planned.rewritten
     # explain's per-predicate methods: one per predicate the method evaluates, all the same
-    assert {m.method for m in planned.predicate_methods} <= {planned.correlation_method}
-    if planned.correlation_method in ("hash join", "post-filter"):
-        assert len(planned.predicate_methods) == len(result.post_filters)
+    methods = planned.correlation.methods
+    assert len(methods) <= 1
+    assert {m.method for m in planned.correlation.predicates} == set(methods)
+    if methods in (("hash join",), ("post-filter",)):
+        assert len(planned.correlation.predicates) == len(result.post_filters)
     possible = (
         partition_plan(query)[0] is None
         and query.strategy in ("ALL", "ANY")

@@ -2,7 +2,7 @@
 
 A filter atom that reads two or more variables (``x.id = z.id``, ``x.v < y.v + 1``) is not a
 property of one event, so the CEA, whose transitions read one event, cannot test it. Two
-methods, tried in this order by the planner (``cer_cli.plan``) through
+methods, tried in this order by the planner's rules (``cer_cli.plan.correlation``) through
 ``equality_to_partition`` and ``relax_correlation``:
 
 1. **Partition rewrite.** When every such atom is an equality ``x.a = y.a`` on one attribute
@@ -409,9 +409,9 @@ def _drop(formula: ast.Formula, keep) -> ast.Formula:
     return walk(formula, ())
 
 
-def equality_to_partition(query: ast.Query) -> ast.Query:
-    """Pass: equalities tying every event of a match -> ``PARTITION BY [attr]``."""
-    attr, _ = partition_plan(query)
+def equality_to_partition(query: ast.Query, attr: str | None) -> ast.Query:
+    """Pass: equalities tying every event of a match -> ``PARTITION BY [attr]`` (``attr``:
+    what ``partition_plan`` found, None when the rewrite does not apply)."""
     if attr is None:
         return query
     formula = _drop(query.formula, lambda _p, c: not is_correlation(c))
@@ -419,7 +419,6 @@ def equality_to_partition(query: ast.Query) -> ast.Query:
     if (attr,) not in groups:
         groups = (*groups, (attr,))
     return replace(query, formula=formula, partition_by=groups)
-
 
 
 # --------------------------------------------------------------------------- pass 2: relaxation
@@ -448,10 +447,6 @@ def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
     return replace(query, formula=relaxed), tuple(found)
 
 
-#: Operators of a comparison between events (issue #17 item 2).
-COMPARISONS = ("<", "<=", ">", ">=", "!=")
-
-
 def predicate_class(p: ast.Predicate) -> str:
     """The class of a conjunct between events, as ``explain`` names it: ``equality`` (two
     attributes, ``x.a = y.b``), ``comparison`` (``<``, ``<=``, ``>``, ``>=``, ``!=``, or
@@ -465,6 +460,8 @@ def predicate_class(p: ast.Predicate) -> str:
             return "equality"
         return "comparison"
     return "other"
+
+
 # --------------------------------------------------------------------------- correlated absence
 
 
@@ -502,12 +499,14 @@ def _implied(psi: ast.Formula, keys: frozenset[str], own: frozenset[str]) -> ast
     return inner if not kept else replace(psi, formula=inner, predicate=conj(kept))
 
 
-def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
+def implied_absence(query: ast.Query, partition: tuple[str | None, str],
+                    ) -> tuple[ast.Query, str | None]:
     """Correlated absence by partition (docs/language.md, "Absence"): ``!(B AS b FILTER
     b.user = a.user)`` under ``PARTITION BY user`` — given, or made by the partition rewrite
     from the query's own equalities on ``user`` — is ``!B`` inside each key's sub-stream, the
     cheapest exact method (the gap's guard stays in the automaton). Returns the query with
     those conjuncts dropped and a note for ``cer explain`` (None when nothing was dropped).
+    ``partition`` is ``partition_plan(query)``, computed once by the planner.
 
     Raises QueryError for absence in a query with predicates between events that do not all
     become PARTITION BY, or whose ψ is not tied to that key (moving the gap into a key's events would change what it forbids)."""
@@ -518,7 +517,7 @@ def implied_absence(query: ast.Query) -> tuple[ast.Query, str | None]:
         return query, None
     keys = {g[0] for g in query.partition_by if len(g) == 1}
     if sites(query.formula):
-        attr, why = partition_plan(query)
+        attr, why = partition
         if attr is None:
             c = sites(query.formula)[0][1]
             raise QueryError("'!' (absence) in a query with predicates between events needs them"

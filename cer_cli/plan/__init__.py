@@ -5,7 +5,8 @@ The layer that knows every method and engine (the ``meta`` layer of Rust's regex
 
 1. **correlation** — how predicates between events are evaluated: the partition rewrite
    (equalities that tie every event become PARTITION BY), else the PCEA hash join (equalities
-   in its fragment), else the post-filtered relaxation (``compiler/correlation.py``);
+   in its fragment), else the post-filtered relaxation; a correlated absence by the post-filter
+   or, trailing, by ``engine.absence`` (``plan/correlation.py``: one ``Correlation``);
 2. **rewriting** — the pure formula passes of ``compiler/rewrite`` (safe form, LP-normal form);
 3. **compilation** — the alphabet of atoms and the CEA, marking SELECT's variables and those
    the post-filter reads;
@@ -29,50 +30,21 @@ import polars as pl
 
 from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula
-from cer_cli.compiler.correlation import (
-    equality_to_partition,
-    implied_absence,
-    partition_plan,
-    predicate_class,
-    relax_absence,
-    relax_correlation,
-    trailing_absence_site,
-)
-from cer_cli.compiler.correlation import (
-    sites as correlation_sites,
-)
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
 from cer_cli.engine.post_filter import PostFilter
 from cer_cli.engine.run import Engine
 from cer_cli.events import Match, Schema
+from cer_cli.plan.correlation import Correlation, Method, PredicateMethod, decide, hash_join, relax
 from cer_cli.plan.fanout import Fanout, fanout
 from cer_cli.query import ast
 from cer_cli.query.checks import CheckReport
-from cer_cli.query.printer import to_text
 
 if TYPE_CHECKING:  # loaded when used: most runs need neither (start-up time, issue #15)
     from cer_cli.engine.pcea import HashJoinEngine
 
-__all__ = ["Plan", "RewriteResult", "PassResult", "PredicateMethod", "plan", "PARTITION",
-           "HASH_JOIN", "POST_FILTER"]
-
-#: How predicates between events are evaluated (``Plan.correlation_method``).
-PARTITION, HASH_JOIN, POST_FILTER = "partition", "hash join", "post-filter"
-
-
-@dataclass(frozen=True)
-class PredicateMethod:
-    """The planner's decision for one predicate between events (one conjunct): the
-    ``method`` that evaluates it (``PARTITION``, ``HASH_JOIN``, ``POST_FILTER``), what that
-    costs per event, and ``reason``: the predicate's class and why this method — for the
-    post-filter, why each other method does not apply. ``explain`` shows these as they are;
-    a new method adds its case to ``predicate_methods``, the one place that decides."""
-
-    predicate: str
-    method: str
-    cost: str
-    reason: str
+__all__ = ["Plan", "RewriteResult", "PassResult", "Correlation", "Method", "PredicateMethod",
+           "plan"]
 
 
 @dataclass(frozen=True)
@@ -118,19 +90,12 @@ class Plan:
     cea: CEA
     #: The log schema the query was checked against (None without a log).
     schema: Schema | None = None
-    #: How predicates between events run (``PARTITION``, ``HASH_JOIN``, ``POST_FILTER``) or None.
-    correlation_method: str | None = None
-    #: Why that method (for the partition rewrite and the hash join) or why not the hash join
-    #: (for the post-filter).
-    correlation_reason: str | None = None
-    #: The candidates' test when ``correlation_method == POST_FILTER``.
+    #: How predicates between events run: the methods used and each predicate's method.
+    correlation: Correlation = Correlation()
+    #: The candidates' test when ``Method.POST_FILTER in correlation``.
     post_filter: PostFilter | None = None
-    #: ``"hash join"`` (the PCEA) or ``"cea"`` (Algorithm 1 over the CEA).
-    executor_kind: str = "cea"
     #: How ``cer match --spark`` spreads the query over tasks.
     fanout: Fanout = field(default=None)  # type: ignore[assignment]
-    #: Per predicate between events, its method, cost and reason (``predicate_methods``).
-    predicate_methods: tuple[PredicateMethod, ...] = ()
 
     # ------------------------------------------------------------------ derived facts
 
@@ -142,6 +107,11 @@ class Plan:
     @property
     def window(self) -> ast.Window | None:
         return self.query.within
+
+    @property
+    def executor_kind(self) -> str:
+        """``"hash join"`` (the PCEA) or ``"cea"`` (Algorithm 1 over the CEA)."""
+        return Method.HASH_JOIN if Method.HASH_JOIN in self.correlation else "cea"
 
     @property
     def projection(self) -> frozenset[str] | None:
@@ -164,7 +134,7 @@ class Plan:
     def _verdicts(self) -> dict:
         from cer_cli.plan.memory import memory_verdict
 
-        return {m: memory_verdict(self.query, self.rewritten, self.correlation_method, m, self.schema)
+        return {m: memory_verdict(self.query, self.rewritten, self.correlation, m, self.schema)
                 for m in ("match", "count", "distinct")}
 
     # ------------------------------------------------------------------ running
@@ -189,7 +159,7 @@ class Plan:
                                 else replace(post, select=wide)).executor(**options)
             return TrailingAbsence(inner, psi, q.within, self.partition_by, q.streams, open_ends,
                                    site, select)
-        if self.executor_kind == HASH_JOIN:
+        if Method.HASH_JOIN in self.correlation:
             from cer_cli.engine.pcea import HashJoinEngine
 
             return HashJoinEngine(self.rewritten.pcea, window=q.within, partition_by=self.partition_by,
@@ -293,180 +263,38 @@ def _exclusive(f: ast.FOr) -> bool:
     return left is not None and right is not None and left.label != right.label
 
 
-def _groups(groups) -> str:
-    return ", ".join("[" + ", ".join(g) + "]" for g in groups)
-
-
-_CLASS_TEXT = {
-    "equality": "an equality between events",
-    "comparison": "a comparison between events",
-    "register": "a comparison with the previous iteration of a '+' (a register)",
-    "other": "a predicate between events that is neither an equality nor a comparison of"
-             " two events' attributes",
-}
-
-
-def predicate_methods(query: ast.Query, method: str | None, sites, pcea, pcea_reason: str | None,
-                      partitioned: ast.Query) -> tuple[PredicateMethod, ...]:
-    """One ``PredicateMethod`` per predicate between events of ``query``. The methods are
-    decided for the whole query (the partition rewrite, else the hash join, else the
-    post-filter); this says, predicate by predicate, what that means and why."""
-    if method is None:
-        return ()
-    if method == PARTITION:
-        added = [g for g in partitioned.partition_by if g not in query.partition_by]
-        why = partition_plan(query)[1]
-        cost = ("none: the query runs per key of PARTITION BY " + _groups(added or partitioned.partition_by)
-                + ", as a unary query (constant per event)")
-        return tuple(PredicateMethod(to_text(c), PARTITION, cost, f"{_CLASS_TEXT['equality']}: {why}")
-                     for _, c in correlation_sites(query.formula))
-    if method == HASH_JOIN:
-        from cer_cli.compiler.pcea import join_cost
-
-        return tuple(PredicateMethod(to_text(s.predicate), HASH_JOIN, join_cost(pcea, s.predicate),
-                                     f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {pcea_reason}")
-                     for s in sites)
-    not_partition = partition_plan(query)[1]
-    out = []
-    for s in sites:
-        kind = predicate_class(s.predicate)
-        if kind == "equality":
-            why = (f"partition rewrite: no ({not_partition}); hash join: no ({pcea_reason})")
-        elif kind == "comparison":
-            why = f"ordered index (hash join): no ({pcea_reason})"
-        elif kind == "register":
-            why = ("the post-filter checks each pair of consecutive events of the iterated"
-                   " variable, the later against the earlier (exact); the engine keeps no"
-                   " register for it yet")
-        else:
-            why = "only the post-filter decides it"
-        out.append(PredicateMethod(
-            to_text(s.predicate), POST_FILTER,
-            "per event, every candidate of the relaxed pattern ending there is tested: up to"
-            " exponentially more than the matches",
-            f"{_CLASS_TEXT[kind]}: {why}"))
-    return tuple(out)
-
-
-def absence_methods(absences, within) -> tuple[PredicateMethod, ...]:
-    """One ``PredicateMethod`` per correlated absence (``relax_absence``)."""
-    out = []
-    for a in absences:
-        left, right = a.bounds
-        if a.method == "bisect":
-            cost = ("per candidate O(log n): the first ψ event after its gap's start with its"
-                    " value, found in ψ's events sorted by (partition, value, position);"
-                    " n: the events kept for the candidates")
-            how = f"bisect on {a.etype.label}.{a.key[0].attr}"
-        else:
-            cost = ("per candidate, every ψ event in its gap is tested: O(events in the gap)"
-                    + (", which the window bounds" if within is not None else
-                       "; without WITHIN the gaps grow with the log"))
-            how = "scan of the gap"
-        out.append(PredicateMethod(
-            f"!({a.etype.label} FILTER {to_text(a.predicate)})", f"{POST_FILTER} ({how})", cost,
-            f"a comparison of the absent event with the match that no PARTITION BY key makes"
-            f" true: the automaton's gap is free; {left} and {right} (hidden, never reported)"
-            " mark the last event before it and the first after it, and a candidate is kept"
-            " iff no event strictly between them satisfies ψ with its bindings"))
-    return tuple(out)
-
-
-def trailing_methods(site) -> tuple[PredicateMethod, ...]:
-    """The method of a trailing ψ's comparisons with the match (``trailing_absence_site``)."""
-    if site is None:
-        return ()
-    if site.method == "bisect":
-        how = f"bisect on {site.etype.label}.{site.key[0].attr}"
-        cost = ("per match O(log n): the first ψ event after φ's last event with the match's"
-                " value, by an as-of join on ψ's events sorted by (partition, value, position);"
-                " n: the events kept, each partition's last window")
-    else:
-        how = "scan of the window"
-        cost = ("per match, every ψ event between φ's last event and the deadline is tested:"
-                " O(ψ events in the window); memory: each partition's last window of events")
-    return (PredicateMethod(
-        f"!({site.etype.label} FILTER {to_text(site.predicate)}) (trailing)",
-        f"trailing absence ({how})", cost,
-        "a comparison of the absent event with the match that no PARTITION BY key makes true:"
-        " each match of φ waits until its deadline passes (every event up to it read), then is"
-        " kept iff no event of its partition after its last event and up to the deadline"
-        " satisfies ψ with its bindings"),)
-
-
 def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | None = None,
          text: str | None = None) -> Plan:
     """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
     between events that no valuation can decide."""
-    passes: list[PassResult] = []
-    # 0. correlated absence: comparisons of ψ with the match implied by a partition key
-    written = query
-    query, implied = implied_absence(query)
-    passes.append(PassResult("implied_absence", implied is not None, query.formula, implied))
-    trailing = trailing_absence_site(query)
-    # 1. correlation: the partition rewrite, else the relaxation (post-filters or hash join)
-    partitioned = equality_to_partition(query)
-    grew = partitioned.partition_by != query.partition_by
-    passes.append(PassResult("equality_to_partition", grew, partitioned.formula,
-                             "PARTITION BY " + _groups(partitioned.partition_by) if grew else None))
-    relaxed, sites = relax_correlation(partitioned)
-    note = f"{len(sites)} predicate(s) between events tested on each candidate" if sites else None
-    passes.append(PassResult("relax_correlation", bool(sites), relaxed.formula, note))
-    relaxed, absences = relax_absence(relaxed)
-    passes.append(PassResult(
-        "relax_absence", bool(absences), relaxed.formula,
-        f"{len(absences)} absence(s) compared with the match: the gap is free in the automaton,"
-        " its bounds are marked, the post-filter checks it" if absences else None))
+    # 1. correlation: the rules before the formula passes (plan/correlation.py)
+    relaxed, passes = relax(query)
     # 2. the formula passes
-    formula, formula_passes, warnings = rewrite(relaxed.formula, reference=query.formula)
+    formula, formula_passes, warnings = rewrite(relaxed.query.formula, reference=query.formula)
     passes += formula_passes
-    rewritten_query = replace(relaxed, formula=query.formula if formula is None else formula)
-    pcea = reason = None
-    if sites and absences:
-        reason = "a correlated absence is checked by the post-filter, which then tests these too"
-    elif sites:  # the hash join's planner loads only for predicates between events
-        from cer_cli.compiler.pcea import plan_pcea
-
-        pcea, reason = plan_pcea(rewritten_query, formula, sites)
-        if pcea is not None:
-            n = len(sites)
-            what = (f"{n} equalit{'y' if n == 1 else 'ies'}" if not pcea.ordered else
-                    f"{n} predicate{'' if n == 1 else 's'}")
-            passes[2] = replace(passes[2], note=f"{what} between events joined by the hash join"
-                                " (PCEA), not by the automaton")
+    rewritten_query = replace(relaxed.query, formula=query.formula if formula is None else formula)
+    # ... and the hash join, which needs the rewritten formula
+    pcea, reason, joined = hash_join(relaxed, rewritten_query, formula)
+    if joined is not None:
+        passes.append(joined)
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
-                              tuple(sites) + absences, pcea, reason, trailing)
-    if pcea is not None:
-        method = HASH_JOIN
-    elif sites:
-        method = POST_FILTER
-    elif grew:
-        method = PARTITION
-    else:
-        method = None
-    why = partition_plan(query)[1] if method == PARTITION else reason
-    base = method
+                              relaxed.sites + relaxed.absences, pcea, reason, relaxed.trailing)
     post = None
-    if method == POST_FILTER or absences:
+    if (relaxed.sites and pcea is None) or relaxed.absences:
         select = None if query.select is None else frozenset(i.var for i in query.select)
-        post = PostFilter(tuple(sites) if method == POST_FILTER else (), select, absences)
-        method = POST_FILTER
+        post = PostFilter(relaxed.sites if pcea is None else (), select, relaxed.absences)
     # 3. compilation
     alphabet = Alphabet.from_formula(formula)
-    cea = compile_formula(formula, alphabet, cea_projection(query, post, trailing))
+    cea = compile_formula(formula, alphabet, cea_projection(query, post, relaxed.trailing))
     return Plan(
         text=text if text is not None else "",
-        query=written,
+        query=query,
         report=report if report is not None else CheckReport((), (), {}, {}),
         rewritten=rewritten,
         alphabet=alphabet,
         cea=cea,
         schema=schema,
-        correlation_method=method,
-        correlation_reason=why,
+        correlation=decide(query, relaxed, pcea, reason, post),
         post_filter=post,
-        executor_kind=HASH_JOIN if pcea is not None else "cea",
         fanout=fanout(query, rewritten_query.partition_by),
-        predicate_methods=predicate_methods(query, base, sites, pcea, reason, partitioned)
-        + absence_methods(absences, query.within) + trailing_methods(trailing),
     )

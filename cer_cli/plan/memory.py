@@ -35,11 +35,12 @@ by enumerating its tECS, so it does not reach Theorem 1's counters).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cer_cli.compiler.correlation import AbsenceSite, is_correlation, sites
+from cer_cli.plan.correlation import Method
 from cer_cli.query import ast
 from cer_cli.query.printer import to_text
 from cer_cli.query.scope import attr_refs, conjuncts, pred_vars, prev_refs, subformulas
@@ -1066,18 +1067,18 @@ def _window(query: ast.Query, partitioned: bool, post) -> tuple[str, str] | None
                     + " older than the window are dropped")
 
 
-def _engine(query: ast.Query, rewritten, method: str | None) -> tuple[str, str]:
+def _engine(query: ast.Query, rewritten, methods: Collection[Method]) -> tuple[str, str]:
     """What this engine keeps (it counts by enumerating its tECS)."""
     rq = rewritten.query if rewritten is not None else query
-    post = getattr(rewritten, "post_filters", ()) if method == "post-filter" else ()
+    post = getattr(rewritten, "post_filters", ()) if Method.POST_FILTER in methods else ()
     win = _window(replace(query, partition_by=rq.partition_by), bool(rq.partition_by), post)
     if win is not None:
         return win
-    if method == "post-filter":
+    if Method.POST_FILTER in methods:
         preds = ", ".join(text(s.predicate) for s in post) or "the predicates between events"
         return LOG, (f"the post-filtered relaxation keeps every earlier candidate event and the"
                      f" attributes '{preds}' reads, whatever the output")
-    if method == "hash join":
+    if Method.HASH_JOIN in methods:
         pcea = getattr(rewritten, "pcea", None)
         preds = "" if pcea is None else " joined on '" + "', '".join(pcea.predicates) + "'"
         return LOG, ("the hash join keeps the partial matches of every join key (and compared"
@@ -1091,7 +1092,7 @@ def _engine(query: ast.Query, rewritten, method: str | None) -> tuple[str, str]:
     return CONSTANT, "a match spans a fixed number of adjacent events"
 
 
-def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
+def memory_verdict(query: ast.Query, rewritten=None, methods: Collection[Method] = (),
                    mode: str = "match", schema=None,
                    projection: Mapping[str, tuple[str, ...]] | None = None) -> MemoryVerdict:
     """What memory grows with when ``query`` runs in ``mode``:
@@ -1101,8 +1102,8 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
     * ``"distinct"`` — the distinct values of ``projection`` (``{var: attrs}``; default: the
       attributes ``SELECT x[a, b]`` names), Theorem 2.
 
-    ``rewritten`` is the RewriteResult, ``method`` the engine's method for predicates between
-    events (``CompiledQuery.correlation_method``), ``schema`` the log's, for attribute types.
+    ``rewritten`` is the RewriteResult, ``methods`` the methods that evaluate predicates between
+    events (``Plan.correlation``), ``schema`` the log's, for attribute types.
     """
     if mode not in MODES:
         raise ValueError(mode)
@@ -1123,7 +1124,7 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
         analysed = "match"
     base = _criteria(query.formula, analysed, select, attrs, schema)
     rq = rewritten.query if rewritten is not None else query
-    if method == "partition" and rewritten is not None and rewritten.formula is not None:
+    if Method.PARTITION in methods and rewritten is not None and rewritten.formula is not None:
         per_key = _criteria(rq.formula, analysed, select, attrs, schema)
         added = [g for g in rq.partition_by if g not in query.partition_by]
         eqs = ", ".join(text(c) for c in _equalities(query.formula))
@@ -1144,24 +1145,24 @@ def memory_verdict(query: ast.Query, rewritten=None, method: str | None = None,
                         " evaluator per key, kept for the whole log (no time window expires"
                         f" keys); per key, {base.reason}", base.conditions)
     tier, reason = base.tier, lead + base.reason
-    post = getattr(rewritten, "post_filters", ()) if method == "post-filter" else ()
+    post = getattr(rewritten, "post_filters", ()) if Method.POST_FILTER in methods else ()
     win = _window(replace(query, partition_by=rq.partition_by), bool(rq.partition_by), post)
     if win is not None and RANK[win[0]] < RANK[tier]:
         tier, reason = win[0], f"{win[1]} (without it: {tier})"
     elif win is None and tier in (LOG, JOIN_KEYS):
         reason = "no WITHIN; " + reason
-    if win is None and method == "post-filter" and tier == LOG and analysed == "match":
+    if win is None and Method.POST_FILTER in methods and tier == LOG and analysed == "match":
         preds = ", ".join(text(s.predicate) for s in post)
         reason += f"; the post-filtered relaxation also keeps the attributes '{preds}' reads"
     pcea = getattr(rewritten, "pcea", None)
-    if (win is None and method == "hash join" and pcea is not None and pcea.ordered
+    if (win is None and Method.HASH_JOIN in methods and pcea is not None and pcea.ordered
             and tier == LOG and analysed == "match"):
         preds = ", ".join(pcea.predicates)
         reason += f"; the hash join's ordered index also keeps the values '{preds}' compares"
     if query.trailing is not None:
         tier, reason = _trailing(query, rq.partition_by, getattr(rewritten, "trailing", None),
                                  tier, reason)
-    etier, ereason = _engine(query, rewritten, method)
+    etier, ereason = _engine(query, rewritten, methods)
     if RANK[etier] <= RANK[tier]:
         etier = ereason = None
     return MemoryVerdict(mode, tier, reason, base.conditions, etier, ereason)

@@ -1,0 +1,337 @@
+"""The correlation decision: how each predicate between events is evaluated, decided once.
+
+The planner applies the correlation rules (``RULES``, pure ``Relaxed -> Relaxed`` functions
+like ``compiler.rewrite.RULES``) before the formula passes, and the hash join after them
+(it needs the rewritten formula):
+
+1. ``implied_absence`` — comparisons of an absent ψ with the match that a partition key
+   implies are dropped (ψ is then tested inside the key's events);
+2. ``equality_to_partition`` — equalities that tie every event of a match become
+   ``PARTITION BY`` (the partition rewrite);
+3. ``relax_correlation`` — the other predicates between events leave the automaton;
+4. ``relax_absence`` — a gap whose ψ still compares with the match leaves the automaton too
+   (the post-filter checks it), and a trailing ψ's comparisons go to ``engine.absence``;
+5. ``hash_join`` — the predicates of step 3 run as a PCEA when they are in its fragment, else
+   the post-filter tests them on each candidate.
+
+A query may use several methods at once (the partition rewrite for its equalities and the
+post-filter for an absence): ``Correlation`` lists each method used, with what it evaluates,
+why and at what cost, and the method of every predicate. ``explain``, the memory verdict and
+the executor read it; nothing decides it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from cer_cli.compiler import correlation as rules
+from cer_cli.compiler.correlation import AbsenceSite, Site, partition_plan, predicate_class
+from cer_cli.compiler.rewrite import PassResult
+from cer_cli.query import ast
+from cer_cli.query.printer import to_text
+
+
+class Method(StrEnum):
+    """How predicates between events are evaluated (each member is its own text)."""
+
+    PARTITION = "partition"
+    HASH_JOIN = "hash join"
+    POST_FILTER = "post-filter"
+    TRAILING = "trailing absence"
+
+    @property
+    def title(self) -> str:
+        """The method's name in ``cer explain``'s correlation lines."""
+        return _TITLES[self]
+
+
+_TITLES = {Method.PARTITION: "partition rewrite", Method.HASH_JOIN: "hash join (PCEA)",
+           Method.POST_FILTER: "post-filtered relaxation", Method.TRAILING: "trailing absence"}
+
+
+@dataclass(frozen=True)
+class PredicateMethod:
+    """The decision for one predicate between events (one conjunct, or an absence's
+    comparisons with the match): the ``method`` that evaluates it, ``how`` within that
+    method when it has variants (``bisect on B.id``), what that costs, and ``reason``: the
+    predicate's class and why this method — for the post-filter, why each other method does
+    not apply."""
+
+    predicate: str
+    method: Method
+    cost: str
+    reason: str
+    how: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The method as ``cer explain`` shows it: ``post-filter (bisect on B.id)``."""
+        return str(self.method) if self.how is None else f"{self.method} ({self.how})"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One method the query uses: the predicates it evaluates, how (``detail``), what it
+    costs per event, whether a window bounds that, and ``reason``: why this method (the
+    partition rewrite, the hash join) or why not the hash join (the post-filter), if said."""
+
+    method: Method
+    predicates: tuple[str, ...]
+    detail: str
+    cost: str
+    bounded: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """How a query's predicates between events run: the methods used, in the order they
+    apply (``steps``), and each predicate's method (``predicates``). Empty without them."""
+
+    steps: tuple[Step, ...] = ()
+    predicates: tuple[PredicateMethod, ...] = ()
+
+    @property
+    def methods(self) -> tuple[Method, ...]:
+        return tuple(s.method for s in self.steps)
+
+    def __contains__(self, method: object) -> bool:
+        return method in self.methods
+
+    def __bool__(self) -> bool:
+        return bool(self.steps)
+
+    def step(self, method: Method) -> Step | None:
+        return next((s for s in self.steps if s.method == method), None)
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+@dataclass(frozen=True)
+class Relaxed:
+    """The query as the correlation rules leave it, and what they took out of its automaton."""
+
+    query: ast.Query
+    #: ``partition_plan`` of the written query, ``(attribute, why)``: computed once, read by
+    #: ``implied_absence``, ``equality_to_partition`` and the explanation of both outcomes.
+    partition: tuple[str | None, str]
+    #: The equalities the partition rewrite dropped and the groups it added.
+    equalities: tuple[ast.Predicate, ...] = ()
+    added: tuple[tuple[str, ...], ...] = ()
+    sites: tuple[Site, ...] = ()
+    absences: tuple[AbsenceSite, ...] = ()
+    #: A trailing ψ's comparisons with the match, checked by ``engine.absence``.
+    trailing: AbsenceSite | None = None
+    #: What the last rule changed besides the formula (None: nothing), for ``cer explain``.
+    note: str | None = None
+
+
+Rule = Callable[[Relaxed], Relaxed]
+
+
+def implied_absence(r: Relaxed) -> Relaxed:
+    query, note = rules.implied_absence(r.query, r.partition)
+    return replace(r, query=query, note=note)
+
+
+def equality_to_partition(r: Relaxed) -> Relaxed:
+    query = rules.equality_to_partition(r.query, r.partition[0])
+    added = tuple(g for g in query.partition_by if g not in r.query.partition_by)
+    equalities = tuple(c for _, c in rules.sites(r.query.formula)) if added else ()
+    return replace(r, query=query, equalities=equalities, added=added,
+                   note="PARTITION BY " + groups_text(query.partition_by) if added else None)
+
+
+def relax_correlation(r: Relaxed) -> Relaxed:
+    query, sites = rules.relax_correlation(r.query)
+    return replace(r, query=query, sites=sites, note=(
+        f"{len(sites)} predicate(s) between events leave the automaton" if sites else None))
+
+
+def relax_absence(r: Relaxed) -> Relaxed:
+    query, absences = rules.relax_absence(r.query)
+    return replace(r, query=query, absences=absences,
+                   trailing=rules.trailing_absence_site(r.query), note=(
+                       f"{len(absences)} absence(s) compared with the match: the gap is free in"
+                       " the automaton, its bounds are marked, the post-filter checks it"
+                       if absences else None))
+
+
+RULES: tuple[Rule, ...] = (implied_absence, equality_to_partition, relax_correlation,
+                           relax_absence)
+
+
+def relax(query: ast.Query) -> tuple[Relaxed, list[PassResult]]:
+    """Apply ``RULES`` in order: the relaxed query and one ``PassResult`` per rule."""
+    r = Relaxed(query, partition_plan(query))
+    passes = []
+    for rule in RULES:
+        r = rule(replace(r, note=None))
+        passes.append(PassResult(rule.__name__, r.note is not None, r.query.formula, r.note))
+    return r, passes
+
+
+def hash_join(r: Relaxed, query: ast.Query, formula: ast.Formula | None):
+    """The PCEA that joins ``r.sites`` in the rewritten ``query`` (``formula``: after the
+    formula passes), or None, and why (not); with the ``PassResult`` to show when it joins."""
+    if not r.sites:
+        return None, None, None
+    if r.absences:
+        return None, ("a correlated absence is checked by the post-filter, which then tests"
+                      " these too"), None
+    from cer_cli.compiler.pcea import plan_pcea  # loads only for predicates between events
+
+    pcea, reason = plan_pcea(query, formula, r.sites)
+    if pcea is None:
+        return None, reason, None
+    n = len(r.sites)
+    what = (f"{n} equalit{'y' if n == 1 else 'ies'}" if not pcea.ordered else
+            f"{n} predicate{'' if n == 1 else 's'}")
+    return pcea, reason, PassResult(
+        "hash_join", True, formula,
+        f"{what} between events joined by the hash join (PCEA), not by the automaton")
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def decide(query: ast.Query, r: Relaxed, pcea, join_reason: str | None, post) -> Correlation:
+    """The methods ``query`` (as written) uses, from the rules' outcome ``r``, the hash
+    join's ``pcea`` (or None, and ``join_reason`` why) and the post-filter ``post``."""
+    steps: list[Step] = []
+    preds: list[PredicateMethod] = []
+    within = query.within
+    bounded = within is not None
+    if r.added:
+        why = r.partition[1]
+        shown = groups_text(r.added)
+        steps.append(Step(
+            Method.PARTITION, tuple(to_text(c) for c in r.equalities),
+            f"{why}: the equalities become PARTITION BY {shown}",
+            "as the query without them, evaluated per key: constant per event", True, why))
+        preds += [PredicateMethod(
+            to_text(c), Method.PARTITION, f"none: the query runs per key of PARTITION BY {shown},"
+            " as a unary query (constant per event)", f"{_CLASS_TEXT['equality']}: {why}")
+            for c in r.equalities]
+    if pcea is not None:
+        from cer_cli.compiler.pcea import join_cost, pcea_cost
+
+        steps.append(Step(
+            Method.HASH_JOIN, tuple(pcea.predicates),
+            "the engine runs this PCEA, not the CEA above (which lacks the predicates between"
+            " events): " + " | ".join(pcea.describe()),
+            pcea_cost(pcea, within) + ("; memory: the runs within the window" if bounded else
+                                       "; no WITHIN: exact, but memory grows with the partial"
+                                       " matches per join key"),
+            bounded, join_reason))
+        preds += [PredicateMethod(to_text(s.predicate), Method.HASH_JOIN,
+                                  join_cost(pcea, s.predicate),
+                                  f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {join_reason}")
+                  for s in r.sites]
+    if post is not None:
+        why_not = join_reason if post.sites else None
+        steps.append(Step(
+            Method.POST_FILTER, tuple(post.describe()),
+            "the automaton accepts the pattern without these predicates (binding their"
+            " variables); every candidate ending at an event is enumerated and kept iff they"
+            " hold for every combination of the events of their variables, before SELECT,"
+            " strategy, LIMIT and CONSUME BY" + (f" (no hash join: {why_not})" if why_not else ""),
+            "per event, the number of candidates ending there, which can be exponentially"
+            " larger than the number of matches"
+            + ("; the window bounds it" if bounded else
+               "; without WITHIN it grows with the log (cer match refuses it without"
+               " --allow-unbounded)"),
+            bounded, why_not))
+        preds += [_post_filtered(s, r.partition[1], join_reason) for s in post.sites]
+        preds += [_absence(a, within) for a in post.absences]
+    if r.trailing is not None:
+        method = _trailing(r.trailing)
+        steps.append(Step(
+            Method.TRAILING, (absent_text(r.trailing),),
+            "each match of φ waits until its deadline passes (every event up to it read), then"
+            " is kept iff no event of its partition after its last event and up to the"
+            " deadline satisfies ψ with its bindings", method.cost, True))
+        preds.append(method)
+    return Correlation(tuple(steps), tuple(preds))
+
+
+def groups_text(groups) -> str:
+    """PARTITION BY groups as written: ``[id], [a, b]``."""
+    return ", ".join("[" + ", ".join(g) + "]" for g in groups)
+
+
+def absent_text(a: AbsenceSite) -> str:
+    """An absence's comparisons with the match: ``!(B FILTER (b.v > a.v))``."""
+    return f"!({a.etype.label} FILTER {to_text(a.predicate)})"
+
+
+_CLASS_TEXT = {
+    "equality": "an equality between events",
+    "comparison": "a comparison between events",
+    "register": "a comparison with the previous iteration of a '+' (a register)",
+    "other": "a predicate between events that is neither an equality nor a comparison of"
+             " two events' attributes",
+}
+
+
+def _post_filtered(s: Site, not_partition: str, not_joined: str | None) -> PredicateMethod:
+    """A conjunct the post-filter tests, with why neither the partition rewrite nor the
+    hash join (nor its ordered index) takes it."""
+    kind = predicate_class(s.predicate)
+    if kind == "equality":
+        why = f"partition rewrite: no ({not_partition}); hash join: no ({not_joined})"
+    elif kind == "comparison":
+        why = f"ordered index (hash join): no ({not_joined})"
+    elif kind == "register":
+        why = ("the post-filter checks each pair of consecutive events of the iterated"
+               " variable, the later against the earlier (exact); the engine keeps no"
+               " register for it yet")
+    else:
+        why = "only the post-filter decides it"
+    return PredicateMethod(
+        to_text(s.predicate), Method.POST_FILTER,
+        "per event, every candidate of the relaxed pattern ending there is tested: up to"
+        " exponentially more than the matches", f"{_CLASS_TEXT[kind]}: {why}")
+
+
+def _absence(a: AbsenceSite, within: ast.Window | None) -> PredicateMethod:
+    """A correlated absence between ``;`` (``relax_absence``), checked by the post-filter."""
+    left, right = a.bounds
+    if a.method == "bisect":
+        cost = ("per candidate O(log n): the first ψ event after its gap's start with its"
+                " value, found in ψ's events sorted by (partition, value, position);"
+                " n: the events kept for the candidates")
+        how = f"bisect on {a.etype.label}.{a.key[0].attr}"
+    else:
+        cost = ("per candidate, every ψ event in its gap is tested: O(events in the gap)"
+                + (", which the window bounds" if within is not None else
+                   "; without WITHIN the gaps grow with the log"))
+        how = "scan of the gap"
+    return PredicateMethod(
+        absent_text(a), Method.POST_FILTER, cost,
+        "a comparison of the absent event with the match that no PARTITION BY key makes"
+        f" true: the automaton's gap is free; {left} and {right} (hidden, never reported)"
+        " mark the last event before it and the first after it, and a candidate is kept"
+        " iff no event strictly between them satisfies ψ with its bindings", how)
+
+
+def _trailing(site: AbsenceSite) -> PredicateMethod:
+    """A trailing ψ's comparisons with the match (``trailing_absence_site``)."""
+    if site.method == "bisect":
+        how = f"bisect on {site.etype.label}.{site.key[0].attr}"
+        cost = ("per match O(log n): the first ψ event after φ's last event with the match's"
+                " value, by an as-of join on ψ's events sorted by (partition, value, position);"
+                " n: the events kept, each partition's last window")
+    else:
+        how = "scan of the window"
+        cost = ("per match, every ψ event between φ's last event and the deadline is tested:"
+                " O(ψ events in the window); memory: each partition's last window of events")
+    return PredicateMethod(
+        absent_text(site) + " (trailing)", Method.TRAILING, cost,
+        "a comparison of the absent event with the match that no PARTITION BY key makes true:"
+        " each match of φ waits until its deadline passes (every event up to it read), then is"
+        " kept iff no event of its partition after its last event and up to the deadline"
+        " satisfies ψ with its bindings", how)
