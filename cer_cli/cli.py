@@ -648,38 +648,10 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
 
 
 def _refuse_unbounded(compiled, filename) -> None:
-    """Predicates between events tested per candidate, without a window: every earlier event
-    may be part of a candidate, so cost and memory grow with the log. Refuse (exit 2)."""
-    from cer_cli.query.errors import QueryError
-
-    if compiled.query.within is not None:
-        return
-    pcea = compiled.rewritten.pcea
-    if pcea is not None and pcea.carries:
-        # a carried key keeps every value seen live: each event between adopts them all
-        step = next(s for s in pcea.states if s.carried)
-        site = compiled.rewritten.post_filters[0]
-        raise QueryError(
-            f"'{step.step.text()}' carries {', '.join(r for _, r in step.carried)} to a later"
-            " equality and the query has no WITHIN window: each such event adopts the partial"
-            " matches of every value seen so far, so the cost and memory grow with the log",
-            site.predicate.span,
-            hints=["add a window (WITHIN 10 minutes, WITHIN 100 EVENTS), or pass"
-                   " --allow-unbounded"],
-        ).with_source(compiled.text, filename)
-    post = compiled.post_filter
-    if post is None:
-        return
-    site = (post.sites + post.absences)[0]
-    raise QueryError(
-        f"'{post.describe()[0]}' is a predicate between events and the query has no WITHIN"
-        " window: each match is found by testing candidates that may combine any earlier"
-        " events, so the cost and memory grow with the log",
-        site.predicate.span,
-        hints=["add a window (WITHIN 10 minutes, WITHIN 100 EVENTS), or pass --allow-unbounded",
-               "equalities on one attribute that tie every event become a cheap PARTITION BY;"
-               " see `cer explain`"],
-    ).with_source(compiled.text, filename)
+    """Refuse (exit 2) a run whose cost and memory grow with the log (``Plan.unbounded``)."""
+    error = compiled.unbounded()
+    if error is not None:
+        raise error.with_source(compiled.text, filename)
 
 
 def _wide_variables(compiled, shape):
@@ -810,51 +782,22 @@ MEMORY_WARNING_EVENTS = 100_000
 
 
 def memory_warning(compiled, n_events: int, count: bool) -> str | None:
-    """One line naming the clause that makes this run's memory grow, for large logs: the
-    memory verdict of the mode being run (``--count`` or enumeration), or what this engine
-    keeps when that is more (cer_cli/plan/memory.py)."""
-    if n_events < MEMORY_WARNING_EVENTS:
-        return None
-    from cer_cli.plan.memory import CONSTANT, WINDOW
-
-    v = compiled.memory("count" if count else "match")
-    if v.effective in (CONSTANT, WINDOW):
-        return None
-    reason = v.engine_reason if v.engine else v.reason
-    return (f"memory {v.effective} on this {n_events:,}-event log: {reason}"
-            + ("" if compiled.query.within is not None else "; add a WITHIN window to bound it"))
+    """The plan's memory warning (``Plan.memory_warning``) for logs of at least
+    ``MEMORY_WARNING_EVENTS`` events."""
+    return None if n_events < MEMORY_WARNING_EVENTS else compiled.memory_warning(n_events, count)
 
 
 def growth_warning(compiled, count: bool, limit: int | None) -> str | None:
-    """Warn at any log size when the plan can report exponentially many matches
-    (``Plan.output_growth``) and they are asked for: not with --count (which counts without
-    enumerating) or --limit, nor under a window of at most 16 events."""
-    from cer_cli.query.ast import EventsWindow
-
-    growth = compiled.output_growth
-    w = compiled.query.within
-    if growth is None or count or limit is not None or (
-            isinstance(w, EventsWindow) and w.count <= 16):
-        return None
-    return growth
+    """The plan's warning of exponentially many matches (``Plan.growth_warning``) when they
+    are asked for: not with --count (which counts without enumerating) or --limit."""
+    return None if count or limit is not None else compiled.growth_warning
 
 
 def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
-    """How much of the log the output must keep to print a match's events: the query's
-    window bounds it (positions for EVENTS without partitions, time otherwise)."""
-    from cer_cli.events import TIME
-    from cer_cli.query.ast import AttributeWindow, DurationWindow, EventsWindow
-
-    w = compiled.query.within
-    if compiled.query.trailing is not None:
-        return None, None  # a match is reported any time after its window: keep every event
-    if isinstance(w, EventsWindow) and not compiled.query.partition_by:
-        return w.count + SLICE_ROWS, None
-    if isinstance(w, DurationWindow):
-        return None, (TIME, w.nanoseconds)
-    if isinstance(w, AttributeWindow):
-        return None, (w.attr, w.amount)
-    return None, None
+    """``EventLookup.for_log``'s bounds from the plan's ``output_window``, plus the slice
+    the engine is fed."""
+    w = compiled.output_window
+    return (None if w.events is None else w.events + SLICE_ROWS), w.horizon
 
 
 # --------------------------------------------------------------------------- cer plot

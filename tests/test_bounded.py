@@ -260,3 +260,23 @@ def test_progress_bar_advances_during_one_slices_enumeration(tmp_path, monkeypat
     out = CliRunner().invoke(cli, ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log),
                                    "--format", "jsonl", "--limit", "100", "--progress"])
     assert out.exit_code == 0 and max(m for _, m in updates) == 100, updates
+
+
+@pytest.mark.parametrize("query, events, horizon", [
+    ("A ; B WITHIN 5 EVENTS", 5, None),
+    ("A ; B PARTITION BY [id] WITHIN 5 EVENTS", None, None),  # positions count per key
+    ("A ; B WITHIN 2 seconds", None, ("__cer_time", 2_000_000_000)),
+    ("A ; B WITHIN 3 [v]", None, ("v", 3)),
+    ("A ; !B WITHIN 5 EVENTS", None, None),  # reported any time after its window
+    ("A ; B", None, None),
+])
+def test_the_plan_says_how_much_of_the_log_the_output_keeps(query, events, horizon):
+    """``Plan.output_window``: the writers' lookup keeps what the window bounds, and every
+    event when nothing does."""
+    from cer_cli.api import compile_query
+    from cer_cli.events import TIME
+
+    window = compile_query(query).output_window
+    assert window.events == events
+    assert window.horizon == (None if horizon is None else
+                              (TIME if horizon[0] == "__cer_time" else horizon[0], horizon[1]))

@@ -34,17 +34,18 @@ from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
 from cer_cli.engine.post_filter import PostFilter
 from cer_cli.engine.run import Engine
-from cer_cli.events import Match, Schema
+from cer_cli.events import TIME, Match, Schema
 from cer_cli.plan.correlation import Correlation, Method, PredicateMethod, decide, hash_join, relax
 from cer_cli.plan.fanout import Fanout, fanout
 from cer_cli.query import ast
 from cer_cli.query.checks import CheckReport
+from cer_cli.query.errors import QueryError
 
 if TYPE_CHECKING:  # loaded when used: most runs need neither (start-up time, issue #15)
     from cer_cli.engine.pcea import HashJoinEngine
 
 __all__ = ["Plan", "RewriteResult", "PassResult", "Correlation", "Method", "PredicateMethod",
-           "plan"]
+           "OutputWindow", "plan"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,21 @@ class RewriteResult:
     @property
     def unsatisfiable(self) -> bool:
         return self.formula is None
+
+
+@dataclass(frozen=True)
+class OutputWindow:
+    """What the writers keep of the log to print a match's events (``io.write.EventLookup``):
+    the last ``events`` events, or those whose column ``horizon[0]`` lies within
+    ``horizon[1]`` of the newest; neither: every event."""
+
+    events: int | None = None
+    horizon: tuple[str, float] | None = None
+
+
+#: ``cer match`` does not warn of exponentially many matches under ``WITHIN n EVENTS`` with
+#: n at most this: at most 2^n matches end at an event.
+SMALL_WINDOW = 16
 
 
 @dataclass(frozen=True)
@@ -136,6 +152,70 @@ class Plan:
 
         return {m: memory_verdict(self.query, self.rewritten, self.correlation, m, self.schema)
                 for m in ("match", "count", "distinct")}
+
+    def memory_warning(self, n_events: int, count: bool = False) -> str | None:
+        """The warning for a run over ``n_events`` events whose memory grows (with the log or
+        with keys): the verdict of the mode run (``count``: ``--count``), or what this engine
+        keeps when that is more; None when the run's memory is bounded."""
+        from cer_cli.plan.memory import CONSTANT, WINDOW
+
+        v = self.memory("count" if count else "match")
+        if v.effective in (CONSTANT, WINDOW):
+            return None
+        reason = v.engine_reason if v.engine else v.reason
+        return (f"memory {v.effective} on this {n_events:,}-event log: {reason}"
+                + ("" if self.query.within is not None else "; add a WITHIN window to bound it"))
+
+    @property
+    def growth_warning(self) -> str | None:
+        """``output_growth`` when enumerating the matches may explode: not under ``WITHIN n
+        EVENTS`` with n ≤ ``SMALL_WINDOW`` (at most 2^n matches per event)."""
+        w = self.query.within
+        if isinstance(w, ast.EventsWindow) and w.count <= SMALL_WINDOW:
+            return None
+        return self.output_growth
+
+    def unbounded(self) -> QueryError | None:
+        """Why the cost and memory of a run grow with the log for want of a window: a key
+        the hash join carries (every value seen stays live), or predicates between events
+        the post-filter tests on candidates that may combine any earlier events. ``cer
+        match`` raises it (exit 2) unless ``--allow-unbounded``; None when bounded."""
+        if self.query.within is not None:
+            return None
+        hints = ["add a window (WITHIN 10 minutes, WITHIN 100 EVENTS), or pass --allow-unbounded"]
+        pcea = self.rewritten.pcea
+        if pcea is not None and pcea.carries:
+            step = next(s for s in pcea.states if s.carried)
+            return QueryError(
+                f"'{step.step.text()}' carries {', '.join(r for _, r in step.carried)} to a"
+                " later equality and the query has no WITHIN window: each such event adopts the"
+                " partial matches of every value seen so far, so the cost and memory grow with"
+                " the log", self.rewritten.post_filters[0].predicate.span, self.text, hints)
+        post = self.post_filter
+        if post is None:
+            return None
+        return QueryError(
+            f"'{post.describe()[0]}' is a predicate between events and the query has no WITHIN"
+            " window: each match is found by testing candidates that may combine any earlier"
+            " events, so the cost and memory grow with the log",
+            (post.sites + post.absences)[0].predicate.span, self.text,
+            hints + ["equalities on one attribute that tie every event become a cheap PARTITION"
+                     " BY; see `cer explain`"])
+
+    @property
+    def output_window(self) -> OutputWindow:
+        """How much of the log the output must keep to print a match's events: the query's
+        window bounds it (positions for EVENTS without partitions, time otherwise)."""
+        w = self.query.within
+        if self.query.trailing is not None:
+            return OutputWindow()  # a match is reported any time after its window
+        if isinstance(w, ast.EventsWindow) and not self.query.partition_by:
+            return OutputWindow(events=w.count)
+        if isinstance(w, ast.DurationWindow):
+            return OutputWindow(horizon=(TIME, w.nanoseconds))
+        if isinstance(w, ast.AttributeWindow):
+            return OutputWindow(horizon=(w.attr, w.amount))
+        return OutputWindow()
 
     # ------------------------------------------------------------------ running
 
