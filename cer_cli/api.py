@@ -1,7 +1,7 @@
 """The Python API: compile a query once, then run it over event logs or event frames.
 
-The stages meet here — parse → check → plan (rewrite, compile, choose the executor) — so
-the CLI, the Spark job and library users share one path::
+``compile_query`` chains the stages — parse → check → plan (rewrite, compile, choose the
+executor) — for the CLI, the DataFrame API and library users::
 
     from cer_cli.api import compile_query, read_events
 
@@ -12,23 +12,22 @@ the CLI, the Spark job and library users share one path::
 
 ``compile_query`` raises ``QueryError`` (with line and column) for any mistake in the query
 or any mismatch with the schema; running never re-checks. The result is the query's
-``Plan`` (``cer_cli.plan``): ``engine()`` gives a fresh executor with ``run``,
-``run_batches`` and ``count``.
+``Plan`` (``cer_cli.plan``): ``executor()`` gives a fresh executor with ``run``,
+``run_batches`` and ``count``. Reading a log raises ``LogError`` for what it cannot read.
 """
 
 from __future__ import annotations
 
 from cer_cli.events import Match, Schema
+from cer_cli.io.contract import LogError
 from cer_cli.io.read import EventLog, read_events, read_schema
 from cer_cli.plan import Plan, plan
 from cer_cli.query.checks import check_query
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 
-__all__ = ["CompiledQuery", "compile_query", "read_events", "read_schema", "EventLog", "Match"]
-
-#: A compiled query is its plan.
-CompiledQuery = Plan
+__all__ = ["Plan", "compile_query", "read_events", "read_schema", "EventLog", "Match",
+           "QueryError", "LogError"]
 
 
 def compile_query(text: str, schema: Schema | None = None, filename: str | None = None) -> Plan:

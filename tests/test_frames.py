@@ -194,3 +194,23 @@ def test_spark_prints_the_same_wide_shape_as_local_mode():
     spark = run(*args, "--spark", "--master", "local[1]")
     assert spark.exit_code == 0, spark.output
     assert spark.stdout.splitlines() == local.stdout.splitlines()
+
+
+def test_the_python_api_exports_the_plan_and_the_errors_it_raises():
+    """README, "Python API": users read the ``Plan`` and catch ``QueryError`` and
+    ``LogError``, all from ``cer_cli.api``; the executor has one name, ``executor()``
+    (``engine()``, its former name, still works and warns)."""
+    from cer_cli import api
+
+    assert {"Plan", "QueryError", "LogError", "compile_query"} <= set(api.__all__)
+    assert all(hasattr(api, name) for name in api.__all__)
+    assert not hasattr(api, "CompiledQuery")
+    q = api.compile_query("A ; B WITHIN 2 EVENTS")
+    assert isinstance(q, api.Plan)
+    with pytest.raises(api.QueryError):
+        api.compile_query("A ;")
+    with pytest.raises(api.LogError):
+        api.read_events(["missing.csv"])
+    with pytest.warns(DeprecationWarning, match="executor"):
+        old = q.engine()
+    assert type(old) is type(q.executor())

@@ -250,8 +250,13 @@ class Plan:
             post_filter=self.post_filter, report_groups=len(q.partition_by), **options,
         )
 
-    #: The documented API's name for ``executor``.
-    engine = executor
+    def engine(self, **options) -> Engine | HashJoinEngine:
+        """Deprecated: the former name of ``executor`` (README, "Python API")."""
+        import warnings
+
+        warnings.warn("Plan.engine() is deprecated: use Plan.executor()", DeprecationWarning,
+                      stacklevel=2)
+        return self.executor(**options)
 
     def run(self, frames: pl.DataFrame | Iterable[pl.DataFrame]) -> Iterator[Match]:
         """Matches over one event frame or consecutive frames, in order of their last event."""
