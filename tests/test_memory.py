@@ -425,6 +425,18 @@ def test_the_window_bounds_whatever_the_criteria_leave():
     assert verdict("SELECT * WHERE H AS x ; T AS y WITHIN 5 EVENTS", "count").verdict == CONSTANT
 
 
+@pytest.mark.parametrize("text", ["A FILTER 1 = 1", "A AS a FILTER a[v > 1] AND 2 > 1",
+                                  "A AS a ; B AS b FILTER a.v < b.v AND 1 != 2"])
+def test_a_constant_filter_says_nothing_about_memory(text):
+    """A conjunct that reads no event (``1 = 1``) bounds nothing: the verdict is that of
+    the query without it (explain failed with an internal IndexError)."""
+    bare = text.split(" FILTER")[0] if text.startswith("A FILTER") else text.rsplit(" AND", 1)[0]
+    for mode in ("match", "count"):
+        assert verdict(text, mode) == verdict(bare, mode)
+    out = CliRunner().invoke(cli, ["explain", "-e", text])
+    assert out.exit_code == 0 and "memory:" in out.output, out.output
+
+
 def test_engine_note_says_what_this_engine_keeps():
     v = verdict("H AS x ; T AS y", "count")
     assert v.verdict == CONSTANT and v.engine == LOG and "tECS" in v.engine_reason

@@ -644,8 +644,8 @@ def _resolve(p: _Partial) -> list[_Member]:
             continue
         vs = sorted(pred_vars(pred))
         resolved = {v: streams_of(v, local) for v in vs}
-        if any(not ss for ss in resolved.values()):
-            continue  # a variable with no event in this member: the atom holds vacuously
+        if not vs or any(not ss for ss in resolved.values()):
+            continue  # a constant, or a variable with no event here: it bounds nothing
         if len(vs) == 1:
             for s in resolved[vs[0]]:
                 r, fin = _unary_facts(pred, lambda ref, s=s: attr(s, ref.attr, ref.var))
