@@ -1,4 +1,4 @@
-"""The memory verdict (cer_cli/plan/memory.py): the bounded-memory criteria for streams
+"""The memory verdict (cer_cli/plan/memory/): the bounded-memory criteria for streams
 with application time (Theorem 1: C1–C5 for duplicate-preserving output such as a count;
 Theorem 2: C1–C3 for distinct output), applied to CER queries, with the paper's worked
 example and the examples derived from its definitions (D1–D5), unit tests of each notion
@@ -14,7 +14,7 @@ from cer_cli import cli as cli_module
 from cer_cli.api import compile_query
 from cer_cli.cli import cli
 from cer_cli.events import Schema
-from cer_cli.plan.memory import (
+from cer_cli.plan.memory.spj import (
     CONSTANT,
     JOIN_KEYS,
     LOG,

@@ -150,8 +150,7 @@ class Plan:
     def _verdicts(self) -> dict:
         from cer_cli.plan.memory import memory_verdict
 
-        return {m: memory_verdict(self.query, self.rewritten, self.correlation, m, self.schema)
-                for m in ("match", "count", "distinct")}
+        return {m: memory_verdict(self, m) for m in ("match", "count", "distinct")}
 
     def memory_warning(self, n_events: int, count: bool = False) -> str | None:
         """The warning for a run over ``n_events`` events whose memory grows (with the log or

@@ -92,6 +92,8 @@ class Correlation:
 
     steps: tuple[Step, ...] = ()
     predicates: tuple[PredicateMethod, ...] = ()
+    #: The PARTITION BY groups the partition rewrite added (``Method.PARTITION``).
+    added: tuple[tuple[str, ...], ...] = ()
 
     @property
     def methods(self) -> tuple[Method, ...]:
@@ -255,7 +257,7 @@ def decide(query: ast.Query, r: Relaxed, pcea, join_reason: str | None, post) ->
             " is kept iff no event of its partition after its last event and up to the"
             " deadline satisfies ψ with its bindings", method.cost, True))
         preds.append(method)
-    return Correlation(tuple(steps), tuple(preds))
+    return Correlation(tuple(steps), tuple(preds), r.added)
 
 
 def groups_text(groups) -> str:
