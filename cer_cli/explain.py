@@ -21,7 +21,6 @@ from cer_cli.compiler.construct import describe
 from cer_cli.compiler.predicates import describe_atom
 from cer_cli.io.read import EventLog
 from cer_cli.plan import Plan
-from cer_cli.plan.memory import plan_entry
 from cer_cli.query.printer import to_text
 
 FORMATS = ("text", "json", "dot", "mermaid")
@@ -51,7 +50,7 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
             "limit": q.limit,
             "engine": compiled.executor().describe(),
             "correlation": correlation_plan(compiled),
-            "memory": memory_verdict(compiled),
+            "memory": memory_entry(compiled),
         },
     }
     if compiled.output_growth is not None:  # only then: the usual plan stays as it was
@@ -105,11 +104,15 @@ def correlation_plan(compiled: Plan) -> dict[str, Any] | None:
     }
 
 
-def memory_verdict(compiled: Plan) -> dict[str, Any]:
-    """What memory grows with, per the bounded-memory criteria (cer_cli/plan/memory.py):
-    the ``cer match`` verdict, and under ``modes`` the ``--count`` one (and a distinct
-    projection's when SELECT names attributes), each with the conditions of Theorem 1 / 2."""
-    return plan_entry(compiled)
+def memory_entry(compiled: Plan) -> dict[str, Any]:
+    """What memory grows with (``Plan.memory``, cer_cli/plan/memory/): the ``cer match``
+    verdict, and under ``modes`` the ``--count`` one (and a distinct projection's when
+    SELECT names attributes), each with the conditions of Theorem 1 / 2."""
+    out = compiled.memory("match").as_dict()
+    out["modes"] = {"count": compiled.memory("count").as_dict()}
+    if any(i.attrs for i in compiled.query.select or ()):
+        out["modes"]["distinct"] = compiled.memory("distinct").as_dict()
+    return out
 
 
 # --------------------------------------------------------------------------- renderers

@@ -58,7 +58,7 @@ from cer_cli.query.printer import to_text
 from cer_cli.query.scope import subformulas
 
 __all__ = ["CONSTANT", "WINDOW", "JOIN_KEYS", "PARTITION_KEYS", "LOG", "RANK", "MODES",
-           "MemoryVerdict", "memory_verdict", "plan_entry"]
+           "MemoryVerdict", "memory_verdict"]
 
 MODES = ("match", "count", "distinct")
 
@@ -376,13 +376,3 @@ def _trailing(query: ast.Query, partition_by, site, tier: str, reason: str) -> t
                  " past the deadline, so every key keeps the matches of its last window")
     return floor, (f"the trailing absence '!{to_text(query.trailing)} WITHIN"
                    f" {to_text(query.within)}': {what} (without it: {tier})")
-
-
-def plan_entry(plan) -> dict[str, Any]:
-    """``plan.memory`` of ``cer explain``: the ``cer match`` verdict, and under ``modes`` the
-    ``--count`` one (and a distinct projection's when SELECT names attributes)."""
-    out = plan.memory("match").as_dict()
-    out["modes"] = {"count": plan.memory("count").as_dict()}
-    if any(i.attrs for i in plan.query.select or ()):
-        out["modes"]["distinct"] = plan.memory("distinct").as_dict()
-    return out
