@@ -13,10 +13,13 @@ The layer that knows every method and engine (the ``meta`` layer of Rust's regex
 4. **execution** — which executor runs it (``engine.Engine`` over the CEA, or
    ``engine.HashJoinEngine`` over the PCEA), with which window, partitions and strategy;
 5. **fan-out** under ``--spark`` (``plan/fanout.py``) and the **memory verdict**
-   (``plan/memory.py``, from the bounded-memory criteria).
+   (``plan/memory/``, from the bounded-memory criteria).
 
 The ``Plan`` is immutable; ``api``, ``cli``, ``explain`` and ``spark`` read it and none of them
-decides any of this again. Engines know nothing of each other or of this layer.
+decides any of this again: also not whether a run without a window is refused
+(``unbounded``), what the output keeps of the log (``output_window``) or what ``cer match``
+warns of (``memory_warning``, ``growth_warning``). Engines know nothing of each other or of
+this layer.
 """
 
 from __future__ import annotations
