@@ -135,11 +135,13 @@ Rule = Callable[[Relaxed], Relaxed]
 
 
 def implied_absence(r: Relaxed) -> Relaxed:
+    """Drop the comparisons of an absent ψ with the match that a partition key implies."""
     query, note = rules.implied_absence(r.query, r.partition)
     return replace(r, query=query, note=note)
 
 
 def equality_to_partition(r: Relaxed) -> Relaxed:
+    """Equalities that tie every event of a match become PARTITION BY (the rewrite)."""
     query = rules.equality_to_partition(r.query, r.partition[0])
     added = tuple(g for g in query.partition_by if g not in r.query.partition_by)
     equalities = tuple(c for _, c in rules.sites(r.query.formula)) if added else ()
@@ -148,12 +150,15 @@ def equality_to_partition(r: Relaxed) -> Relaxed:
 
 
 def relax_correlation(r: Relaxed) -> Relaxed:
+    """The other predicates between events leave the automaton (``Site``s)."""
     query, sites = rules.relax_correlation(r.query)
     return replace(r, query=query, sites=sites, note=(
         f"{len(sites)} predicate(s) between events leave the automaton" if sites else None))
 
 
 def relax_absence(r: Relaxed) -> Relaxed:
+    """A gap whose ψ compares with the match leaves the automaton (``AbsenceSite``s); a
+    trailing ψ's comparisons go to ``engine.absence``."""
     query, absences = rules.relax_absence(r.query)
     return replace(r, query=query, absences=absences,
                    trailing=rules.trailing_absence_site(r.query), note=(
@@ -201,63 +206,77 @@ def hash_join(r: Relaxed, query: ast.Query, formula: ast.Formula | None):
 
 
 def decide(query: ast.Query, r: Relaxed, pcea, join_reason: str | None, post) -> Correlation:
-    """The methods ``query`` (as written) uses, from the rules' outcome ``r``, the hash
-    join's ``pcea`` (or None, and ``join_reason`` why) and the post-filter ``post``."""
-    steps: list[Step] = []
-    preds: list[PredicateMethod] = []
-    within = query.within
-    bounded = within is not None
+    """The methods ``query`` (as written) uses, in the order they apply, from the rules'
+    outcome ``r``, the hash join's ``pcea`` (or None, and ``join_reason`` why) and the
+    post-filter ``post``. A new method adds its step here: nothing else decides."""
+    uses = []
     if r.added:
-        why = r.partition[1]
-        shown = groups_text(r.added)
-        steps.append(Step(
-            Method.PARTITION, tuple(to_text(c) for c in r.equalities),
-            f"{why}: the equalities become PARTITION BY {shown}",
-            "as the query without them, evaluated per key: constant per event", True, why))
-        preds += [PredicateMethod(
-            to_text(c), Method.PARTITION, f"none: the query runs per key of PARTITION BY {shown},"
-            " as a unary query (constant per event)", f"{_CLASS_TEXT['equality']}: {why}")
-            for c in r.equalities]
+        uses.append(_partition(r))
     if pcea is not None:
-        from cer_cli.compiler.pcea import join_cost, pcea_cost
-
-        steps.append(Step(
-            Method.HASH_JOIN, tuple(pcea.predicates),
-            "the engine runs this PCEA, not the CEA above (which lacks the predicates between"
-            " events): " + " | ".join(pcea.describe()),
-            pcea_cost(pcea, within) + ("; memory: the runs within the window" if bounded else
-                                       "; no WITHIN: exact, but memory grows with the partial"
-                                       " matches per join key"),
-            bounded, join_reason))
-        preds += [PredicateMethod(to_text(s.predicate), Method.HASH_JOIN,
-                                  join_cost(pcea, s.predicate),
-                                  f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {join_reason}")
-                  for s in r.sites]
+        uses.append(_hash_join(r, pcea, join_reason, query.within))
     if post is not None:
-        why_not = join_reason if post.sites else None
-        steps.append(Step(
-            Method.POST_FILTER, tuple(post.describe()),
-            "the automaton accepts the pattern without these predicates (binding their"
-            " variables); every candidate ending at an event is enumerated and kept iff they"
-            " hold for every combination of the events of their variables, before SELECT,"
-            " strategy, LIMIT and CONSUME BY" + (f" (no hash join: {why_not})" if why_not else ""),
-            "per event, the number of candidates ending there, which can be exponentially"
-            " larger than the number of matches"
-            + ("; the window bounds it" if bounded else
-               "; without WITHIN it grows with the log (cer match refuses it without"
-               " --allow-unbounded)"),
-            bounded, why_not))
-        preds += [_post_filtered(s, r.partition[1], join_reason) for s in post.sites]
-        preds += [_absence(a, within) for a in post.absences]
+        uses.append(_post_filter(r, post, join_reason, query.within))
     if r.trailing is not None:
-        method = _trailing(r.trailing)
-        steps.append(Step(
-            Method.TRAILING, (absent_text(r.trailing),),
-            "each match of φ waits until its deadline passes (every event up to it read), then"
-            " is kept iff no event of its partition after its last event and up to the"
-            " deadline satisfies ψ with its bindings", method.cost, True))
-        preds.append(method)
-    return Correlation(tuple(steps), tuple(preds), r.added)
+        uses.append(_trailing_step(r.trailing))
+    return Correlation(tuple(step for step, _ in uses),
+                       tuple(p for _, preds in uses for p in preds), r.added)
+
+
+Use = tuple[Step, list[PredicateMethod]]
+
+
+def _partition(r: Relaxed) -> Use:
+    why, shown = r.partition[1], groups_text(r.added)
+    return Step(
+        Method.PARTITION, tuple(to_text(c) for c in r.equalities),
+        f"{why}: the equalities become PARTITION BY {shown}",
+        "as the query without them, evaluated per key: constant per event", True, why,
+    ), [PredicateMethod(to_text(c), Method.PARTITION, f"none: the query runs per key of"
+                        f" PARTITION BY {shown}, as a unary query (constant per event)",
+                        f"{_CLASS_TEXT['equality']}: {why}") for c in r.equalities]
+
+
+def _hash_join(r: Relaxed, pcea, why: str | None, within: ast.Window | None) -> Use:
+    from cer_cli.compiler.pcea import join_cost, pcea_cost
+
+    return Step(
+        Method.HASH_JOIN, tuple(pcea.predicates),
+        "the engine runs this PCEA, not the CEA above (which lacks the predicates between"
+        " events): " + " | ".join(pcea.describe()),
+        pcea_cost(pcea, within) + ("; memory: the runs within the window" if within is not None
+                                   else "; no WITHIN: exact, but memory grows with the partial"
+                                   " matches per join key"),
+        within is not None, why,
+    ), [PredicateMethod(to_text(s.predicate), Method.HASH_JOIN, join_cost(pcea, s.predicate),
+                        f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {why}") for s in r.sites]
+
+
+def _post_filter(r: Relaxed, post, not_joined: str | None, within: ast.Window | None) -> Use:
+    why_not = not_joined if post.sites else None  # an absence alone: the hash join never applied
+    return Step(
+        Method.POST_FILTER, tuple(post.describe()),
+        "the automaton accepts the pattern without these predicates (binding their"
+        " variables); every candidate ending at an event is enumerated and kept iff they"
+        " hold for every combination of the events of their variables, before SELECT,"
+        " strategy, LIMIT and CONSUME BY" + (f" (no hash join: {why_not})" if why_not else ""),
+        "per event, the number of candidates ending there, which can be exponentially"
+        " larger than the number of matches"
+        + ("; the window bounds it" if within is not None else
+           "; without WITHIN it grows with the log (cer match refuses it without"
+           " --allow-unbounded)"),
+        within is not None, why_not,
+    ), ([_post_filtered(s, r.partition[1], not_joined) for s in post.sites]
+        + [_absence(a, within) for a in post.absences])
+
+
+def _trailing_step(site: AbsenceSite) -> Use:
+    method = _trailing(site)
+    return Step(
+        Method.TRAILING, (absent_text(site),),
+        "each match of φ waits until its deadline passes (every event up to it read), then"
+        " is kept iff no event of its partition after its last event and up to the"
+        " deadline satisfies ψ with its bindings", method.cost, True,
+    ), [method]
 
 
 def groups_text(groups) -> str:
