@@ -465,6 +465,13 @@ def predicate_class(p: ast.Predicate) -> str:
 # --------------------------------------------------------------------------- correlated absence
 
 
+def has_absence(f: ast.Formula | None) -> bool:
+    """Some ``φ1 ; !ψ ; φ2`` of ``f`` keeps its ψ in the automaton (uncorrelated, or
+    implied by a partition key) or has a correlated gap (``relax_absence``)."""
+    return f is not None and any(isinstance(n, ast.Seq) and (n.absent is not None or n.gap)
+                                 for n in subformulas(f))
+
+
 def _absent_nodes(f: ast.Formula) -> Iterator[ast.Formula]:
     for n in subformulas(f):
         if isinstance(n, ast.Seq) and n.absent is not None:
@@ -508,22 +515,17 @@ def implied_absence(query: ast.Query, partition: tuple[str | None, str],
     those conjuncts dropped and a note for ``cer explain`` (None when nothing was dropped).
     ``partition`` is ``partition_plan(query)``, computed once by the planner.
 
-    Raises QueryError for absence in a query with predicates between events that do not all
-    become PARTITION BY, or whose ψ is not tied to that key (moving the gap into a key's events would change what it forbids)."""
+    Raises QueryError when the query's equalities become PARTITION BY and ψ is not tied to
+    that key (moving the gap into a key's events would change what it forbids). Predicates
+    between events that do not become PARTITION BY leave the absences alone."""
     psis = list(_absent_nodes(query.formula))
     if query.trailing is not None:
         psis.append(query.trailing)
     if not psis:
         return query, None
     keys = {g[0] for g in query.partition_by if len(g) == 1}
-    if sites(query.formula):
-        attr, why = partition
-        if attr is None:
-            c = sites(query.formula)[0][1]
-            raise QueryError("'!' (absence) in a query with predicates between events needs them"
-                             f" to become PARTITION BY, and here they cannot: {why}",
-                             c.span, hints=["PARTITION BY the shared attribute instead of "
-                                            "comparing it"])
+    attr = partition[0] if sites(query.formula) else None
+    if attr is not None:
         for psi in psis:
             own = _psi_own(psi)
             tied = any(

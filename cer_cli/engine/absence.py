@@ -120,6 +120,7 @@ class TrailingAbsence:
         self._seq = 0
         self._end = 0  # one past the last position read
         self._tpos = self._times = None  # window times of recent positions (durations)
+        self._lpos = self._locals = self._lpart = None  # partition-local indices (EVENTS)
 
     def describe(self) -> str:
         if self.site is not None:
@@ -173,10 +174,14 @@ class TrailingAbsence:
             _check_time_attribute(prepared, self.window)
         if not self._events and prepared.height:
             self._remember_times(prepared)
+        if self._events and prepared.height:
+            self._remember_locals(prepared)
         candidates: dict[int, list[tuple[float, Match]]] = {}
         for batch in self.inner.run_batches(frame):
-            if self._events:
+            if self._events and batch.start_local is not None:
                 starts = np.asarray(batch.start_local, dtype=np.int64)
+            elif self._events:  # an executor without partition-local indices (hash join)
+                starts = self._locals[np.searchsorted(self._lpos, np.asarray(batch.start, np.int64))]
             else:
                 starts = self._times[np.searchsorted(self._tpos, np.asarray(batch.start, np.int64))]
             for m, s in zip(batch.matches(), starts.tolist(), strict=True):
@@ -187,6 +192,29 @@ class TrailingAbsence:
             self._prune()
         if out:
             yield batch_of(out)
+
+    def _remember_locals(self, prepared: pl.DataFrame) -> None:
+        """For ``WITHIN n EVENTS`` over an inner executor whose batches lack ``start_local``:
+        each recent position's index in its partition's stream, kept while a match may start
+        there: this slice's, and the last W + 1 of each partition before it."""
+        part = np.asarray(self._partition_ids(prepared), dtype=np.int64)
+        base = np.array([self._count.get(int(k), 0) for k in range(int(part.max()) + 1)],
+                        dtype=np.int64)
+        order = np.argsort(part, kind="stable")
+        sorted_part = part[order]
+        first = np.searchsorted(sorted_part, sorted_part, side="left")
+        local = np.empty(len(part), dtype=np.int64)
+        local[order] = np.arange(len(part)) - first + base[sorted_part]
+        pos = prepared[POS].cast(pl.Int64).to_numpy()
+        if self._lpos is not None:  # earlier events: only the last window of each partition
+            old = self._lpart
+            newest = np.full(int(old.max()) + 1, -1, dtype=np.int64)
+            np.maximum.at(newest, old, self._locals)
+            keep = self._locals >= newest[old] - int(self._bound)
+            pos = np.concatenate([self._lpos[keep], pos])
+            local = np.concatenate([self._locals[keep], local])
+            part = np.concatenate([old[keep], part])
+        self._lpos, self._locals, self._lpart = pos, local, part
 
     def _remember_times(self, prepared: pl.DataFrame) -> None:
         """Window times by position, for the deadlines of φ's matches: kept while a match

@@ -189,6 +189,8 @@ def hash_join(r: Relaxed, query: ast.Query, formula: ast.Formula | None):
     if r.absences:
         return None, ("a correlated absence is checked by the post-filter, which then tests"
                       " these too"), None
+    if rules.has_absence(formula):
+        return None, "the hash join's run trees have no gaps to keep an absence ('!') in", None
     from cer_cli.compiler.pcea import plan_pcea  # loads only for predicates between events
 
     pcea, reason = plan_pcea(query, formula, r.sites)
