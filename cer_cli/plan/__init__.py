@@ -38,7 +38,15 @@ from cer_cli.compiler.rewrite import PassResult, rewrite
 from cer_cli.engine.post_filter import PostFilter
 from cer_cli.engine.run import Engine
 from cer_cli.events import TIME, Match, Schema
-from cer_cli.plan.correlation import Correlation, Method, PredicateMethod, decide, hash_join, relax
+from cer_cli.plan.correlation import (
+    Correlation,
+    Method,
+    PredicateMethod,
+    decide,
+    hash_join,
+    next_match,
+    relax,
+)
 from cer_cli.plan.fanout import Fanout, fanout
 from cer_cli.query import ast
 from cer_cli.query.checks import CheckReport
@@ -71,6 +79,9 @@ class RewriteResult:
     #: A trailing ψ's comparisons with the match (``AbsenceSite``), checked by
     #: ``engine.absence`` when a match's deadline passes; None without them.
     trailing: object | None = None
+    #: The ``compiler.next_match.NextMatch`` that the next-match scan follows (a sequence
+    #: with an absence in every gap), when it evaluates ``post_filters``.
+    next_match: object | None = None
 
     @property
     def unsatisfiable(self) -> bool:
@@ -129,8 +140,12 @@ class Plan:
 
     @property
     def executor_kind(self) -> str:
-        """``"hash join"`` (the PCEA) or ``"cea"`` (Algorithm 1 over the CEA)."""
-        return Method.HASH_JOIN if Method.HASH_JOIN in self.correlation else "cea"
+        """``"hash join"`` (the PCEA), ``"next-match scan"`` or ``"cea"`` (Algorithm 1 over
+        the CEA)."""
+        for method in (Method.HASH_JOIN, Method.NEXT_MATCH):
+            if method in self.correlation:
+                return method
+        return "cea"
 
     @property
     def projection(self) -> frozenset[str] | None:
@@ -193,6 +208,13 @@ class Plan:
                 " later equality and the query has no WITHIN window: each such event adopts the"
                 " partial matches of every value seen so far, so the cost and memory grow with"
                 " the log", self.rewritten.post_filters[0].predicate.span, self.text, hints)
+        nm = self.rewritten.next_match
+        if nm is not None:
+            return QueryError(
+                f"'{nm.predicates[0]}' is checked by the next-match scan and the query has no"
+                " WITHIN window: a run that never meets its next event waits"
+                " for the whole log, so the cost and memory grow with the log",
+                self.rewritten.post_filters[0].predicate.span, self.text, hints)
         post = self.post_filter
         if post is None:
             return None
@@ -241,6 +263,12 @@ class Plan:
                                 else replace(post, select=wide)).executor(**options)
             return TrailingAbsence(inner, psi, q.within, self.partition_by, q.streams, open_ends,
                                    site, select)
+        if Method.NEXT_MATCH in self.correlation:
+            from cer_cli.engine.next_match import NextMatchScan
+
+            return NextMatchScan(self.rewritten.next_match, window=q.within,
+                                 partition_by=self.partition_by, limit=q.limit,
+                                 streams=q.streams, strategy=q.strategy)
         if Method.HASH_JOIN in self.correlation:
             from cer_cli.engine.pcea import HashJoinEngine
 
@@ -364,10 +392,16 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
     pcea, reason, joined = hash_join(relaxed, rewritten_query, formula)
     if joined is not None:
         passes.append(joined)
+    # ... or the next-match scan, for a sequence with an absence in every gap
+    scan, scan_reason, scanned = (None, None, None) if pcea is not None else next_match(
+        relaxed, rewritten_query, formula)
+    if scanned is not None:
+        passes.append(scanned)
     rewritten = RewriteResult(rewritten_query, formula, tuple(passes), tuple(warnings),
-                              relaxed.sites + relaxed.absences, pcea, reason, relaxed.trailing)
+                              relaxed.sites + relaxed.absences, pcea, reason, relaxed.trailing,
+                              scan)
     post = None
-    if (relaxed.sites and pcea is None) or relaxed.absences:
+    if scan is None and ((relaxed.sites and pcea is None) or relaxed.absences):
         select = None if query.select is None else frozenset(i.var for i in query.select)
         post = PostFilter(relaxed.sites if pcea is None else (), select, relaxed.absences)
     # 3. compilation
@@ -381,7 +415,7 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         alphabet=alphabet,
         cea=cea,
         schema=schema,
-        correlation=decide(query, relaxed, pcea, reason, post),
+        correlation=decide(query, relaxed, pcea, reason, post, scan, scan_reason),
         post_filter=post,
         fanout=fanout(query, rewritten_query.partition_by),
     )

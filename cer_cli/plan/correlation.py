@@ -38,6 +38,7 @@ class Method(StrEnum):
 
     PARTITION = "partition"
     HASH_JOIN = "hash join"
+    NEXT_MATCH = "next-match scan"
     POST_FILTER = "post-filter"
     TRAILING = "trailing absence"
 
@@ -48,7 +49,8 @@ class Method(StrEnum):
 
 
 _TITLES = {Method.PARTITION: "partition rewrite", Method.HASH_JOIN: "hash join (PCEA)",
-           Method.POST_FILTER: "post-filtered relaxation", Method.TRAILING: "trailing absence"}
+           Method.NEXT_MATCH: "next-match scan", Method.POST_FILTER: "post-filtered relaxation",
+           Method.TRAILING: "trailing absence"}
 
 
 @dataclass(frozen=True)
@@ -204,18 +206,39 @@ def hash_join(r: Relaxed, query: ast.Query, formula: ast.Formula | None):
         f"{what} between events joined by the hash join (PCEA), not by the automaton")
 
 
+def next_match(r: Relaxed, query: ast.Query, formula: ast.Formula | None):
+    """The ``NextMatch`` that follows the runs of a sequence with an absence in every gap
+    (``compiler.next_match``), or None, and why (not); with the ``PassResult`` to show. Tried
+    when the hash join does not apply (it takes no query with '!')."""
+    from cer_cli.compiler.next_match import plan_next_match
+
+    if not (r.sites or r.absences) or not rules.has_absence(formula):
+        return None, None, None
+    nm, reason = plan_next_match(query, formula, r.sites, r.absences)
+    if nm is None:
+        return None, reason, None
+    return nm, reason, PassResult(
+        "next_match", True, formula,
+        f"{len(nm.predicates)} predicate(s) between events and absence(s) compared with the"
+        " match checked by the next-match scan, not by the automaton")
+
+
 # --------------------------------------------------------------------------- the decision
 
 
-def decide(query: ast.Query, r: Relaxed, pcea, join_reason: str | None, post) -> Correlation:
+def decide(query: ast.Query, r: Relaxed, pcea, join_reason: str | None, post,
+           scan=None, scan_reason: str | None = None) -> Correlation:
     """The methods ``query`` (as written) uses, in the order they apply, from the rules'
-    outcome ``r``, the hash join's ``pcea`` (or None, and ``join_reason`` why) and the
-    post-filter ``post``. A new method adds its step here: nothing else decides."""
+    outcome ``r``, the hash join's ``pcea`` (or None, and ``join_reason`` why), the
+    next-match ``scan`` (or None, and ``scan_reason`` why) and the post-filter ``post``. A
+    new method adds its step here: nothing else decides."""
     uses = []
     if r.added:
         uses.append(_partition(r))
     if pcea is not None:
         uses.append(_hash_join(r, pcea, join_reason, query.within))
+    if scan is not None:
+        uses.append(_next_match(r, scan, query.within))
     if post is not None:
         uses.append(_post_filter(r, post, join_reason, query.within))
     if r.trailing is not None:
@@ -251,6 +274,37 @@ def _hash_join(r: Relaxed, pcea, why: str | None, within: ast.Window | None) -> 
         within is not None, why,
     ), [PredicateMethod(to_text(s.predicate), Method.HASH_JOIN, join_cost(pcea, s.predicate),
                         f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {why}") for s in r.sites]
+
+
+def _next_match(r: Relaxed, nm, within: ast.Window | None) -> Use:
+    one = nm.deterministic
+    per = ("each gap's ψ is what the next step asks for, so a run takes the first such event:"
+           " one per step, and each first event starts at most one match" if one else
+           "a run takes every event of the next step before the first one that satisfies the"
+           " gap's ψ")
+    cost = ("per run, the events of its partition scanned in its gaps (at most the window's),"
+            " plus the matches" + ("; memory: the runs still scanning, those started within"
+                                   " the window" if within is not None else
+                                   "; no WITHIN: a run that never finds its next event waits"
+                                   " for the whole log (cer match refuses it without"
+                                   " --allow-unbounded)"))
+    step = Step(
+        Method.NEXT_MATCH, nm.predicates,
+        "the query is one sequence of single events with an absence in every gap: one run per"
+        " event taking the first step follows its partition's events, taking the next step's"
+        " events that satisfy its predicates between events, until the first event that"
+        f" satisfies the gap's ψ with the run's bindings, or the window, ends the gap ({per});"
+        " the engine runs this, not the CEA above: " + nm.describe(),
+        cost, within is not None,
+        "the hash join takes no query with '!'")
+    why = "checked when a run takes the later of its two events"
+    return step, ([PredicateMethod(to_text(s.predicate), Method.NEXT_MATCH, cost,
+                                   f"{_CLASS_TEXT[predicate_class(s.predicate)]}: {why}")
+                   for s in r.sites]
+                  + [PredicateMethod(absent_text(a), Method.NEXT_MATCH, cost,
+                                     "a comparison of the absent event with the match: the"
+                                     " first event that satisfies it ends the run's scan of"
+                                     " the gap", "scan of the gap") for a in r.absences])
 
 
 def _post_filter(r: Relaxed, post, not_joined: str | None, within: ast.Window | None) -> Use:

@@ -36,6 +36,8 @@ from lark.parsers.lalr_analysis import Shift
 from cer_cli.query import ast
 from cer_cli.query.ast import Span
 from cer_cli.query.errors import QueryError, line_col
+from cer_cli.query.followed_by import FollowedBy
+from cer_cli.query.followed_by import expand as expand_followed_by
 from cer_cli.query.scope import attr_refs, children, labels, subformulas, with_children
 
 __all__ = ["parse", "KEYWORDS", "UNIT_NAMES", "MAX_DEPTH", "MAX_NESTING"]
@@ -68,7 +70,7 @@ class _NoLexer(Lexer):
 
 # ------------------------------------------------------------------------------ lexer
 
-_PUNCT_RE = re.compile(r":\+|<=|>=|==|!=|<>|\.\.|[-+*/%<>=;:,.()\[\]{}!]")
+_PUNCT_RE = re.compile(r";>|:\+|<=|>=|==|!=|<>|\.\.|[-+*/%<>=;:,.()\[\]{}!]")
 _NUMBER_RE = re.compile(r"(?:\d+\.\d+|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPACE_RE = re.compile(r"\s+")
@@ -373,6 +375,9 @@ class _Build:
     def f_seq_absent(self, c):
         return ast.Seq(c[0], c[4], False, _span(c), absent=c[2])
 
+    def f_followed_by(self, c):
+        return FollowedBy(c[0], c[2], False, _span(c))
+
     def absent(self, c):
         return c[1]
 
@@ -600,7 +605,7 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
     formula_start = {"NAME", "LPAR", "LSQB", "NOT"} <= expected
     if tok.type == "BANG":
         return err("'!' (absence) goes between two parts of a sequence, e.g. A ; !B ; C:"
-                   " not alone, first, or after ':' or OR")
+                   " not alone, first, or after ':', ';>' or OR")
     if pt == "BANG" or (before is not None and before.type == "BANG" and tok.type != "SEMICOLON"):
         return err("'!' takes one event type, named or filtered in parentheses, and is"
                    " followed by ';', e.g. A ; !(B FILTER B[x > 1]) ; C, or ends the whole"
@@ -725,7 +730,7 @@ def parse(text: str, filename: str | None = None) -> ast.Query:
     try:
         query = _parse(text)
         _check_depth(query)
-        return qualify_streams(query)
+        return qualify_streams(expand_followed_by(query))
     except QueryError as e:
         raise e.with_source(text, filename) from None
 

@@ -154,3 +154,119 @@ def report(figs: list[Figure]) -> list[str]:
 
 def _ratio(a: float | None, b: float | None) -> str:
     return "–" if a is None or not b else f"{a / b:.2f}×"
+
+
+# --------------------------------------------------------------------------- next match (issue #26)
+
+#: Issue #26, part 2: skip-till-next-match with and without predicates between events, on
+#: 1M events of a uniform A–D log with ``val`` uniform 0–99 (``time`` = position). The
+#: target: the correlated form within 2× the uncorrelated one (whole process).
+NEXT_SIZE = 1_000_000
+NEXT_WINDOW = 100
+NEXT_QUERIES = {
+    "next match": f"A AS a ; !B ; B AS b ; !C ; C AS c WITHIN {NEXT_WINDOW} EVENTS",
+    "next match, correlated": (
+        "A AS a ; !(B AS b0 FILTER b0.val > a.val) ; B AS b ; !(C AS c0 FILTER c0.val > b.val)"
+        f" ; C AS c FILTER b.val > a.val AND c.val > b.val WITHIN {NEXT_WINDOW} EVENTS"),
+    "next match, correlated, ';>'": ("A AS a ;> B AS b ;> C AS c FILTER b.val > a.val AND"
+                                     f" c.val > b.val WITHIN {NEXT_WINDOW} EVENTS"),
+}
+NEXT_TARGET = 2.0
+
+
+def next_log(n: int = NEXT_SIZE, seed: int = 26) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame({"type": np.array(list("ABCD"))[rng.integers(0, 4, n)],
+                         "val": rng.integers(0, 100, n), "time": np.arange(n, dtype=np.int64)})
+
+
+def _first_after(start: np.ndarray, limit: np.ndarray, ok) -> np.ndarray:
+    """Per row: the first position p with ``start < p <= limit`` and ``ok(row, p)``, or -1;
+    by offsets, column-wise (the window bounds the offsets)."""
+    found = np.full(len(start), -1, dtype=np.int64)
+    todo = np.flatnonzero(start >= 0)
+    d = 1
+    while len(todo):
+        p = start[todo] + d
+        todo = todo[p <= limit[todo]]
+        p = start[todo] + d
+        hit = ok(todo, p)
+        found[todo[hit]] = p[hit]
+        todo = todo[~hit]
+        d += 1
+    return found
+
+
+def next_brute_counts(df: pl.DataFrame, window: int = NEXT_WINDOW) -> dict[str, int]:
+    """Counts of ``NEXT_QUERIES`` by their meaning, not the engine: after each A, the first B
+    (above it), then the first C (above that B), all within ``window`` positions."""
+    t = df["type"].to_numpy()
+    v = df["val"].to_numpy()
+    n = len(t)
+    a = np.flatnonzero(t == "A")
+    limit = np.minimum(a + window, n - 1)
+
+    def taking(kind: str, prev: np.ndarray, corr: bool):
+        return lambda r, p: (t[p] == kind) & ((v[p] > v[prev[r]]) if corr else True)
+
+    out = {}
+    for name, corr in (("next match", False), ("next match, correlated", True)):
+        b = _first_after(a, limit, taking("B", a, corr))
+        c = _first_after(b, limit, taking("C", b, corr))
+        out[name] = int((c >= 0).sum())
+    out["next match, correlated, ';>'"] = out["next match, correlated"]
+    return out
+
+
+def run_next(data: Path, timeout: float = 600.0, repeats: int = 3,
+             size: int = NEXT_SIZE) -> list[Figure]:
+    """Median wall and CPU time of ``repeats`` runs per query of ``NEXT_QUERIES``, after an
+    unmeasured warm-up run of each (numba fills its cache on a fresh tree)."""
+    path = data / f"next_match_{size}.csv"
+    if not path.exists():
+        data.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        next_log(size).write_csv(tmp)
+        tmp.replace(path)
+    expected = next_brute_counts(pl.read_csv(path))
+    cer = h.cer_command()
+    figs = []
+    for name, query in NEXT_QUERIES.items():
+        cmd = cer + ["match", "-e", query, str(path), "--count"]
+        h.spawn(cmd, timeout)
+        walls, cpus, count, error = [], [], None, None
+        for _ in range(max(1, repeats)):
+            proc = h.spawn(cmd, timeout)
+            if proc.rc != 0 or proc.timed_out:
+                error = h._reason(proc)
+                break
+            walls.append(proc.wall_s)
+            cpus.append(proc.cpu_s)
+            digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
+                             if c.isdigit())
+            count = int(digits) if digits else None
+        figs.append(Figure(name, query, cmd, None if error else statistics.median(walls),
+                           count, expected[name], error,
+                           None if error else statistics.median(cpus), "next match"))
+    return figs
+
+
+def report_next(figs: list[Figure]) -> list[str]:
+    """Markdown lines: the next-match queries with their ratios to the uncorrelated form."""
+    base = next((f for f in figs if f.name == "next match"), None)
+    lines = ["Next match (issue #26): `cer match -e QUERY LOG --count`, uniform A–D log, `val`"
+             " uniform 0–99, median wall and CPU time after a warm-up run; counts checked by"
+             f" a numpy brute force; target: the correlated form ≤ {NEXT_TARGET:g}× the"
+             " uncorrelated one.", "",
+             "| query | matches | brute force | agree | wall s | vs uncorrelated | CPU s |"
+             " vs uncorrelated |", "|---|---|---|---|---|---|---|---|"]
+    for f in figs:
+        ok = "–" if f.matches is None else ("yes" if f.matches == f.expected else "NO")
+        if f.seconds is None:
+            times = f"failed: {f.error} | – | – | –"
+        else:
+            times = " | ".join([f"{f.seconds:.2f}", _ratio(f.seconds, base and base.seconds),
+                                f"{f.cpu:.2f}", _ratio(f.cpu, base and base.cpu)])
+        lines.append(f"| `{f.query}` | {'–' if f.matches is None else f'{f.matches:,}'} |"
+                     f" {f.expected:,} | {ok} | {times} |")
+    return lines

@@ -63,6 +63,21 @@ def test_polars_limit_reads_the_query_columns():
             assert isinstance(a, pl.Expr)
 
 
+def test_next_match_brute_force_equals_the_reference():
+    """The bench's numpy count of the next-match queries (issue #26) against the reference
+    on a small log."""
+    from cer_cli.query.parser import parse
+    from tests import reference
+    from tests.bench import correlation
+
+    df = correlation.next_log(400, seed=7)
+    events = df.to_dicts()
+    got = correlation.next_brute_counts(df, window=8)
+    for name, text in correlation.NEXT_QUERIES.items():
+        query = parse(text.replace(f"WITHIN {correlation.NEXT_WINDOW}", "WITHIN 8"))
+        assert got[name] == len(reference.reference_matches(query, events)), name
+
+
 def test_correlation_brute_force_equals_the_reference():
     """The bench's numpy count of issue #17's queries is itself checked against the
     brute-force reference on a small log."""

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cer_cli.compiler.correlation import AbsenceSite
 from cer_cli.plan.correlation import Method, groups_text
 from cer_cli.plan.memory.spj import (
     CONSTANT,
@@ -270,7 +271,7 @@ def _per_key(plan, base: _Outcome, mode: str, select, attrs) -> _Outcome:
 def _partitioned(plan, base: _Outcome) -> _Outcome:
     """What a correlated absence and the written PARTITION BY add to ``base``."""
     query = plan.query
-    absences = plan.post_filter.absences if plan.post_filter is not None else ()
+    absences = tuple(a for a in plan.rewritten.post_filters if isinstance(a, AbsenceSite))
     if absences and RANK[base.tier] < RANK[LOG]:
         shown = "', '".join(f"!({a.etype.label} FILTER {text(a.predicate)})" for a in absences)
         base = _Outcome(LOG, f"the absence '{shown}' compares the absent event with the match,"
@@ -336,6 +337,10 @@ def _engine(plan) -> tuple[str, str]:
         return LOG, (f"the post-filtered relaxation keeps every earlier candidate event and the"
                      f" attributes '{preds or 'the predicates between events'}' reads, whatever"
                      " the output")
+    if Method.NEXT_MATCH in plan.correlation:
+        preds = "', '".join(plan.rewritten.next_match.predicates)
+        return LOG, ("the next-match scan keeps every run that has not met its next event, with"
+                     f" the values '{preds}' compare, for the whole log")
     if Method.HASH_JOIN in plan.correlation:
         pcea = plan.rewritten.pcea
         preds = "" if pcea is None else " joined on '" + "', '".join(pcea.predicates) + "'"
