@@ -1,7 +1,7 @@
 """The memory verdict against the memory a run measures (issue #24 §2).
 
 For one query per correlation method (plain CEA, partition rewrite, hash join with an
-equality and with an ordered index, post-filter) and per absence form (between ``;`` by
+equality and with an ordered index, next-match scan, post-filter) and per absence form (between ``;`` by
 bisect and by scan, trailing by bisect, by scan and uncorrelated), ``cer match --count``
 runs in a subprocess over two logs of the same shape, ten times apart in length, and its
 peak RSS (``os.wait4``'s rusage) is compared with what ``cer explain`` says
@@ -142,6 +142,8 @@ FLAT_CASES = [
     pytest.param(f"A AS a ; !(A AS b FILTER b.v > a.v) {W}",
                  "trailing absence (scan of the window)", "1", id="trailing scan"),
     pytest.param(f"A AS a ; !B {W}", "trailing absence", "1", id="trailing uncorrelated"),
+    pytest.param(f"A AS a ;> B AS b ;> A AS c FILTER b.v > a.v AND c.v < b.v {W}",
+                 "next-match scan (scan of the gap)", "1", id="next-match scan"),
 ]
 
 

@@ -280,3 +280,25 @@ def test_check_and_explain_show_the_expansion():
     assert "!((B AS b0) FILTER (b0.v > a.v))" in out
     out = CliRunner().invoke(main, ["explain", "-e", text]).output
     assert "!((B AS b0) FILTER (b0.v > a.v))" in out and "next-match scan" in out
+
+
+@pytest.mark.parametrize("text", [
+    "A AS a ;> B AS b FILTER b.v > a.v ; !C WITHIN 4 EVENTS",
+    "A AS a ;> B AS b ;> C AS c FILTER b.v >= a.v AND c.id != b.id ; !(A AS n FILTER n.v = c.v)"
+    " WITHIN 5 EVENTS",
+    "SELECT * WHERE A AS a ;> B AS b FILTER b.v < a.v ; !(C AS n FILTER n.id = b.id)"
+    " PARTITION BY id WITHIN 1 second",
+])
+@given(events=streams(min_size=3, max_size=10), open_ends=st.booleans())
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_next_match_before_a_trailing_absence_equals_reference(text, events, open_ends):
+    """A trailing absence after a next-match sequence: the scan runs φ (its batches give
+    the partition-local starts the deadline needs) and the wrapper waits for the deadline."""
+    query = parse(text)
+    check_query(query, schema_of(events))
+    compiled = plan(query)
+    assert Method.NEXT_MATCH in compiled.correlation
+    ex = compiled.executor(open_ends=open_ends)
+    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    reference.assert_same_matches(got, reference.trailing_matches(query, events,
+                                                                  open_ends=open_ends))

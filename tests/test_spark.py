@@ -359,6 +359,8 @@ WIDE_QUERIES = [
     "SELECT s WHERE SELL AS s ; !(BUY AS x FILTER x.name = s.name) WITHIN 3 EVENTS",
     "SELECT * WHERE SELL AS s ; !(BUY AS x FILTER x.price > s.price) PARTITION BY name"
     " WITHIN 3 EVENTS",
+    # next match with a comparison (the next-match scan): ranges
+    "SELECT * WHERE BUY AS b ;> SELL AS s FILTER s.price > b.price WITHIN 4 EVENTS",
 ]
 
 
