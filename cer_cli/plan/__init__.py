@@ -5,13 +5,15 @@ The layer that knows every method and engine (the ``meta`` layer of Rust's regex
 
 1. **correlation** — how predicates between events are evaluated: the partition rewrite
    (equalities that tie every event become PARTITION BY), else the PCEA hash join (equalities
-   in its fragment), else the post-filtered relaxation; a correlated absence by the post-filter
-   or, trailing, by ``engine.absence`` (``plan/correlation.py``: one ``Correlation``);
+   in its fragment), else the next-match scan (a next-match sequence: an absence in every gap),
+   else the post-filtered relaxation; a correlated absence by the next-match scan, the
+   post-filter or, trailing, by ``engine.absence`` (``plan/correlation.py``: one ``Correlation``);
 2. **rewriting** — the pure formula passes of ``compiler/rewrite`` (safe form, LP-normal form);
 3. **compilation** — the alphabet of atoms and the CEA, marking SELECT's variables and those
    the post-filter reads;
-4. **execution** — which executor runs it (``engine.Engine`` over the CEA, or
-   ``engine.HashJoinEngine`` over the PCEA), with which window, partitions and strategy;
+4. **execution** — which executor runs it (``engine.Engine`` over the CEA,
+   ``engine.HashJoinEngine`` over the PCEA, or ``engine.next_match.NextMatchScan``), with which
+   window, partitions and strategy;
 5. **fan-out** under ``--spark`` (``plan/fanout.py``) and the **memory verdict**
    (``plan/memory/``, from the bounded-memory criteria).
 

@@ -11,8 +11,12 @@ like ``compiler.rewrite.RULES``) before the formula passes, and the hash join af
 3. ``relax_correlation`` — the other predicates between events leave the automaton;
 4. ``relax_absence`` — a gap whose ψ still compares with the match leaves the automaton too
    (the post-filter checks it), and a trailing ψ's comparisons go to ``engine.absence``;
-5. ``hash_join`` — the predicates of step 3 run as a PCEA when they are in its fragment, else
-   the post-filter tests them on each candidate.
+5. ``hash_join`` — the predicates of step 3 run as a PCEA when they are in its fragment (never
+   beside an absence: its run trees have no gaps);
+6. ``next_match`` — else, a sequence of single events with an absence in every gap, each ψ the
+   next event's condition (what ``;>`` writes), runs by the next-match scan, which checks the
+   predicates of step 3 and the gaps of step 4 as it follows each run;
+7. else the post-filter tests them on each candidate.
 
 A query may use several methods at once (the partition rewrite for its equalities and the
 post-filter for an absence): ``Correlation`` lists each method used, with what it evaluates,
