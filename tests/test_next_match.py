@@ -261,6 +261,9 @@ def test_followed_by_expansion(text, expanded):
     ("A ;> (B OR C)", 6, "one event after it"),
     ("X AS x ; (A ;> B AS b) FILTER b.v > x.v", 31, "bound before the left side"),
     ("A ;> !B ; C", 6, "after ':', ';>' or OR"),
+    ("(A AS a)+ ;> B AS b FILTER b.v > a.v", 28, "one event of every match of the left side"),
+    ("(A AS a OR C) ;> B AS b FILTER b.v > a.v", 32, "one event of every match"),
+    ("A ; A ;> B AS b FILTER b.v > A.v", 24, "reads 'A'"),
     (";> B", 1, "expected a formula"),
 ])
 def test_followed_by_mistakes_are_refused_at_their_position(text, column, words):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.scope import (
+    bound,
     children,
     conj,
     conjuncts,
@@ -100,6 +101,14 @@ def _next(f: FollowedBy, around: tuple[ast.Predicate, ...], before: frozenset[st
                                 " for several events, chain them: A ;> B ;> C"])
     names = own | {atom.name, atom.label}
     earlier = defines(f.left)
+    repeated = set().union(*(defines(n.body) for n in subformulas(f.left)
+                             if isinstance(n, ast.Plus)))
+    binders: dict[str, int] = {}  # how many events of φ's pattern each name binds
+    for n in subformulas(f.left):
+        for v in ({n.var} if isinstance(n, ast.As) else {n.name, n.label}
+                  if isinstance(n, ast.EventType) else ()):
+            binders[v] = binders.get(v, 0) + 1
+    once = {v for v in bound(f.left, with_labels=True) - repeated if binders.get(v) == 1}
     copied = []
     for predicate in (*mine, *around):
         for c in conjuncts(predicate):
@@ -108,6 +117,14 @@ def _next(f: FollowedBy, around: tuple[ast.Predicate, ...], before: frozenset[st
                 continue
             others = reads - names
             if others <= earlier:
+                several = sorted(v for v in others if v not in once)
+                if several:
+                    raise QueryError(
+                        f"';>' chooses the first {atom.label} after its left side by this"
+                        f" condition, which reads '{several[0]}': that must be one event of"
+                        " every match of the left side", c.span or f.span,
+                        hints=[f"name one event with AS outside '+' and OR, e.g. A AS a ;>"
+                               f" {atom.label} AS x FILTER x.v > a.v"])
                 copied.append(c)
                 continue
             outside = sorted(others & before - earlier)
