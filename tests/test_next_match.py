@@ -305,3 +305,17 @@ def test_next_match_before_a_trailing_absence_equals_reference(text, events, ope
     got = list(ex.run(events_frame(events))) + list(finish(ex))
     reference.assert_same_matches(got, reference.trailing_matches(query, events,
                                                                   open_ends=open_ends))
+
+
+@given(text=chains(), events=streams(min_size=2, max_size=12))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_compiled_scan_equals_the_reference(text, events):
+    """The tests above run ``_scan`` as plain Python (their logs are small); ``CER_JIT=1``
+    runs the numba-compiled one (compiled once, then cached)."""
+    import os
+
+    with mock.patch.dict(os.environ, {"CER_JIT": "1"}):
+        if os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0") and \
+                N.importlib.util.find_spec("numba"):
+            assert N._scanner(0) is not N._scan
+        _scan_equals_reference(text, events)
