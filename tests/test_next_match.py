@@ -319,3 +319,29 @@ def test_the_compiled_scan_equals_the_reference(text, events):
                 N.importlib.util.find_spec("numba"):
             assert N._scanner(0) is not N._scan
         _scan_equals_reference(text, events)
+
+
+@pytest.mark.parametrize("text", [
+    "A AS a ;> B AS b ;> C AS c FILTER b.u = a.u AND c.u > b.u WITHIN 6 EVENTS",  # strings
+    "A AS a ;> B AS b FILTER b.f > a.v WITHIN 5 EVENTS",  # float against int
+    "A AS a ;> B AS b FILTER b.big != a.big AND b.u <= a.u PARTITION BY id WITHIN 6 EVENTS",
+])
+def test_values_that_float64_cannot_hold_compare_by_rank_across_slices(text):
+    """Strings, and integers beyond 2^53, are compared by their ranks among the slice's and
+    the waiting runs' values (recomputed per slice); floats against integers as floats.
+    Three events per slice, so runs wait across slices with their raw values."""
+    import random
+
+    rng = random.Random(3)
+    query = parse(text)
+    for _ in range(25):
+        events = [{"type": rng.choice("ABC"), "stream": "S", "time": i, "ts": i,
+                   "v": rng.randint(0, 2), "f": rng.choice([0.5, 1.0, 1.5, float("nan")]),
+                   "id": rng.randint(0, 1), "u": rng.choice("xyz"),
+                   "big": 2**60 + rng.randint(0, 2)} for i in range(14)]
+        compiled = plan(query)
+        assert Method.NEXT_MATCH in compiled.correlation
+        want = reference.reference_matches(query, events)
+        with mock.patch.object(N, "SLICE_ROWS", 3):
+            reference.assert_same_matches(_run(query, events), want)
+        reference.assert_same_matches(_run(query, events), want)
