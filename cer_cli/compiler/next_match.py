@@ -80,7 +80,7 @@ class NextMatch:
     def deterministic(self) -> bool:
         """Every gap's ψ is exactly what the next step asks for: each run takes at most one
         event per step, so each first event starts at most one match."""
-        return all(_shape(g.psi, g.compares) == _shape(_as_formula(s), j)
+        return all(_shape(g.psi, g.compares) == _shape(step_formula(s), j)
                    for g, s, j in zip(self.gaps, self.steps[1:], self.joins[1:], strict=True))
 
     def describe(self) -> str:
@@ -91,7 +91,8 @@ class NextMatch:
         return "sequence " + " ".join(parts)
 
 
-def _as_formula(s: Step) -> ast.Formula:
+def step_formula(s: Step) -> ast.Formula:
+    """A step as the formula of one event: its type (and stream) under its own filters."""
     out: ast.Formula = ast.EventType(s.name, s.stream)
     for p in sorted(s.filters, key=to_text):
         out = ast.Filter(out, p)

@@ -36,19 +36,12 @@ import numpy as np
 import polars as pl
 
 from cer_cli import signals
-from cer_cli.compiler.next_match import NextMatch
-from cer_cli.compiler.predicates import (
-    AttrTest,
-    StreamTest,
-    TypeTest,
-    atom_expression,
-    comparison_pair,
-    value_expression,
-)
+from cer_cli.compiler.next_match import NextMatch, step_formula
+from cer_cli.compiler.predicates import comparison_pair, value_expression
+from cer_cli.engine.absence import psi_expression
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.events import POS, Match, MatchBatch, as_matches
 from cer_cli.query import ast
-from cer_cli.query.scope import strip_var
 
 _KEY = "__cer_nm_key"
 _WTIME = "__cer_nm_time"
@@ -276,31 +269,6 @@ def _relevant(M: np.ndarray, PS: np.ndarray, part: np.ndarray, order: np.ndarray
     return NX, FIRST
 
 
-def step_expression(formula: ast.Formula, schema) -> pl.Expr:
-    """Whether an event takes a step or closes a gap: its type, stream and own filters
-    (an event type under AS and FILTERs on its own variable); never null."""
-    tests, atom = [], formula
-    while isinstance(atom, (ast.As, ast.Filter)):
-        if isinstance(atom, ast.Filter):
-            p = atom.predicate
-            tests.append(pl.lit(p.value) if isinstance(p, ast.BoolConst)
-                         else atom_expression(AttrTest(strip_var(p)), schema))
-        atom = atom.formula
-    expr = atom_expression(TypeTest(atom.name), schema)
-    if atom.stream is not None:
-        expr = expr & atom_expression(StreamTest(atom.stream), schema)
-    for t in tests:
-        expr = expr & t
-    return expr.fill_null(False)
-
-
-def _step_formula(step) -> ast.Formula:
-    out: ast.Formula = ast.EventType(step.name, step.stream)
-    for p in sorted(step.filters, key=repr):
-        out = ast.Filter(out, p)
-    return out
-
-
 class NextMatchScan:
     """Evaluate a ``NextMatch`` over event frames (an ``engine.executor.Executor``): frames
     are consecutive, the waiting runs carry over, so feeding them one by one equals feeding
@@ -410,9 +378,11 @@ class NextMatchScan:
         nm = self.nm
         M = np.empty((self._S, n), dtype=np.bool_)
         PS = np.empty((self._S - 1, n), dtype=np.bool_)
-        exprs = [step_expression(_step_formula(s), schema).alias(f"m{k}")
+        # an event takes a step, or closes a gap, as it satisfies a ψ (type, stream, filters)
+        exprs = [psi_expression(step_formula(s), schema).fill_null(False).alias(f"m{k}")
                  for k, s in enumerate(nm.steps)]
-        exprs += [step_expression(g.psi, schema).alias(f"p{k}") for k, g in enumerate(nm.gaps)]
+        exprs += [psi_expression(g.psi, schema).fill_null(False).alias(f"p{k}")
+                  for k, g in enumerate(nm.gaps)]
         masks = frame.select(exprs)
         for k in range(self._S):
             M[k] = masks[f"m{k}"].to_numpy()
