@@ -33,10 +33,10 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 try:
     import fcntl
@@ -523,3 +523,66 @@ def standard_streams() -> None:
             with suppress(Exception):
                 old.flush()
         setattr(sys, name, new)
+
+
+# --------------------------------------------------------------------------- writers' helpers
+
+
+class SequentialStream:
+    """A write-only stream that counts what it wrote, for Parquet writers that ask ``tell()``
+    of a FIFO or a device (where ``lseek`` fails)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.position, self.closed = raw, 0, False
+
+    def write(self, data: bytes) -> int:
+        self.raw.write(data)
+        self.position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the caller closes ``raw``
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def refuse_input_as_output(output: str | Path | None, inputs: Iterable[str | Path]) -> None:
+    """Raise ``LogError`` if ``output`` is one of ``inputs`` (a log or the query file): writing
+    it would destroy the input. Files are compared by (device, inode), so a symlink or a hard
+    link to an input is caught too; ``-`` and paths that do not exist are never inputs."""
+    from cer_cli.io.contract import LogError  # here: the entry point imports this module first
+
+    if output is None or str(output) == "-":
+        return
+    try:
+        out = os.stat(output)
+    except OSError:
+        return
+    if not stat.S_ISREG(out.st_mode) and not stat.S_ISDIR(out.st_mode):
+        return  # /dev/null or a FIFO: writing it destroys nothing
+    for path in inputs:
+        if str(path) == "-":
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            same = "" if os.path.abspath(path) == os.path.abspath(output) else f" (the same file as {path})"
+            raise LogError(
+                f"refusing to write the output to {output}{same}: it is an input, and writing"
+                " it would destroy it",
+                ["write the matches to another file"],
+            )
+
+

@@ -39,13 +39,10 @@ import polars as pl
 
 from cer_cli.events import STREAM, TIME, Match, MatchBatch, as_batches
 from cer_cli.io import contract
+from cer_cli.io.encoding import partition_json
 from cer_cli.io.files import open_output
+from cer_cli.io.lookup import EventLookup, event_columns
 from cer_cli.io.read import LogError
-from cer_cli.io.write import (
-    EventLookup,
-    event_columns,
-    partition_json,
-)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -48,8 +48,9 @@ from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Match, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
+from cer_cli.io.encoding import partition_json
 from cer_cli.io.files import remove_open_parts
-from cer_cli.io.write import EVENT_COLUMNS, LONG_COLUMNS, partition_json
+from cer_cli.io.shapes import EVENT_COLUMNS, LONG_COLUMNS
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
