@@ -433,6 +433,48 @@ def test_spark_text_output_writes_times_as_local_mode(spark, tmp_path, shape):
             c: cells[c] for c in times if not (cells[c] or "").startswith("[")}
 
 
+def test_spark_match_times_are_each_events_own_time(spark, tmp_path):
+    """Two logs whose time columns have different names: Spark writes each match's
+    start_time/end_time from its first and last event's own time column, as local mode
+    does (both read the first log's column for every event: end_time was null)."""
+    (tmp_path / "a.csv").write_text("type,ts,v\nA,2024-01-01T10:00:00,1\nA,2024-01-01T10:07:00,3\n")
+    (tmp_path / "b.csv").write_text("type,when,w\nB,2024-01-01T10:05:00.5,2\n")
+    args = ["-e", "A ; B", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"),
+            "--time-column", "a=ts", "--time-column", "b=when"]
+    assert _cli("match", *args, "-o", str(tmp_path / "local.csv")).exit_code == 0
+    result = _cli("match", *args, "-o", str(tmp_path / "spark"), "--format", "csv", "--spark",
+                  "--master", "local[2]")
+    assert result.exit_code == 0, result.output
+    want = pl.read_csv(tmp_path / "local.csv", infer_schema=False)
+    got = pl.read_csv(str(tmp_path / "spark" / "*.csv"), infer_schema=False)
+    assert want.select("start_time", "end_time").unique().rows() == [
+        ("2024-01-01T10:00:00", "2024-01-01T10:05:00.500000")]
+    assert got.sort("match", "position").equals(want)
+
+
+def test_spark_json_writes_decimals_exactly_as_local_output(spark, tmp_path):
+    """Decimals are JSON numbers with their exact digits: Spark's JSON writer and local
+    output agree on every digit (local JSONL wrote a float, losing them)."""
+    from decimal import Decimal
+
+    long = Decimal("12345678901234567.123456789012345678")
+    pl.DataFrame({"type": ["A", "B"], "ts": [1, 2],
+                  "d": pl.Series([long, Decimal("1.5")], dtype=pl.Decimal(38, 18))}
+                 ).write_parquet(tmp_path / "d.parquet")
+    args = ["-e", "A ; B", str(tmp_path / "d.parquet")]
+    local = _cli("match", *args, "--format", "jsonl")
+    assert local.exit_code == 0, local.output
+    events = json.loads(local.stdout, parse_float=Decimal)["events"]
+    assert [e["attrs"]["d"] for e in events] == [long, Decimal("1.5")]
+    result = _cli("match", *args, "-o", str(tmp_path / "spark"), "--format", "jsonl", "--spark",
+                  "--master", "local[2]")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line, parse_float=Decimal)
+            for f in sorted(glob.glob(str(tmp_path / "spark" / "*.json")))
+            for line in Path(f).read_text().splitlines()]
+    assert sorted(r["d"] for r in rows) == sorted(e["attrs"]["d"] for e in events)
+
+
 def test_spark_frames_judge_the_time_values_without_a_schema(spark):
     """Given a compiled Plan, ``cer_cli.spark.match`` computes no schema, and reaches the
     local reader's verdicts on the time values all the same: a unit that puts the times in

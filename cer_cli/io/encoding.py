@@ -10,6 +10,7 @@ import codecs
 import datetime as dt
 import json
 import math
+import secrets
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, TextIO
@@ -19,9 +20,17 @@ import polars as pl
 from cer_cli.events import ROW, STREAM, TYPE, Match, MatchBatch
 from cer_cli.io.contract import LogError
 from cer_cli.io.lookup import EventLookup, gather, times_at
+from cer_cli.io.output import DATE_TEXT, FRACTION_DIGITS, SECONDS_TEXT
+
+#: Marks a decimal's exact digits in ``json.dumps``'s text (``json_value``), which then
+#: become a bare number (``json_dumps``); random, so that no text of the data can hold it.
+_EXACT = "\ue000" + secrets.token_hex(8)
 
 
 def json_value(v: Any) -> Any:
+    """``v`` as ``json.dumps`` can write it, by the ``io.output`` text rules: datetimes as
+    ``isoformat``, durations as seconds, NaN and infinities as null, decimals as their exact
+    digits (marked; ``json_dumps`` writes them as numbers)."""
     if isinstance(v, dt.datetime | dt.date | dt.time):
         return v.isoformat()
     if isinstance(v, dt.timedelta):
@@ -29,12 +38,34 @@ def json_value(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if isinstance(v, Decimal):
-        return float(v)
+        return f"{_EXACT}{v:f}{_EXACT}" if v.is_finite() else None
     if isinstance(v, list | tuple):
         return [json_value(x) for x in v]
     if isinstance(v, dict):
         return {k: json_value(x) for k, x in v.items()}
     return v
+
+
+def json_dumps(value: Any) -> str:
+    """The JSON text of ``json_value(value)``: ``json.dumps`` with decimals as bare numbers
+    of their exact digits (``1.50``; a float would round a long one)."""
+    text = json.dumps(json_value(value), ensure_ascii=False, default=str)
+    if _EXACT in text:
+        text = text.replace('"' + _EXACT, "").replace(_EXACT + '"', "")
+    return text
+
+
+def json_loads(text: str) -> Any:
+    """``json.loads`` for writing the value again with ``json_dumps``: each number with a
+    fraction keeps its text (as ``json_value`` marks a decimal), so nothing is rounded."""
+    return json.loads(text, parse_float=lambda t: _EXACT + t + _EXACT)
+
+
+def plain_text(v: Any) -> str | None:
+    """A value as the table shows it: ``json_value``'s, a string without quotes, a decimal
+    its exact digits; ``None`` for null."""
+    v = json_value(v)
+    return None if v is None else str(v).replace(_EXACT, "")
 
 
 def partition_object(match: Match, names: Sequence[str]) -> dict[str, Any] | None:
@@ -49,13 +80,14 @@ def partition_json(key: tuple | None, names: Sequence[str]) -> str | None:
     """The ``partition`` column of CSV/Parquet output: the JSON text of the JSONL record's
     ``partition`` object (None without PARTITION BY). Spark's writer uses it too."""
     value = None if key is None else partition_object(Match(0, 0, (), key), names)
-    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    return None if value is None else json_dumps(value)
 
 
 def match_record(
     n: int, match: Match, lookup: EventLookup, partition_names: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The JSON object of the ``n``-th match (0-based, output order)."""
+    """The JSON object of the ``n``-th match (0-based, output order); ``json_dumps`` writes
+    it. Its times are those outputs show (``lookup.times_at``)."""
     events = []
     for position, variables in match.events:
         ev = lookup.get(position)
@@ -69,12 +101,13 @@ def match_record(
                 "attrs": {k: json_value(v) for k, v in ev.attrs.items()},
             }
         )
+    start_time, end_time = times_at(lookup, [match.start, match.end]).to_list()
     return {
         "match": n,
         "start": match.start,
         "end": match.end,
-        "start_time": json_value(lookup.time_of(match.start)),
-        "end_time": json_value(lookup.time_of(match.end)),
+        "start_time": json_value(start_time),
+        "end_time": json_value(end_time),
         "partition": partition_object(match, partition_names),
         "events": events,
     }
@@ -86,10 +119,10 @@ _POLARS_JSON = (pl.String, pl.Categorical, pl.Enum)
 
 
 def json_texts(s: pl.Series) -> pl.Series:
-    """The ``json.dumps(json_value(v), ensure_ascii=False)`` text of every value of ``s``,
-    computed in polars for the common dtypes and per value only for the others."""
+    """The ``json_dumps(v)`` text of every value of ``s``, computed in polars for the common
+    dtypes and per value only for the others."""
     dtype = s.dtype
-    if dtype.is_integer():
+    if dtype.is_integer() or isinstance(dtype, pl.Decimal):  # a decimal's text: plain digits
         return s.cast(pl.String).fill_null("null")
     if dtype == pl.Boolean:
         return pl.select(
@@ -102,14 +135,14 @@ def json_texts(s: pl.Series) -> pl.Series:
         ).to_series()
         return enc
     if _iso_in_polars(s):
-        text = s.dt.strftime("%Y-%m-%d")
+        text = s.dt.strftime(DATE_TEXT)
         if dtype != pl.Date:  # isoformat: seconds, then microseconds only when not zero
             us = s.dt.microsecond()
             text = pl.select(
                 pl.concat_str(
-                    _lit(text), pl.lit("T"), _lit(s.dt.strftime("%H:%M:%S")),
+                    _lit(s.dt.strftime(SECONDS_TEXT)),
                     pl.when(_lit(us) != 0)
-                    .then(pl.lit(".") + _lit(us).cast(pl.String).str.zfill(6))
+                    .then(pl.lit(".") + _lit(us).cast(pl.String).str.zfill(FRACTION_DIGITS))
                     .otherwise(pl.lit("")),
                 )
             ).to_series()
@@ -131,10 +164,7 @@ def json_texts(s: pl.Series) -> pl.Series:
         return pl.select(
             pl.when(_lit(finite)).then(_lit(text)).otherwise(pl.lit("null"))
         ).to_series()
-    return pl.Series(
-        [json.dumps(json_value(v), ensure_ascii=False, default=str) for v in s.to_list()],
-        dtype=pl.String,
-    )
+    return pl.Series([json_dumps(v) for v in s.to_list()], dtype=pl.String)
 
 
 def _lit(s: pl.Series) -> pl.Expr:
@@ -160,7 +190,7 @@ def jsonl_lines(
     batch: MatchBatch, lookup: EventLookup, first: int, partition_names: Sequence[str]
 ) -> str:
     """The JSONL text of ``batch`` (matches numbered from ``first``), byte for byte what
-    ``match_record`` + ``json.dumps`` give, but built column-wise: one string column per
+    ``match_record`` + ``json_dumps`` give, but built column-wise: one string column per
     event, joined per match, so the cost per event is polars', not a Python dict's."""
     import numpy as np
 
@@ -203,17 +233,13 @@ def jsonl_lines(
             joined["m"], joined["ev"])
     start = np.asarray(batch.start, dtype=np.int64)
     end = np.asarray(batch.end, dtype=np.int64)
-    tc = lookup.time_column
-    if tc is None:
-        start_time = end_time = lit("null")
-    else:
-        times = json_texts(times_at(lookup, np.concatenate([start, end]), tc))
-        start_time, end_time = times[: len(start)], times[len(start):]
+    times = json_texts(times_at(lookup, np.concatenate([start, end])))
+    start_time, end_time = times[: len(start)], times[len(start):]
     part_text: dict[int, str] = {}
     for k in np.unique(np.asarray(batch.part, dtype=np.int64)).tolist():
         key = batch.partitions.get(k)
         value = None if key is None else partition_object(Match(0, 0, (), key), partition_names)
-        part_text[k] = json.dumps(value, ensure_ascii=False, default=str)
+        part_text[k] = json_dumps(value)
     parts = pl.Series(np.asarray(batch.part, dtype=np.int64)).replace_strict(
         part_text, return_dtype=pl.String
     )
@@ -233,33 +259,36 @@ def jsonl_lines(
 
 
 
-def _iso_texts(s: pl.Series) -> pl.Series:
-    """Dates and datetimes as the JSONL text without quotes (``isoformat``, zone kept)."""
+def _csv_cells(s: pl.Series, unquote: bool = False) -> pl.Series:
+    """The JSONL text of each value as a CSV cell (``unquote``: a JSON string's content);
+    a null stays an empty cell."""
     text = json_texts(s)
-    return pl.select(
-        pl.when(_lit(text) == "null").then(None).otherwise(_lit(text).str.slice(1).str.head(-1))
-    ).to_series().alias(s.name)
+    cell = _lit(text).str.slice(1).str.head(-1) if unquote else _lit(text)
+    return pl.select(pl.when(_lit(text) == "null").then(None).otherwise(cell)
+                     ).to_series().alias(s.name)
 
 
 def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
-    """Temporal columns as ``_iso_texts``; list columns of the wide shape as JSON arrays."""
+    """The cells CSV writes as JSONL does (``io.output``'s text rules): dates and datetimes
+    (``isoformat``, zone kept), durations (seconds), the wide shape's lists (JSON arrays)."""
     out = []
     for name, dtype in frame.schema.items():
         if dtype in (pl.Date,) or isinstance(dtype, pl.Datetime):
-            out.append(_iso_texts(frame[name]))
-        elif isinstance(dtype, pl.List) and not isinstance(dtype.inner, pl.List | pl.Struct):
-            texts = json_texts(frame[name])
-            out.append(pl.select(pl.when(_lit(texts) == "null").then(None)
-                                 .otherwise(_lit(texts))).to_series().alias(name))
+            out.append(_csv_cells(frame[name], unquote=True))
+        elif isinstance(dtype, pl.Duration) or (
+                isinstance(dtype, pl.List) and not isinstance(dtype.inner, pl.List | pl.Struct)):
+            out.append(_csv_cells(frame[name]))
     return frame.with_columns(out) if out else frame
 
 
 def refuse_for_csv(schema: pl.Schema) -> None:
-    """CSV has no lists, structs or bytes (polars fails mid-write): name the column instead."""
+    """CSV has no lists, structs, bytes or Python objects (``io.output.CSV_REFUSED``; polars
+    fails mid-write): name the column instead."""
     for name, dtype in schema.items():
         what = ("lists" if isinstance(dtype, pl.List | pl.Array) else
                 "structs" if isinstance(dtype, pl.Struct) else
-                "binary values" if dtype == pl.Binary else None)
+                "binary values" if dtype == pl.Binary else
+                "Python objects" if dtype == pl.Object else None)
         if what is not None:
             raise LogError(
                 f"column {name!r} holds {what}, which the CSV output cannot hold",

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from cer_cli.events import POS, ROW, STREAM, TYPE
-from cer_cli.io.contract import LogError
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
+from cer_cli.io.contract import TIME_UNIT, LogError
 
 if TYPE_CHECKING:
     from cer_cli.io.read import EventLog
@@ -29,7 +29,6 @@ class EventRow:
     stream: str
     row: int
     type: str
-    time: Any
     attrs: dict[str, Any]
 
 
@@ -47,11 +46,14 @@ class EventLookup:
     ``bound`` before the first value of the newest frame: no match ending in the newest frame
     can reach them, because a match spans at most ``bound`` of that time.
 
+    ``time_columns`` are the logs' time columns (``OutputSpec.time_columns``): a match's
+    times are its events' TIME in their common type (``time_dtype``, ``times_at``).
+
     Mutable on purpose: it follows the stream as the engine advances.
     """
 
     columns: tuple[str, ...]
-    time_column: str | None = None
+    time_columns: tuple[str, ...] = ()
     window: int | None = None
     horizon: tuple[str, float] | None = None
     dtypes: dict[str, pl.DataType] = field(default_factory=dict)
@@ -62,7 +64,7 @@ class EventLookup:
     def for_log(
         cls, log: EventLog, window: int | None = None, horizon: tuple[str, float] | None = None
     ) -> EventLookup:
-        return cls(log.columns, log.schema.time_column, window, horizon)
+        return cls(log.columns, log.time_columns, window, horizon)
 
     def add(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
@@ -105,7 +107,6 @@ class EventLookup:
                     stream=rec[STREAM],
                     row=rec[ROW],
                     type=rec[TYPE],
-                    time=rec[self.time_column] if self.time_column else None,
                     attrs={c: rec.get(c) for c in self.columns},
                 )
         if self._frames and position < self._frames[0][0]:
@@ -117,21 +118,52 @@ class EventLookup:
         raise LogError(f"no event at position {position} has been read")
 
     def time_of(self, position: int) -> Any:
-        """The event's time; None at ``n_seen``, the end of the log (an open match's end)."""
-        return None if position >= self.n_seen else self.get(position).time
+        """A match's time at ``position``, as outputs show it (``times_at``)."""
+        return times_at(self, [position])[0]
+
+    def time_dtype(self) -> pl.DataType | None:
+        """The type of a match's times: the common type of the logs' time columns (their
+        own when they share one; UTC instants when they have none, as a naive and an aware
+        datetime); ``None`` without a time column or before any frame."""
+        dtypes = [self.dtypes[c] for c in self.time_columns if c in self.dtypes]
+        if len(set(dtypes)) <= 1:
+            return dtypes[0] if dtypes else None
+        empty = pl.DataFrame([pl.Series(str(i), [], d) for i, d in enumerate(dtypes)])
+        try:
+            return empty.select(pl.coalesce(pl.all())).dtypes[0]
+        except pl.exceptions.PolarsError:
+            return pl.Datetime(TIME_UNIT, "UTC")
 
 
 
-def times_at(lookup: EventLookup, pos: Any, tc: str) -> pl.Series:
-    """The time column at positions ``pos``; null at ``lookup.n_seen`` and after: the end
-    of the log, which a trailing absence's open match ends at (docs/language.md)."""
+def times_at(lookup: EventLookup, pos: Any) -> pl.Series:
+    """The times of the events at positions ``pos`` as outputs show a match's times: their
+    TIME (``OutputSpec.time_columns``) in ``lookup.time_dtype()``; null at ``lookup.n_seen``
+    and after, the end of the log, which a trailing absence's open match ends at
+    (docs/language.md), and null throughout without a time column."""
     import numpy as np
 
+    pos = np.asarray(pos, dtype=np.int64)
+    dtype = lookup.time_dtype()
+    if dtype is None or not len(pos):
+        return pl.Series([None] * len(pos), dtype=dtype or pl.String)
     past = pos >= lookup.n_seen
-    if not past.any():
-        return gather(lookup, pos, [tc])[tc]
-    times = gather(lookup, np.where(past, pos.min(), pos), [tc])[tc]
-    return pl.select(pl.when(pl.Series(past)).then(None).otherwise(times).alias(tc)).to_series()
+    times = gather(lookup, np.where(past, pos.min(), pos), [TIME])[TIME]
+    if past.any():
+        times = pl.select(pl.when(pl.Series(past)).then(None).otherwise(times)).to_series()
+    return render_time(times, dtype)
+
+
+def render_time(times: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """TIME values in ``dtype``: int64 ns since the epoch as that datetime (in its zone) or
+    date; a number without a unit as that number type."""
+    if isinstance(dtype, pl.Datetime) or dtype == pl.Date:
+        instants = times.cast(pl.Datetime(TIME_UNIT))
+        zone = getattr(dtype, "time_zone", None)
+        if zone is not None:
+            instants = instants.dt.replace_time_zone("UTC").dt.convert_time_zone(zone)
+        return instants.cast(dtype)
+    return times.cast(dtype)
 
 
 def gather(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:

@@ -472,6 +472,11 @@ class EventLog:
             ).drop(_ARG)
             pos += frame.height
 
+    @property
+    def time_columns(self) -> tuple[str, ...]:
+        """The logs' time columns, each once, in argument order (``OutputSpec.time_columns``)."""
+        return tuple(dict.fromkeys(g.time_column for g in self._logs if g.time_column))
+
     def time_texts(self) -> list[str]:
         """Per log, its time column and how it is read (unit, format), for ``cer explain``."""
         return [t for g in self._logs if (t := g.time_text()) is not None]

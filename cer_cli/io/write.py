@@ -17,7 +17,6 @@ The writers only write: the events come from ``io.lookup``, the shapes' frames f
 from __future__ import annotations
 
 import io
-import json
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -29,14 +28,16 @@ import polars as pl
 if TYPE_CHECKING:  # only the table format loads rich (start-up, issue #15)
     from rich.console import Console
 
-from cer_cli.events import Match, MatchBatch, as_matches
+from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, as_matches
 from cer_cli.io.contract import LogError
 from cer_cli.io.encoding import (
     csv_ready,
     encodable,
-    json_value,
+    json_dumps,
+    json_loads,
     jsonl_lines,
     match_record,
+    plain_text,
     refuse_for_csv,
 )
 from cer_cli.io.files import (
@@ -46,7 +47,15 @@ from cer_cli.io.files import (
     refuse_input_as_output,
 )
 from cer_cli.io.lookup import EventLookup
-from cer_cli.io.shapes import EVENT_COLUMNS, SHAPES, empty_frame, match_frame, match_frames
+from cer_cli.io.output import VARS_SEPARATOR
+from cer_cli.io.shapes import (
+    SHAPES,
+    empty_frame,
+    match_frame,
+    match_frames,
+    output_spec,
+    spec_frames,
+)
 
 __all__ = ["OUTPUT_FORMATS", "SHAPES", "EventLookup", "match_frame", "render_table",
            "render_wide_table", "refuse_input_as_output", "write_csv", "write_jsonl", "write_matches", "write_parquet",
@@ -77,7 +86,7 @@ def write_jsonl(
                 n += len(item)
             continue
         record = match_record(n, item, lookup, partition_names)
-        out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        out.write(json_dumps(record) + "\n")
         n += 1
     return n
 
@@ -96,7 +105,7 @@ def write_csv(
     total = 0
     for frame in match_frames(matches, lookup, shape, variables, partition_names, buffer_rows):
         if shape == "long":
-            frame = frame.with_columns(pl.col("vars").list.join("|"))
+            frame = frame.with_columns(pl.col("vars").list.join(VARS_SEPARATOR))
         frame = csv_ready(frame)
         if total == 0:
             refuse_for_csv(frame.schema)
@@ -179,8 +188,8 @@ def write_wide_jsonl(
     for frame in match_frames(matches, lookup, "wide", variables, partition_names):
         for row in frame.iter_rows(named=True):
             if row["partition"] is not None:
-                row["partition"] = json.loads(row["partition"])
-            out.write(json.dumps(json_value(row), ensure_ascii=False, default=str) + "\n")
+                row["partition"] = json_loads(row["partition"])
+            out.write(json_dumps(row) + "\n")
             n += 1
     return n
 
@@ -196,14 +205,18 @@ def render_wide_table(
 
     started = time.perf_counter() if started is None else started
     n = 0
-    for frame in match_frames(matches, lookup, "wide", variables, partition_names):
-        names = [c[: -len(".position")] for c in frame.columns if c.endswith(".position")]
+    wanted = output_spec(lookup, "wide", variables, partition_names)
+    for spec, frame in spec_frames(matches, lookup, wanted):  # with the variables known
+        names = [var for var, _ in spec.variables or ()]
+        shown = {var: [(c.name, c.name[len(var) + 1:]) for c in spec.columns()
+                       if c.variable == var and c.source not in (POS, STREAM, ROW, TYPE)]
+                 for var in names}
         for row in frame.iter_rows(named=True):
             title = f"[bold]match {row['match']}[/]  positions {row['start']}..{row['end']}"
             if row["start_time"] is not None:
                 title += f"  time {_cell(row['start_time'])} → {_cell(row['end_time'])}"
             if row["partition"] is not None:
-                part = json.loads(row["partition"])
+                part = json_loads(row["partition"])
                 title += "  " + " ".join(f"{k}={_cell(v)}" for k, v in part.items())
             console.print(title)
             n += 1
@@ -217,11 +230,10 @@ def render_wide_table(
             for var in names:
                 if row[f"{var}.position"] is None:
                     continue
-                fixed = {f"{var}.{c}" for c in EVENT_COLUMNS}
                 attrs = "  ".join(
-                    f"{k[len(var) + 1:]}={_cells(v)}" for k, v in row.items()
-                    if k.startswith(var + ".") and k not in fixed and v is not None
-                    and (not isinstance(v, list) or any(x is not None for x in v)))
+                    f"{label}={_cells(row[name])}" for name, label in shown[var]
+                    if row[name] is not None
+                    and (not isinstance(row[name], list) or any(x is not None for x in row[name])))
                 table.add_row(var, _cells(row[f"{var}.position"]), _cells(row[f"{var}.type"]), attrs)
             console.print(table)
             console.print()
@@ -239,8 +251,8 @@ NO_EVENTS_LINE = "[dim](no reported events)[/]"
 
 
 def _cell(v: Any) -> str:
-    v = json_value(v)
-    return "∅" if v is None else str(v)
+    text = plain_text(v)
+    return "∅" if text is None else text
 
 
 def _cells(v: Any) -> str:

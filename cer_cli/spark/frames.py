@@ -25,7 +25,15 @@ from cer_cli.query.checks import check_query
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from cer_cli.query.scope import wide_variables
-from cer_cli.spark.job import _frame_log, _long, _matches, _Run, _schema, _ship_package, _wide
+from cer_cli.spark.job import (
+    _frame_log,
+    _matches,
+    _Run,
+    _schema,
+    _shaped,
+    _ship_package,
+    output_spec,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -87,7 +95,6 @@ def match(
     run = _Run(df.sparkSession, lazy=True)
     ev = run.event_frame(logs)
     found = _matches(run, compiled, ev, ranges)
-    if shape == "wide":
-        return _wide(run, found, ev, wide_variables(compiled.query))[0]
-    return _long(run, found, ev)[0]
+    variables = wide_variables(compiled.query) if shape == "wide" else ()
+    return _shaped(run, found, ev, output_spec(ev, shape, variables))[0]
 

@@ -50,7 +50,15 @@ from cer_cli.io import contract
 from cer_cli.io.contract import LogError
 from cer_cli.io.encoding import partition_json
 from cer_cli.io.files import remove_open_parts
-from cer_cli.io.shapes import EVENT_COLUMNS, LONG_COLUMNS
+from cer_cli.io.output import (
+    FRACTION_DIGITS,
+    LIST_SEPARATOR,
+    MATCH_COLUMNS,
+    SECONDS_TEXT,
+    UTC_OFFSET,
+    VARS_SEPARATOR,
+    OutputSpec,
+)
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
@@ -824,6 +832,11 @@ class _Events:
     n: int | None  # None for a lazy run: counted only when a ``ranges`` plan needs it
     logs: list[_Log]
 
+    @property
+    def time_columns(self) -> tuple[str, ...]:
+        """The logs' time columns, each once (``OutputSpec.time_columns``)."""
+        return tuple(dict.fromkeys(g.time_column for g in self.logs if g.time_column))
+
 
 class _Run:
     """Holds what a run persisted, to release it at the end.
@@ -1282,48 +1295,126 @@ def _matches(run: _Run, compiled: Plan, ev: _Events, ranges: int | None) -> Data
     return run.persist(tasks.mapInArrow(_task(compiled), MATCH_SCHEMA))
 
 
-def _long(run: _Run, matches: DataFrame, ev: _Events, csv: bool = False
-          ) -> tuple[DataFrame, int | None]:
-    """The long format of local mode (one row per match x event: match, start, end,
-    position, stream, row, type, vars, start_time, end_time, partition (JSON text), then the
-    log's columns, ``log.``-prefixed on a clash), ordered by (match, position), and the
-    match count (None for a lazy run). ``csv`` joins vars with ``|``. A match without
-    reported events keeps one row with null event columns, as locally (``io.write``)."""
+def output_spec(ev: _Events, shape: str = "long", variables=()) -> OutputSpec:
+    """The ``OutputSpec`` of matches over the event frame ``ev`` (``variables``: the wide
+    shape's, ``query.scope.wide_variables``'s)."""
+    return OutputSpec(shape, tuple(ev.columns), ev.time_columns).with_variables(variables)
+
+
+def _shaped(run: _Run, matches: DataFrame, ev: _Events, spec: OutputSpec, csv: bool = False
+            ) -> tuple[DataFrame, int | None]:
+    """The matches in ``spec``'s shape as local mode writes them (``OutputSpec.columns``),
+    ordered by (match, position) in the long shape, by match in the wide one; and the match
+    count (None for a lazy run). ``csv``: vars joined with ``VARS_SEPARATOR``, the wide
+    shape's lists as JSON text, as the local CSV writer writes them."""
+    numbered, total = _numbered(run, matches, ev)
+    columns = spec.columns()
+    sources = list(dict.fromkeys(c.source for c in columns if c.of == "event"))
+    alias = {src: f"__cer_e{i}" for i, src in enumerate(sources)}  # names free of clashes
+    events = ev.frame.select(*(_col(src).alias(alias[src]) for src in sources))
+    if spec.shape == "long":
+        return _long(numbered, events, columns, alias, csv), total
+    return _wide(numbered, events, columns, alias, spec, csv), total
+
+
+def _long(numbered: DataFrame, events: DataFrame, columns, alias, csv: bool) -> DataFrame:
+    """One row per match x event; a match without reported events keeps one row with null
+    event columns, as locally (``io.shapes``)."""
     from pyspark.sql import functions as F
 
-    numbered, total = _numbered(run, matches, ev)
-    exploded = numbered.select("match", "start", "end", "start_time", "end_time",
-                               F.col("partition_json").alias("partition"),
-                               F.explode_outer("events").alias("e"))
-    rows = exploded.select("match", "start", "end", "start_time", "end_time", "partition",
-                           F.col("e.position").alias("position"), F.col("e.vars").alias("vars"))
-    names = [f"log.{c}" if c in LONG_COLUMNS else c for c in ev.columns]
-    events = ev.frame.select(
-        F.col(POS).alias("position"), F.col(STREAM).alias("stream"), F.col(ROW).alias("row"),
-        F.col(TYPE).alias("type"),
-        *(F.col(f"`{c}`").alias(n) for c, n in zip(ev.columns, names, strict=True)),
-    )
-    vars_col = F.array_join("vars", "|") if csv else F.col("vars")
-    long = rows.join(events, "position", "left").select(
-        "match", "start", "end", "position", "stream", "row", "type", vars_col.alias("vars"),
-        "start_time", "end_time", "partition", *(F.col(f"`{n}`") for n in names),
-    ).orderBy("match", "position")
-    return long, total
+    rows = numbered.select(*(F.col(c) for c in MATCH_COLUMNS if c != "partition"),
+                           F.col("partition_json").alias("partition"),
+                           F.explode_outer("events").alias("__cer_ev"))
+    rows = rows.select("*", F.col("__cer_ev.position").alias(alias[POS]),
+                       F.col("__cer_ev.vars").alias("__cer_vars"))
+    joined = rows.join(events, alias[POS], "left")
+    out = []
+    for c in columns:
+        if c.of == "match":
+            out.append(F.col(c.source).alias(c.name))
+        elif c.of == "vars":
+            v = F.col("__cer_vars")
+            out.append((F.array_join(v, VARS_SEPARATOR) if csv else v).alias(c.name))
+        else:
+            out.append(F.col(alias[c.source]).alias(c.name))
+    position = next(c.name for c in columns if c.of == "event" and c.source == POS)
+    return joined.select(*out).orderBy("match", position)
+
+
+def _wide(numbered: DataFrame, events: DataFrame, columns, alias, spec: OutputSpec, csv: bool
+          ) -> DataFrame:
+    """One row per match; a variable that may bind several events has array columns in
+    stream order (``csv``: JSON text, as the local CSV writer writes lists)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    out = numbered.select(*(F.col(c) for c in MATCH_COLUMNS if c != "partition"),
+                          F.col("partition_json").alias("partition"))
+    fields = list(alias.values())  # POS first: sorting the structs sorts by position
+    fields.sort(key=lambda n: n != alias[POS])
+    bound = (numbered.select("match", F.explode("events").alias("__cer_ev"))
+             .select("match", F.col("__cer_ev.position").alias(alias[POS]),
+                     F.explode("__cer_ev.vars").alias("__cer_var"))
+             .join(events, alias[POS]))
+    kinds = dict(zip(events.columns, (f.dataType for f in events.schema.fields), strict=True))
+    for var, many in spec.variables or ():
+        mine = [c for c in columns if c.variable == var]
+        sub = bound.filter(F.col("__cer_var") == var)
+        if many:
+            sub = sub.groupBy("match").agg(
+                F.sort_array(F.collect_list(F.struct(*fields))).alias("__cer_s"))
+            cols = [F.col("__cer_s").getField(alias[c.source]) for c in mine]
+            if csv:
+                cols = [_json_list(_iso(x, T.ArrayType(kinds[alias[c.source]])))
+                        for x, c in zip(cols, mine, strict=True)]
+        else:
+            cols = [F.col(alias[c.source]) for c in mine]
+        sub = sub.select("match", *(x.alias(c.name) for x, c in zip(cols, mine, strict=True)))
+        out = out.join(sub, "match", "left")
+    return out.select(*(_col(c.name) for c in columns)).orderBy("match")
 
 
 def _numbered(run: _Run, matches: DataFrame, ev: _Events) -> tuple[DataFrame, int | None]:
     """One row per match, numbered in local mode's order (end, then the engine's), with
-    start_time / end_time: the log's time column at the match's first and last event."""
+    start_time / end_time: the TIME of its first and last event in the common type of the
+    logs' time columns (``OutputSpec.time_columns``), as local outputs show them."""
     from pyspark.sql import functions as F
 
     numbered, total = run.rank(matches, "match", "end", "seq")
-    tc = ev.time_column if ev.time_column in ev.columns else None
+    dtype = _time_type(ev)
     for side in ("start", "end"):
-        when = (ev.frame.select(F.col(POS).alias(side), F.col(f"`{tc}`").alias(f"{side}_time"))
-                if tc is not None else None)
-        numbered = (numbered.join(when, side, "left") if when is not None
-                    else numbered.withColumn(f"{side}_time", F.lit(None).cast("string")))
+        if dtype is None:
+            numbered = numbered.withColumn(f"{side}_time", F.lit(None).cast("string"))
+            continue
+        when = ev.frame.select(F.col(POS).alias(side),
+                               _match_time(F.col(TIME), dtype).alias(f"{side}_time"))
+        numbered = numbered.join(when, side, "left")
     return numbered, total
+
+
+def _time_type(ev: _Events):
+    """The common Spark type of the logs' time columns (None without any): what Spark
+    makes of ``coalesce`` over them, as ``EventLookup.time_dtype`` does locally."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    cols = [_col(c) for c in ev.time_columns if c in ev.frame.columns]
+    if not cols:
+        return None
+    try:
+        return ev.frame.select(F.coalesce(*cols)).schema.fields[0].dataType
+    except Exception:  # no common type: UTC instants
+        return T.TimestampType()
+
+
+def _match_time(time, dtype):
+    """TIME (ns since the epoch for datetimes, else a number) as a value of ``dtype``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType):
+        return F.timestamp_micros(F.floor(time / 1000)).cast(dtype)
+    return time.cast(dtype)
 
 
 def _local_text(df: DataFrame) -> DataFrame:
@@ -1333,9 +1424,9 @@ def _local_text(df: DataFrame) -> DataFrame:
 
 
 def _iso(col, dtype):
-    """A datetime column as Python's ``isoformat`` (``io.write``): seconds, then microseconds
-    only when not zero; Spark's zoned TIMESTAMP (UTC in cer's sessions) ends in ``+00:00``.
-    Other columns as they are."""
+    """A datetime column as the ``io.output`` text rule says (Python's ``isoformat``):
+    seconds, then microseconds only when not zero; Spark's zoned TIMESTAMP (UTC in cer's
+    sessions) ends in ``UTC_OFFSET``. Other columns as they are."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -1345,61 +1436,21 @@ def _iso(col, dtype):
         return col
     if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
         return col
-    seconds = F.date_format(col, "yyyy-MM-dd'T'HH:mm:ss")
-    micros = F.date_format(col, "SSSSSS")
-    text = F.when(micros == "000000", seconds).otherwise(F.concat(seconds, F.lit("."), micros))
-    return F.concat(text, F.lit("+00:00")) if isinstance(dtype, T.TimestampType) else text
+    seconds = F.date_format(col, _java_pattern(SECONDS_TEXT))
+    micros = F.date_format(col, "S" * FRACTION_DIGITS)
+    text = F.when(micros == "0" * FRACTION_DIGITS, seconds).otherwise(
+        F.concat(seconds, F.lit("."), micros))
+    return F.concat(text, F.lit(UTC_OFFSET)) if isinstance(dtype, T.TimestampType) else text
 
 
 def _json_list(col):
-    """An array column as the JSON text local CSV writes (``json.dumps``: ``[1, 2]``)."""
+    """An array column as the JSON text local CSV writes (``io.output``: items as JSON,
+    ``LIST_SEPARATOR`` between them)."""
     from pyspark.sql import functions as F
 
     items = F.transform(col, lambda x: F.regexp_extract(F.to_json(F.array(x)), r"^\[(.*)\]$", 1))
-    return F.when(col.isNotNull(), F.concat(F.lit("["), F.array_join(items, ", "), F.lit("]")))
-
-
-def _wide(run: _Run, matches: DataFrame, ev: _Events, variables, csv: bool = False
-          ) -> tuple[DataFrame, int | None]:
-    """The wide shape of local mode (``io.write``: one row per match, ``MATCH_COLUMNS``, then
-    per variable ``x.position, x.stream, x.row, x.type`` and the log's columns, ``x.log.``
-    prefixed on a clash with those four), ordered by match. ``variables`` are ``(name,
-    many)``: a variable that may bind several events has array columns in stream order
-    (``csv``: JSON text, as the local CSV writer writes lists)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    numbered, total = _numbered(run, matches, ev)
-    out = numbered.select("match", "start", "end", "start_time", "end_time",
-                          F.col("partition_json").alias("partition"))
-    fields = [(c, POS if c == "position" else {"stream": STREAM, "row": ROW, "type": TYPE}[c])
-              for c in EVENT_COLUMNS]
-    fields += [(f"log.{c}" if c in EVENT_COLUMNS else c, c) for c in ev.columns]
-    names = [f"f{i}" for i in range(len(fields))]
-    events = ev.frame.select(*(F.col(f"`{src}`").alias(n)
-                               for n, (_, src) in zip(names, fields, strict=True)))
-    bound = (numbered.select("match", F.explode("events").alias("e"))
-             .select("match", F.col("e.position").alias("f0"), F.explode("e.vars").alias("var"))
-             .join(events, "f0"))
-    wanted = []
-    for var, many in variables:
-        sub = bound.filter(F.col("var") == var)
-        if many:  # sorted by position (the struct's first field): stream order
-            sub = sub.groupBy("match").agg(
-                F.sort_array(F.collect_list(F.struct(*names))).alias("s"))
-            cols = [F.col("s").getField(n) for n in names]
-            if csv:
-                kinds = [f.dataType for f in events.schema.fields]
-                cols = [_json_list(_iso(c, T.ArrayType(k)))
-                        for c, k in zip(cols, kinds, strict=True)]
-        else:
-            cols = [F.col(n) for n in names]
-        alias = [f"{var}.{label}" for label, _ in fields]
-        sub = sub.select("match", *(c.alias(a) for c, a in zip(cols, alias, strict=True)))
-        out = out.join(sub, "match", "left")
-        wanted += alias
-    fixed = ["match", "start", "end", "start_time", "end_time", "partition"]
-    return out.select(*fixed, *(F.col(f"`{a}`") for a in wanted)).orderBy("match"), total
+    return F.when(col.isNotNull(),
+                  F.concat(F.lit("["), F.array_join(items, LIST_SEPARATOR), F.lit("]")))
 
 
 # --------------------------------------------------------------------------- entry points
@@ -1484,12 +1535,10 @@ def spark_write(
     shape: str = "long",
     variables=(),
 ) -> int:
-    """Have Spark write the long format of local mode (one row per match x event: match,
-    start, end, position, stream, row, type, vars, start_time, end_time, partition (JSON
-    text), then the log's columns, ``log.``-prefixed
-    on a clash) as a ``parquet``, ``csv`` (vars joined with ``|``) or ``json`` directory,
-    ordered by (match, position) (``_long``, shared with ``cer_cli.spark.match``). ``mode``
-    is Spark's save mode. ``shape="wide"`` writes the wide shape instead (``_wide``; its
+    """Have Spark write the long shape of local mode (``OutputSpec.columns``) as a
+    ``parquet``, ``csv`` (vars joined with ``VARS_SEPARATOR``) or ``json`` directory,
+    ordered by (match, position) (``_shaped``, shared with ``cer_cli.spark.match``). ``mode``
+    is Spark's save mode. ``shape="wide"`` writes the wide shape instead (its
     ``variables`` are ``query.scope.wide_variables``'s). Returns the match count."""
     if fmt == "jsonl":
         fmt = "json"
@@ -1501,10 +1550,7 @@ def spark_write(
     try:
         ev = run.events(logs, type_column, time_column, log_format)
         found = _matches(run, compiled, ev, ranges)
-        if shape == "wide":
-            long, total = _wide(run, found, ev, variables, csv=fmt == "csv")
-        else:
-            long, total = _long(run, found, ev, csv=fmt == "csv")
+        long, total = _shaped(run, found, ev, output_spec(ev, shape, variables), fmt == "csv")
         if fmt in ("csv", "json"):
             long = _local_text(long)
         writer = long.write.mode(mode)
