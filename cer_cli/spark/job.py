@@ -39,7 +39,7 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -588,9 +588,12 @@ def _source(spec: str, fmt: str | None) -> _Source:
     return _Source(contract.stream_name(name, path), path, fmt)
 
 
-def _load(spark: SparkSession, src: _Source) -> DataFrame:
+def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
+    """The log as Spark reads it; a CSV with the types Spark infers, or ``schema``."""
     r = spark.read
     try:
+        if src.format == "csv" and schema is not None:
+            return r.schema(schema).options(header=True).csv(src.path)
         if src.format == "csv":
             return r.options(header=True, inferSchema=True).csv(src.path)
         if src.format == "parquet":
@@ -615,51 +618,56 @@ def _kind(dtype) -> str | None:
 
 @dataclass
 class _Log:
+    """A loaded log and the contract's decision on it (``contract.LogDecision``), which the
+    Spark reader interprets: its frame has the kinds the decision says. ``time_values``: what
+    the schema pass (or ``_judge_times``) learnt of its time values, for ``judge_times``."""
+
     src: _Source
-    index: int
     df: DataFrame
-    type_column: str | None
-    time_column: str | None = None
-    time_unit: str | None = None
-    time_format: str | None = None
-    #: what the schema pass (or ``_judge_times``) learnt of the time values, and whether
-    #: the time texts are read as UTC instants (``contract.zoned_times``)
+    decision: contract.LogDecision
     time_values: contract.TimeValues | None = None
-    time_zoned: bool = False
 
     @property
-    def log_columns(self) -> contract.LogColumns:
-        """The log as the contract sees it: column kinds, type and time columns."""
-        fields = self.df.schema.fields
-        kinds = {f.name: _kind(f.dataType) for f in fields}
-        return contract.LogColumns(self.src.path, self.src.name, kinds, self.type_column,
-                                   self.time_column, self.time_unit,
-                                   {f.name: f.dataType.simpleString() for f in fields
-                                    if kinds[f.name] is None})
+    def index(self) -> int:
+        return self.decision.index
+
+    @property
+    def type_column(self) -> str | None:
+        return self.decision.type_column
+
+    @property
+    def time_column(self) -> str | None:
+        return self.decision.time_column
+
+    @property
+    def by_files(self) -> bool:
+        """Whether ROW counts rows of files (a DataFrame, or an empty log read as nulls, has
+        none: its ROW is its rank in partition order)."""
+        return self.src.format != FRAME and not self.decision.empty
 
 
 #: The format of an in-memory log (a user's DataFrame, ``_frame_log``), as in ``io.read``.
 FRAME = "frame"
 
 
-def _open(spark, specs: list[str], type_column, fmt, time_column=None) -> list[_Log]:
-    """Load the logs and decide, per log, the type and time columns, the time unit and
-    format, as the contract does for the local reader.
+def _open(spark, specs: list[str], type_column, log_format, time=None) -> list[_Log]:
+    """Load the logs and have the contract decide how each is read (``contract.decide``),
+    as the local reader does.
 
     `cer match --spark` opens the same logs twice (``spark_schema``, then the run): the
     last opening is reused while the application and the local files' sizes and times are
     the same, because a CSV's ``inferSchema`` is a Spark job that reads the whole file."""
     if not specs:
         raise SparkError("no event log given", input_error=True)
-    key = (spark.sparkContext.applicationId, tuple(specs), type_column, fmt, time_column,
+    key = (spark.sparkContext.applicationId, tuple(specs), type_column, log_format, time,
            tuple(_stamp(contract.split_log_arg(s)[1]) for s in specs))
     if None not in key[-1] and _opened.get("key") == key:
         return _opened["logs"]
-    logs = []
-    for i, spec in enumerate(specs):
-        src = _source(spec, fmt)
-        logs.append(_Log(src, i, _load(spark, src), None))
-    logs = _decide(logs, type_column, time_column)
+    loaded = []
+    for spec in specs:
+        src = _source(spec, log_format)
+        loaded.append((src, _load(spark, src)))
+    logs = _decide(spark, loaded, type_column, time)
     _opened.update(key=key, logs=logs)
     return logs
 
@@ -691,27 +699,50 @@ def _input_bytes(specs: list[str]) -> int | None:
     return total
 
 
-def _frame_log(df: DataFrame, stream: str, type_column, time_column=None) -> list[_Log]:
+def _frame_log(df: DataFrame, stream: str, type_column, time=None) -> list[_Log]:
     """A user's DataFrame as the one log ``<stream>`` (named as ``io.read.read_frame``
     names an in-memory log), with the contract's decisions of a file log."""
-    return _decide([_Log(_Source(stream, f"<{stream}>", FRAME), 0, df, None)], type_column,
-                   time_column)
+    return _decide(df.sparkSession, [(_Source(stream, f"<{stream}>", FRAME), df)], type_column,
+                   time)
 
 
-def _decide(logs: list[_Log], type_column, time_column) -> list[_Log]:
-    """The contract's decisions per log (columns, type and time columns, time unit and
-    format): one code path for files and DataFrames."""
+def _seen(index: int, src: _Source, df: DataFrame) -> contract.LogDecision:
+    """What the Spark reader sees of a log, for ``contract.decide``: its columns' kinds
+    (through their Arrow types) and type names, and, when the kinds may be a guess from no
+    value (``contract.untyped``), whether it has a row (one small job)."""
+    fields = df.schema.fields
+    kinds = {f.name: _kind(f.dataType) for f in fields}
+    seen = contract.LogDecision(src.path, src.name, kinds,
+                                types={f.name: f.dataType.simpleString() for f in fields},
+                                format=src.format, index=index)
+    if contract.untyped(src.format, kinds):
+        try:
+            seen = replace(seen, empty=not df.take(1))
+        except Exception as e:
+            raise _spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+    return seen
+
+
+def _decide(spark, loaded: list[tuple[_Source, DataFrame]], type_column, time) -> list[_Log]:
+    """The contract's decisions on loaded logs (files or a DataFrame), each log's frame made
+    to have the kinds decided: an empty log's columns null, a time column of texts that
+    Spark's CSV inference typed as timestamps read again as text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
     with _input():
-        for g in logs:
-            contract.check_columns(g.src.path, g.df.columns)
-        tcols = contract.type_columns([(g.src.path, g.src.name, g.df.columns) for g in logs],
-                                      type_column)
-        for g, t in zip(logs, tcols, strict=True):
-            g.type_column = t
-        for g, d in zip(logs, contract.time_columns([g.log_columns for g in logs], time_column),
-                        strict=True):
-            g.time_column, g.time_unit = d.time_column, d.time_unit
-            g.time_format = contract.time_format(g.log_columns, time_column)
+        seen = [_seen(i, src, df) for i, (src, df) in enumerate(loaded)]
+        decided = contract.decide(seen, type_column, time)
+    logs = []
+    for (src, df), d in zip(loaded, decided, strict=True):
+        if d.empty:
+            df = df.select(*(F.lit(None).alias(c) for c in df.columns))
+        elif d.time_kind == "str" and not isinstance(df.schema[d.time_column].dataType,
+                                                     T.StringType):
+            fields = [T.StructField(f.name, T.StringType()) if f.name == d.time_column else f
+                      for f in df.schema.fields]
+            df = _load(spark, src, T.StructType(fields))
+        logs.append(_Log(src, df, d))
     return logs
 
 
@@ -739,39 +770,39 @@ def _with_rows(spark, df: DataFrame) -> DataFrame:
     return joined.withColumn(ROW, F.col(_MID) + F.col("base")).drop(_FILE, _BLOCK, _MID, "base")
 
 
-def _time_expr(g: _Log, dtype):
-    """TIME of a log as ``contract.time_kind`` says: numbers as they are, or with a unit as
-    ns since the epoch (null beyond int64, as locally); datetimes (texts parsed by
-    ``_parse_time``) as ns since the epoch (Spark keeps microseconds). NaN is null."""
+def _time_expr(d: contract.LogDecision):
+    """TIME of a log as its decision ``d`` says (``contract.time_kind``): numbers as they
+    are, or with a unit as ns since the epoch (null beyond int64, as locally); datetimes
+    (texts parsed by ``_parse_time``) as ns since the epoch (Spark keeps microseconds). NaN
+    is null."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    col = _col(g.time_column)
-    kind = _kind(dtype)
+    col = _col(d.time_column)
+    kind = d.time_kind
     if kind in ("int", "float"):
         ok = col.isNotNull()
         if kind == "float":
             ok = ok & ~F.isnan(col) & (F.abs(col) != float("inf"))
-        if g.time_unit is None:
+        if d.time_unit is None:
             return F.when(ok, col)
-        ok = ok & (F.abs(col) <= contract.unit_bound(g.time_unit))
-        factor = F.lit(contract.TIME_UNITS[g.time_unit]).cast("long")
+        ok = ok & (F.abs(col) <= contract.unit_bound(d.time_unit))
+        factor = F.lit(contract.TIME_UNITS[d.time_unit]).cast("long")
         if kind == "int":  # try_: ANSI mode may evaluate the product even where not ok
             return F.when(ok, F.try_multiply(col.cast("long"), factor))
         return F.when(ok, F.round(col.cast("double") * factor).cast("long"))
-    if isinstance(dtype, T.StringType):
-        col = _parse_time(col, g.time_format)
+    if kind == "str":
+        col = _parse_time(col, d.time_format)
     return F.unix_micros(col.cast("timestamp_ltz")) * 1000
 
 
-def _time_value(g: _Log, dtype, time):
-    """The log's time column as the event frame shows it: parsed texts and numbers with a
-    unit become timestamps (``time`` is the log's TIME in ns), others stay as they are."""
+def _time_value(d: contract.LogDecision, time):
+    """The log's time column as the event frame shows it when the decision reads it as
+    datetimes: parsed texts (UTC instants when ``time_zoned``), or numbers with a unit as the
+    timestamps of ``time``, the log's TIME in ns."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    if isinstance(dtype, T.StringType):
-        return _parse_time(_col(g.time_column), g.time_format, g.time_zoned)
+    if d.time_kind == "str":
+        return _parse_time(_col(d.time_column), d.time_format, d.time_zoned)
     return F.timestamp_micros(F.floor(time / 1000)).cast("timestamp_ntz")
 
 
@@ -922,46 +953,36 @@ class _Run:
 
         tc = next((g.time_column for g in logs if g.time_column), None)
         _judge_times(logs)
-        kinds: list[tuple[str, str]] = []
         with _input():
-            for g in logs:
-                if g.time_column is not None:
-                    dtype = g.df.schema[g.time_column].dataType
-                    kind = contract.time_kind(g.src.path, g.time_column, _kind(dtype),
-                                              dtype.simpleString(), g.time_unit)
-                    kinds.append((g.src.path, kind))
-            time_kind = contract.common_time_kind(tc, kinds) if tc is not None else None
+            time_kind = contract.event_time_kind([g.decision for g in logs])
         time_type = _TIME_TYPES[contract.time_storage(time_kind or "int")]
         frames, columns = [], []
         for g in logs:
+            d = g.decision
             # a DataFrame has no files: ROW is its rank in the frame's partition order
-            df = self.index(g.df, ROW)[0] if g.src.format == FRAME else _with_rows(self.spark, g.df)
+            df = _with_rows(self.spark, g.df) if g.by_files else self.index(g.df, ROW)[0]
             widened = []
-            tdtype = None if g.time_column is None else g.df.schema[g.time_column].dataType
-            ttime = F.lit(None) if g.time_column is None else _time_expr(g, tdtype)
+            ttime = F.lit(None) if d.time_column is None else _time_expr(d)
             for f in g.df.schema.fields:
                 c = _col(f.name)
-                if f.name == g.time_column and (g.time_unit or isinstance(f.dataType, T.StringType)):
-                    c = _time_value(g, f.dataType, ttime)
-                elif f.name == g.time_column and _typed_texts(g, f.dataType):
-                    # Spark typed the time texts: UTC instants when a log's had offsets
-                    c = c.cast("timestamp_ltz" if g.time_zoned else "timestamp_ntz")
+                if f.name == d.time_column and d.reads_time_as_datetime:
+                    c = _time_value(d, ttime)
                 elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
                     c = c.cast("long")
                 elif isinstance(f.dataType, T.FloatType):
                     c = c.cast("double")
-                if f.name != g.type_column:
+                if f.name != d.type_column:
                     widened.append(c.alias(f.name))
                     if f.name not in columns:
                         columns.append(f.name)
-            etype = F.lit(g.src.name) if g.type_column is None else _col(g.type_column)
+            etype = F.lit(g.src.name) if d.type_column is None else _col(d.type_column)
             frames.append(df.select(
                 *widened,
                 etype.cast("string").alias(TYPE),
                 F.lit(g.src.name).alias(STREAM),
                 ttime.cast(time_type).alias(TIME),
                 F.col(ROW),
-                F.lit(g.index).cast("long").alias(_ARG),
+                F.lit(d.index).cast("long").alias(_ARG),
             ))
         union = frames[0]
         try:
@@ -1027,18 +1048,18 @@ def _time_error(spark, g: _Log) -> SparkError:
     """The contract's error for the log's first unreadable time (for texts: the value the
     contract blames, so ``0,soon`` blames ``soon``), worded as the local reader words it."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    dtype = g.df.schema[g.time_column].dataType
-    raw = _col(g.time_column).cast("string")
-    rows = (_with_rows(spark, g.df).filter(_time_expr(g, dtype).isNull())
+    d = g.decision
+    raw = _col(d.time_column).cast("string")
+    numbered = _with_rows(spark, g.df) if g.by_files else _Run(spark).index(g.df, ROW)[0]
+    rows = (numbered.filter(_time_expr(d).isNull())
             .select(F.col(ROW), raw.alias("raw")).orderBy(ROW).limit(10_000).collect())
     bad = rows[0][0]
-    if isinstance(dtype, T.StringType) and g.time_format is None:
+    if d.time_kind == "str" and d.time_format is None:
         bad = contract.blame_time((r[0], r[1]) for r in rows) or bad
     value = next(r[1] for r in rows if r[0] == bad)
-    e = contract.bad_time(f"{g.src.path}: data row {bad} (0-based)", g.time_column, value,
-                          g.time_format, g.time_unit)
+    e = contract.bad_time(f"{g.src.path}: data row {bad} (0-based)", d.time_column, value,
+                          d.time_format, d.time_unit)
     return SparkError(e.message, e.hints, input_error=True)
 
 
@@ -1059,17 +1080,17 @@ def spark_schema(
 
 def _schema(opened: list[_Log]) -> Schema:
     """The ``Schema`` of opened logs: one small aggregation (a row per event type), which
-    also learns the logs' ``time_values``."""
+    also learns the logs' ``time_values`` (and so the contract's verdicts on them)."""
     from pyspark.sql import functions as F
 
-    seen_logs = [g.log_columns for g in opened]
+    decisions = [g.decision for g in opened]
     with _input():
         tc = next((g.time_column for g in opened if g.time_column), None)
-        kinds = contract.column_kinds(seen_logs, tc)
+        kinds = contract.column_kinds(decisions, tc)
     present = []
     try:
-        for g, seen_log in zip(opened, seen_logs, strict=True):
-            usable = contract.attribute_columns(seen_log, kinds)
+        for g in opened:
+            usable = contract.attribute_columns(g.decision, kinds)
             flags = [F.max(_col(c).isNotNull().cast("int")).alias(f"c{i}")
                      for i, c in enumerate(usable)]
             etype = F.lit(g.src.name) if g.type_column is None else _col(g.type_column)
@@ -1084,22 +1105,11 @@ def _schema(opened: list[_Log]) -> Schema:
     except Exception as e:
         raise _spark_error(e) from None
     with _input():
-        schema = contract.build_schema(seen_logs, present, kinds, tc,
-                                       [g.time_values for g in opened])
-    _zone(opened)
-    return schema
+        fits = _judge(opened)
+        return contract.build_schema([g.decision for g in opened], present, kinds, tc, fits)
 
 
 _LOW, _HIGH, _ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
-
-
-def _typed_texts(g: _Log, dtype) -> bool:
-    """Whether a time column is texts Spark typed as timestamps (a CSV's inferSchema: as a
-    TIMESTAMP when a value has an offset, as TIMESTAMP_NTZ otherwise)."""
-    from pyspark.sql import types as T
-
-    return (isinstance(dtype, T.TimestampType | T.TimestampNTZType)
-            and g.src.format not in ("parquet", FRAME))
 
 
 def _time_facts(g: _Log) -> list:
@@ -1108,42 +1118,45 @@ def _time_facts(g: _Log) -> list:
     every number, polars skips it: both skip it here), whether a time column of ISO texts
     holds one with an offset."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    if g.time_column is None:
+    d = g.decision
+    if d.time_column is None:
         return []
-    dtype, col = g.df.schema[g.time_column].dataType, _col(g.time_column)
-    kind = _kind(dtype)
+    col, kind = _col(d.time_column), d.time_kind
     if kind in ("int", "float"):
         x = col if kind == "int" else F.when(~F.isnan(col) & (F.abs(col) != float("inf")), col)
         return [F.min(x).alias(_LOW), F.max(x).alias(_HIGH)]
-    if isinstance(dtype, T.StringType) and g.time_format is None:
+    if kind == "str" and d.time_format is None:
         return [F.max(F.trim(col).rlike(contract.ISO_ZONED_TIME).cast("int")).alias(_ZONED)]
     return []
 
 
 def _time_values(g: _Log, rows) -> contract.TimeValues:
     """The log's ``TimeValues`` from rows carrying ``_time_facts`` (per event type)."""
-    from pyspark.sql import types as T
-
-    if g.time_column is None:
-        return contract.TimeValues()
-    dtype = g.df.schema[g.time_column].dataType
+    d = g.decision
     facts = [r.asDict() for r in rows]
     lows = [f[_LOW] for f in facts if f.get(_LOW) is not None]
     highs = [f[_HIGH] for f in facts if f.get(_HIGH) is not None]
     zoned = None
-    if isinstance(dtype, T.StringType):
-        zoned = (contract.zoned_format(g.time_format) if g.time_format is not None
+    if d.time_kind == "str":
+        zoned = (contract.zoned_format(d.time_format) if d.time_format is not None
                  else any(f.get(_ZONED) for f in facts))
-    elif _typed_texts(g, dtype):
-        zoned = isinstance(dtype, T.TimestampType)
     return contract.TimeValues(min(lows, default=None), max(highs, default=None), zoned)
 
 
+def _judge(logs: list[_Log]) -> dict[str, str]:
+    """``contract.judge_times`` on the logs' ``time_values``: their decisions updated, the
+    epoch units that fit returned."""
+    decisions, fits = contract.judge_times([g.decision for g in logs],
+                                           [g.time_values for g in logs])
+    for g, d in zip(logs, decisions, strict=True):
+        g.decision = d
+    return fits
+
+
 def _judge_times(logs: list[_Log]) -> None:
-    """The time values' verdicts (``contract.check_times``, ``zoned_times``) for logs
-    whose schema Spark did not compute (``_schema`` learns them): one row per log."""
+    """The time values' verdicts for logs whose schema Spark did not compute (``_schema``
+    learns them): one row per log."""
     if all(g.time_values is not None for g in logs):
         return
     try:
@@ -1154,14 +1167,7 @@ def _judge_times(logs: list[_Log]) -> None:
     except Exception as e:
         raise _spark_error(e) from None
     with _input():
-        contract.check_times([g.log_columns for g in logs], [g.time_values for g in logs])
-    _zone(logs)
-
-
-def _zone(logs: list[_Log]) -> None:
-    for g, z in zip(logs, contract.zoned_times([g.log_columns for g in logs],
-                                               [g.time_values for g in logs]), strict=True):
-        g.time_zoned = z
+        _judge(logs)
 
 
 # --------------------------------------------------------------------------- tasks
