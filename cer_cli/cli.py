@@ -602,14 +602,9 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     from cer_cli.api import compile_query
     from cer_cli.io.read import read_events
     from cer_cli.io.write import EventLookup, write_matches
-    from cer_cli.spark.job import (
-        check_output_dir,
-        spark_count,
-        spark_match,
-        spark_schema,
-        spark_write,
-        unknown_conf_keys,
-    )
+    from cer_cli.spark.job import spark_count, spark_match, spark_schema, spark_write
+    from cer_cli.spark.output import check_output_dir
+    from cer_cli.spark.session import unknown_conf_keys
 
     # Pre-flight, before Spark starts (minutes on a cluster): the output directory, the
     # settings; spark_session checks the master URL and reaches a spark:// master.

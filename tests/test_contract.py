@@ -449,7 +449,7 @@ def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
         "detected time missing": ([ok, w("nots.csv", "type,v\nA,1\n")], {}),
         "reserved name": ([w("res.csv", "type,__cer_x\nA,1\n")], {}),
         "unknown extension": ([w("log.txt", "type\nA\n")], {}),
-        "unknown format": ([ok], {"fmt": "xml"}),
+        "unknown format": ([ok], {"log_format": "xml"}),
         "time unit ms on epoch seconds": ([w("es.csv", "type,time\nA,1700000000\nB,1700000100.5\n")],
                                           {"time_column": TimeOptions(unit=("ms",))}),
         "bool and datetime": ([w("bo.csv", "type,v,ts\nA,true,1\n"),
@@ -489,12 +489,13 @@ def spark():
 
 def _spark_events(spark, logs: list[str], options: dict, *columns: str) -> pl.DataFrame:
     """The Spark event frame's reserved columns (and ``columns``), in POS order."""
-    from cer_cli.spark.job import _Run
+    from cer_cli.spark.read import events
+    from cer_cli.spark.run import Run
 
-    run = _Run(spark)
+    run = Run(spark)
     try:
-        ev = run.events(logs, options.get("type_column"), options.get("time_column"),
-                        options.get("fmt"))
+        ev = events(run, logs, options.get("type_column"), options.get("time_column"),
+                    options.get("log_format"))
         picked = ev.frame.select(POS, TYPE, STREAM, ROW, TIME, *(f"`{c}`" for c in columns))
         return pl.from_arrow(picked.toArrow()).sort(POS)
     finally:

@@ -55,9 +55,9 @@ def test_unsupported_format_lists_supported(tmp_path: Path) -> None:
 
 def test_format_override(tmp_path: Path) -> None:
     path = _csv(tmp_path / "log.txt", "type,v\nA,1\n")
-    assert read_events([path], fmt="csv").frame()[TYPE].to_list() == ["A"]
+    assert read_events([path], log_format="csv").frame()[TYPE].to_list() == ["A"]
     with pytest.raises(LogError, match="unsupported log format 'xml'"):
-        read_events([path], fmt="xml")
+        read_events([path], log_format="xml")
 
 
 def test_every_format_reads_the_same(tmp_path: Path) -> None:

@@ -818,7 +818,7 @@ def test_the_spark_session_is_created_off_the_main_thread():
     errors come back to the caller."""
     import threading
 
-    from cer_cli.spark import job
+    from cer_cli.spark import session
 
     class Builder:
         def __init__(self, fail=False):
@@ -831,9 +831,9 @@ def test_the_spark_session_is_created_off_the_main_thread():
             return "session"
 
     b = Builder()
-    assert job._create(b) == "session" and b.main is False
+    assert session._create(b) == "session" and b.main is False
     with pytest.raises(RuntimeError, match="no JVM"):
-        job._create(Builder(fail=True))
+        session._create(Builder(fail=True))
 
 
 def test_a_signal_stops_every_process_below_cer():
@@ -843,18 +843,18 @@ def test_a_signal_stops_every_process_below_cer():
     children (the shared Spark session's JVM) must not be touched."""
     code = (
         "import os, subprocess, sys, time\n"
-        "from cer_cli.spark import job\n"
+        "from cer_cli.spark import processes\n"
         "grand = 'import time; time.sleep(60)'\n"
         "kid = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; '\n"
         "    f'p = subprocess.Popen([sys.executable, \"-c\", {grand!r}]); print(p.pid, flush=True);'\n"
         "    'time.sleep(60)'], stdout=subprocess.PIPE, text=True)\n"
         "grandchild = int(kid.stdout.readline())\n"
         "t = time.monotonic()\n"
-        "job._stop_processes()\n"
-        "job._end_run()\n"
+        "processes.stop_processes()\n"
+        "processes.end_run()\n"
         "print(kid.wait(timeout=10), round(time.monotonic() - t, 1))\n"
         "for _ in range(100):\n"
-        "    if (job._stat(grandchild) or ['Z'])[0] in 'ZX':  # gone, or dead and not reaped\n"
+        "    if (processes._stat(grandchild) or ['Z'])[0] in 'ZX':  # gone, or dead and not reaped\n"
         "        print('gone'); break\n"
         "    time.sleep(0.05)\n"
     )
@@ -880,21 +880,21 @@ def test_explain_says_when_spark_does_not_pay():
 
 
 def test_logs_are_opened_once_per_run_and_again_when_they_change(spark, tmp_path):
-    from cer_cli.spark.job import _input_bytes, _open
+    from cer_cli.spark.read import input_bytes, open_logs
 
     log = tmp_path / "a.csv"
     log.write_text("type,v\nA,1\n")
-    first = _open(spark, [str(log)], None, None)
-    assert _open(spark, [str(log)], None, None) is first
-    assert _input_bytes([str(log)]) == log.stat().st_size
-    assert _input_bytes(["hdfs://nn/logs", str(log)]) is None
+    first = open_logs(spark, [str(log)], None, None)
+    assert open_logs(spark, [str(log)], None, None) is first
+    assert input_bytes([str(log)]) == log.stat().st_size
+    assert input_bytes(["hdfs://nn/logs", str(log)]) is None
     log.write_text("type,v,w\nA,1,2\n")
-    again = _open(spark, [str(log)], None, None)
+    again = open_logs(spark, [str(log)], None, None)
     assert again is not first and "w" in again[0].df.columns
 
 
 def test_local_executors_import_the_installed_package():
     """No zip for local workers that import this very cer_cli (its numba cache is warm)."""
-    from cer_cli.spark.job import _workers_import_this
+    from cer_cli.spark.ship import workers_import_this
 
-    assert _workers_import_this()
+    assert workers_import_this()

@@ -354,7 +354,7 @@ def read_schema(
     specs: list[str],
     type_column: str | None = None,
     time_column: str | None = None,
-    fmt: str | None = None,
+    log_format: str | None = None,
 ) -> Schema:
     """The schema of the logs, from column types and one grouped pass (nothing materialised).
 
@@ -364,7 +364,7 @@ def read_schema(
     finds those null for every event of a type (``Schema.empty``). Columns predicates
     cannot use (lists, structs, ...) are ``Schema.refused``.
     """
-    return _schema(_open(specs, type_column, time_column, fmt))
+    return _schema(_open(specs, type_column, time_column, log_format))
 
 
 def _schema(logs: list[_Log]) -> Schema:
@@ -498,7 +498,7 @@ def read_events(
     type_column: str | None = None,
     time_column: str | None = None,
     batch_size: int | None = None,
-    fmt: str | None = None,
+    log_format: str | None = None,
 ) -> EventLog:
     """Open the logs as one stream ordered by time (ties: argument order, then row).
 
@@ -508,7 +508,7 @@ def read_events(
     """
     if batch_size is not None and batch_size < 1:
         raise LogError(f"batch size must be positive, got {batch_size}")
-    logs = _open(specs, type_column, time_column, fmt)
+    logs = _open(specs, type_column, time_column, log_format)
     if batch_size is not None and _loaded_bytes(logs) <= READ_ONCE_BYTES:
         _unified_dtypes(logs)  # incompatible columns are reported before any value
         logs = [_materialised(g) for g in logs]
