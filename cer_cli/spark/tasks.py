@@ -12,13 +12,13 @@ import math
 import pickle
 from typing import TYPE_CHECKING
 
-from cer_cli.events import POS, STREAM, TIME
+from cer_cli.engine.executor import partition_columns, window_source
+from cer_cli.events import POS, STREAM
 from cer_cli.io.encoding import partition_json
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
-from cer_cli.query.errors import QueryError
-from cer_cli.spark.read import Events
+from cer_cli.spark.read import Events, column
 from cer_cli.spark.run import Run
 
 if TYPE_CHECKING:
@@ -85,18 +85,10 @@ def _task(compiled: Plan):
 
 
 def _wtime(query: ast.Query, ev: Events):
-    """The window time column and bound of a time or attribute window."""
-    from pyspark.sql import functions as F
-
-    w = query.within
-    if isinstance(w, ast.DurationWindow):
-        if ev.time_column is None:
-            raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
-        return F.col(TIME), w.nanoseconds
-    assert isinstance(w, ast.AttributeWindow)
-    if w.attr not in ev.frame.columns:
-        raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
-    return F.col(w.attr), w.amount
+    """The window time column and bound of a time or attribute window, as the executors
+    read it (``window_source``)."""
+    source, bound = window_source(query.within, ev.frame.columns, ev.time_column is not None)
+    return column(source), bound
 
 
 def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFrame:
@@ -110,9 +102,9 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
     nparts = ranges or run.spark.sparkContext.defaultParallelism
     if plan.kind == PARTITION:
         keys = []
-        for i, group in enumerate(plan.partition_by):
-            present = [F.col(a) for a in group if a in frame.columns]
-            keys.append((F.coalesce(*present) if present else F.lit(None)).alias(f"{_KEY}{i}"))
+        for i, present in enumerate(partition_columns(plan.partition_by, frame.columns)):
+            key = F.coalesce(*map(column, present)) if present else F.lit(None)
+            keys.append(key.alias(f"{_KEY}{i}"))
         names = [f"{_KEY}{i}" for i in range(len(keys))]
         keyed = frame.select("*", *keys).dropna(subset=names)
         return (keyed.repartition(nparts, *names).drop(*names)
