@@ -690,9 +690,62 @@ def test_existing_output_is_refused_before_spark_starts(tmp_path):
                       "--master", "spark://nohost.invalid:7077", "-o", str(tmp_path / target),
                       "--format", "parquet")
         assert result.exit_code == 2 and "unknown host" not in result.stderr, result.output
-        assert ("Spark writes the matches as a new directory" in result.stderr
-                if target == "taken.parquet" else "is a directory" in result.stderr)
+        assert ("an existing file, and the matches are written as a new directory"
+                in result.stderr if target == "taken.parquet" else "is a directory" in result.stderr)
         assert time.monotonic() - started < 10
+
+
+def test_the_output_directory_follows_the_output_rules_before_spark_starts(tmp_path):
+    """``--spark -o`` writes a directory, under the local output rules that apply to one
+    (io.files.directory_output), checked before Spark starts (an unreachable master here):
+    a directory that cannot be created is exit 1 ("cannot write the output"), a symlink
+    planted in a shared directory (sticky, world-writable) by another user is refused,
+    exit 2. Both went on to start Spark (here: "unknown host")."""
+    (tmp_path / "file").write_text("x")
+    args = ["match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--spark", "--master",
+            "spark://nohost.invalid:7077", "--format", "parquet", "-o"]
+    result = _cli(*args, str(tmp_path / "file" / "out"))
+    assert result.exit_code == 1 and "unknown host" not in result.stderr, result.output
+    assert f"cannot write {tmp_path / 'file' / 'out'}: {tmp_path / 'file'} is not a directory" \
+        in result.stderr
+    if os.geteuid() != 0:
+        return  # the planted link below needs another owner: root only
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (shared / "dir").symlink_to(elsewhere)
+    os.lchown(shared / "dir", 4242, 4242)
+    result = _cli(*args, str(shared / "dir" / "out"))
+    assert result.exit_code == 2 and "unknown host" not in result.stderr, result.output
+    assert f"{shared / 'dir'} is a symlink in the shared directory {shared}" in result.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_spark_errors_while_writing_are_the_outputs():
+    """A failure while Spark writes ``-o`` is "cannot write the output" (exit 1), as for a
+    local ``-o``, although the same Java exception while reading a log is the input's
+    (exit 2); a query error an engine raised in a task stays the input's."""
+    from cer_cli.spark.errors import spark_error
+
+    denied = RuntimeError("An error occurred while calling o99.save.\n"
+                          ": java.nio.file.AccessDeniedException: /out/part-0")
+    assert spark_error(denied).exit_code == 2
+    written = spark_error(denied, what="cannot write /out: ", writing=True)
+    assert written.exit_code == 1 and written.message.startswith("cannot write /out: ")
+    task = RuntimeError("PythonException: ... QueryError: WITHIN needs events ordered by time")
+    assert spark_error(task, writing=True).exit_code == 2
+
+
+def test_spark_writes_to_a_device_as_local_mode_does(spark, tmp_path):
+    """``-o /dev/null`` (a device: written as it is, as locally) with --spark: the matches
+    are computed by Spark and written to it by the local writer (it was refused as "an
+    existing file", since Spark writes a directory)."""
+    args = ["-e", "SELL ; BUY", str(ROOT / "samples" / "stocks.csv"), "--allow-unbounded"]
+    result = _cli("match", *args, "-o", "/dev/null", "--format", "csv", "--spark",
+                  "--master", "local[2]")
+    assert result.exit_code == 0, result.output
 
 
 def test_unknown_spark_conf_key_warns():

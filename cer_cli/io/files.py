@@ -195,6 +195,54 @@ def _resolve(target: str | os.PathLike) -> str:
     return resolved
 
 
+# --------------------------------------------------------------------------- directories
+
+
+def writes_in_place(target: str | os.PathLike) -> bool:
+    """Whether ``target`` is written as it is, never replaced: a descriptor
+    (``output_descriptor``), a device or a FIFO. Such an output cannot be a directory."""
+    if output_descriptor(target) is not None:
+        return True
+    try:
+        st = os.stat(target)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
+
+
+def directory_output(target: str | os.PathLike) -> tuple[str, bool]:
+    """Where a run that writes a directory of files (``--spark -o``; Spark writes it, not
+    this module) may write ``target``, by the rules of this module that apply to a
+    directory: symlinks are followed except one the kernel's ``fs.protected_symlinks`` would
+    not follow (exit 2); an existing file or a directory that is not empty is refused (exit
+    2: writing would destroy or mix into it); a directory that does not exist, is not a
+    directory or cannot be written to is "cannot write the output" (exit 1). Returns the
+    resolved path and whether it is an existing (empty) directory."""
+    resolved = _resolve(target)
+    if os.path.isdir(resolved):
+        try:
+            empty = not os.listdir(resolved)
+        except OSError as e:
+            raise _cannot(target, e) from None
+        if not empty:
+            raise OutputError(f"cannot write {target}: a directory that is not empty, and the"
+                              " matches are written as a new directory",
+                              ["remove it or choose another -o path"], exit_code=2)
+        if not os.access(resolved, os.W_OK):
+            raise OutputError(f"cannot write {target}: it is read-only")
+        return resolved, True
+    if os.path.lexists(resolved):
+        raise OutputError(f"cannot write {target}: an existing file, and the matches are"
+                          " written as a new directory",
+                          ["remove it or choose another -o path"], exit_code=2)
+    parent = os.path.dirname(resolved)
+    os.close(_open_parent(parent, target))  # does not exist, is not a directory: exit 1
+    if not os.access(parent, os.W_OK):
+        raise _cannot(target, OSError(errno.EACCES, f"{os.strerror(errno.EACCES)} (creating a"
+                                      f" directory in {parent})"))
+    return resolved, False
+
+
 # --------------------------------------------------------------------------- temporary files
 
 

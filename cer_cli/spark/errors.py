@@ -66,9 +66,12 @@ def _meaningful(text: str, default: str) -> str:
     return lines[0]
 
 
-def spark_error(e: BaseException, master: str | None = None, what: str = "") -> SparkError:
+def spark_error(e: BaseException, master: str | None = None, what: str = "",
+                writing: bool = False) -> SparkError:
     """A readable ``SparkError`` from whatever Spark or py4j raised: one line, the input's
-    failures (unreadable files, unknown hosts) as input errors."""
+    failures (unreadable files, unknown hosts) as input errors. ``writing``: Spark failed
+    writing the output, whose failure it is (exit 1, "cannot write the output", as for a
+    local ``-o``), unless an engine in a task found a mistake in the query."""
     text = str(e)
     first = _meaningful(text, type(e).__name__)
     if "PythonException" in text or "Traceback" in text:  # a task's Python failed
@@ -78,6 +81,8 @@ def spark_error(e: BaseException, master: str | None = None, what: str = "") -> 
         lines = [ln for ln in text.splitlines() if "QueryError" in ln]
         msg = lines[-1].split("QueryError:", 1)[-1].strip() if lines else first
         return SparkError(f"{what}{msg}", input_error=True)
+    if writing:
+        return SparkError(f"{what}{first}")
     if "Master" in text and ("parse" in text or "URL" in text):
         return SparkError(
             f"bad Spark master URL {master!r}",

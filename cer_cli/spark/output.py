@@ -5,10 +5,10 @@ interpreted for Spark's CSV and JSON writers; and the ``-o`` directory Spark wri
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cer_cli.events import POS, TIME
+from cer_cli.io.files import OutputError, directory_output
 from cer_cli.io.output import (
     FRACTION_DIGITS,
     LIST_SEPARATOR,
@@ -18,7 +18,7 @@ from cer_cli.io.output import (
     VARS_SEPARATOR,
     OutputSpec,
 )
-from cer_cli.spark.errors import SparkError
+from cer_cli.spark.errors import SparkError, spark_error
 from cer_cli.spark.processes import writing
 from cer_cli.spark.read import Events, column, java_pattern
 from cer_cli.spark.run import Run
@@ -30,24 +30,19 @@ if TYPE_CHECKING:
 WRITE_FORMATS = ("parquet", "csv", "json")
 
 
-def check_output_dir(output: str) -> str:
-    """Where ``spark_write`` may write ``output`` (a directory): refuse (exit 2) an existing
-    file or non-empty directory before Spark starts; returns the save mode ("overwrite" for
-    an existing empty directory, which Spark would otherwise refuse). Paths with a URI scheme
-    other than file: are left to Spark."""
+def check_output_dir(output: str) -> tuple[str, str]:
+    """Where ``spark_write`` writes ``output`` (a directory) and Spark's save mode, checked
+    before Spark starts by ``io.files.directory_output``'s rules for a local directory (the
+    symlink rule; an existing file or non-empty directory refused, exit 2; a directory that
+    cannot be written, exit 1): the resolved path, and "overwrite" for an existing empty
+    directory, which Spark would otherwise refuse. A URI other than file: is left to Spark."""
     if re.match(r"^[A-Za-z][\w+.-]*://", output) and not output.startswith("file://"):
-        return "errorifexists"
-    path = Path(output[len("file://"):] if output.startswith("file://") else output)
-    if path.is_dir() and not any(path.iterdir()):
-        return "overwrite"
-    if path.exists() or path.is_symlink():
-        what = "a directory that is not empty" if path.is_dir() else "an existing file"
-        raise SparkError(f"-o {output}: {what}; Spark writes the matches as a new directory",
-                         ["remove it or choose another -o path"], input_error=True)
-    if not path.parent.is_dir():  # cannot write the output: exit 1, as for a local -o
-        raise SparkError(f"-o {output}: no directory {str(path.parent)!r}",
-                         ["create it first or choose another -o path"])
-    return "errorifexists"
+        return output, "errorifexists"
+    try:
+        path, existing = directory_output(output.removeprefix("file://"))
+    except OutputError as e:
+        raise SparkError(e.message, e.hints, input_error=e.exit_code == 2) from None
+    return path, "overwrite" if existing else "errorifexists"
 
 
 def output_spec(ev: Events, shape: str = "long", variables=()) -> OutputSpec:
@@ -220,5 +215,8 @@ def write_directory(run: Run, matches: DataFrame, ev: Events, spec: OutputSpec, 
     if output_format == "csv":  # quotes doubled inside quoted fields (RFC 4180), as local CSV
         writer = writer.option("header", True).option("escape", '"')
     with writing(output, mode):
-        writer.format(output_format).save(output)
+        try:
+            writer.format(output_format).save(output)
+        except Exception as e:  # the output's failure (exit 1), unless a task's query error
+            raise spark_error(e, what=f"cannot write {output}: ", writing=True) from None
     return total
