@@ -40,6 +40,10 @@ TIME_NAMES = ("ts", "time", "timestamp")
 DEFAULT_TYPE_COLUMN = "type"
 #: Column names with this prefix are the readers' own (argument index, row ids, ...).
 RESERVED_PREFIX = "__cer_"
+#: The readers' column of each event's log argument index: events are ordered by (TIME,
+#: ARG, ROW), so ties in time follow the arguments' order, then the rows' (both readers;
+#: dropped from the event frame once it is ordered).
+ARG = RESERVED_PREFIX + "arg"
 #: Kinds a time column may have (strings are parsed as ISO 8601 datetimes).
 TIME_KINDS = ("int", "float", "str", "datetime")
 #: Unit of TIME for datetimes: nanoseconds since the epoch (UTC), as int64.
@@ -504,6 +508,13 @@ def time_columns(logs: Sequence[LogDecision], given: Any = None) -> list[LogDeci
     return out
 
 
+def time_columns_of(logs: Sequence[LogDecision]) -> tuple[str, ...]:
+    """The decided logs' time columns, each once, in argument order: the first is the
+    schema's (``Schema.time_column``), all of them give a match's times
+    (``OutputSpec.time_columns``)."""
+    return tuple(dict.fromkeys(g.time_column for g in logs if g.time_column))
+
+
 def time_column(logs: Sequence[LogDecision], given: Any = None) -> str | None:
     """The schema's time column: that of the first log (``time_columns``), else ``None``."""
     return next((g.time_column for g in time_columns(logs, given) if g.time_column), None)
@@ -631,6 +642,26 @@ class TimeValues:
     low: int | float | None = None
     high: int | float | None = None
     zoned: bool | None = None
+
+
+#: Names of the aggregations of a reader's values pass (one row per group of events) that
+#: ``time_values`` reads: the least and greatest finite numeric time, and whether an ISO
+#: text time has an offset (``ISO_ZONED_TIME``).
+TIME_LOW, TIME_HIGH, TIME_ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
+
+
+def time_values(log: LogDecision, facts: Iterable[Mapping[str, Any]]) -> TimeValues:
+    """A log's ``TimeValues`` from its reader's values pass: ``facts`` per group of events,
+    keyed ``TIME_LOW``/``TIME_HIGH``/``TIME_ZONED`` (a key not computed is missing or None).
+    Texts read by a ``--time-format`` hold offsets when the format reads one."""
+    facts = list(facts)
+    lows = [f[TIME_LOW] for f in facts if f.get(TIME_LOW) is not None]
+    highs = [f[TIME_HIGH] for f in facts if f.get(TIME_HIGH) is not None]
+    zoned = None
+    if log.time_kind == "str":
+        zoned = (zoned_format(log.time_format) if log.time_format is not None
+                 else any(f.get(TIME_ZONED) for f in facts))
+    return TimeValues(min(lows, default=None), max(highs, default=None), zoned)
 
 
 def zoned_format(fmt: str) -> bool:

@@ -33,7 +33,7 @@ from cer_cli.io.contract import LogError
 __all__ = ["EventLog", "LogError", "LogSpec", "parse_log_spec", "read_events", "read_frame",
            "read_schema"]
 
-_ARG = "__cer_arg"  # argument index of the log, used to break time ties; dropped before output
+_ARG = contract.ARG  # ties in time: argument order, then row
 #: polars dtype of TIME per ``contract.time_storage``.
 _TIME_DTYPES = {"int64": pl.Int64, "float64": pl.Float64}
 
@@ -237,18 +237,6 @@ class _Log:
     def columns(self) -> dict[str, pl.DataType]:
         return dict(self.lf.collect_schema())
 
-    @property
-    def index(self) -> int:
-        return self.decision.index
-
-    @property
-    def type_column(self) -> str | None:
-        return self.decision.type_column
-
-    @property
-    def time_column(self) -> str | None:
-        return self.decision.time_column
-
 
 def _seen(index: int, spec: LogSpec, lf: pl.LazyFrame) -> contract.LogDecision:
     """What the polars reader sees of a log, for ``contract.decide``: its columns' kinds and
@@ -376,7 +364,7 @@ def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[_Log]]:
     their time values (``contract.judge_times``)."""
     _unified_dtypes(logs)  # columns polars cannot concatenate are an error here already
     decisions = [g.decision for g in logs]
-    tc = next((g.time_column for g in logs if g.time_column), None)
+    tc = next(iter(contract.time_columns_of(decisions)), None)
     kinds = contract.column_kinds(decisions, tc)
     present_per_log, times = [], []
     for g in logs:
@@ -384,33 +372,27 @@ def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[_Log]]:
         present = pl.col(usable).is_not_null().any()
         facts = _time_facts(g)
         try:
-            if g.type_column is None:
+            if g.decision.type_column is None:
                 rows = [g.lf.select(present, *facts).collect().row(0, named=True)]
                 rows[0][TYPE] = g.spec.name
             else:
                 grouped = (
-                    g.lf.group_by(pl.col(g.type_column).cast(pl.String).alias(TYPE))
+                    g.lf.group_by(pl.col(g.decision.type_column).cast(pl.String).alias(TYPE))
                     .agg(present, *facts)
                     .collect()
                 )
                 rows = list(grouped.iter_rows(named=True))
         except pl.exceptions.PolarsError as e:
             raise _read_error(g.spec, e) from None
-        found = [{k: r.pop(k, None) for k in _FACTS} for r in rows]
-        lows = [f[_LOW] for f in found if f[_LOW] is not None]
-        highs = [f[_HIGH] for f in found if f[_HIGH] is not None]
-        d = g.decision
-        zoned = (None if d.time_kind != "str" else contract.zoned_format(d.time_format)
-                 if d.time_format is not None else any(f[_ZONED] for f in found))
-        times.append(contract.TimeValues(min(lows, default=None), max(highs, default=None),
-                                         zoned))
+        times.append(contract.time_values(g.decision, [{k: r.pop(k, None) for k in _FACTS}
+                                                        for r in rows]))
         present_per_log.append({r.pop(TYPE): r for r in rows})
     decisions, fits = contract.judge_times(decisions, times)
     schema = contract.build_schema(decisions, present_per_log, kinds, tc, fits)
     return schema, [replace(g, decision=d) for g, d in zip(logs, decisions, strict=True)]
 
 
-_LOW, _HIGH, _ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
+_LOW, _HIGH, _ZONED = contract.TIME_LOW, contract.TIME_HIGH, contract.TIME_ZONED
 _FACTS = (_LOW, _HIGH, _ZONED)
 
 
@@ -467,7 +449,7 @@ class EventLog:
     @property
     def time_columns(self) -> tuple[str, ...]:
         """The logs' time columns, each once, in argument order (``OutputSpec.time_columns``)."""
-        return tuple(dict.fromkeys(g.time_column for g in self._logs if g.time_column))
+        return contract.time_columns_of([g.decision for g in self._logs])
 
     def time_texts(self) -> list[str]:
         """Per log, its time column and how it is read (unit, format), for ``cer explain``."""
@@ -520,7 +502,7 @@ def read_events(
         total += n
         ordered = ordered and in_order
     dtypes = _unified_dtypes(logs)
-    columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.type_column))
+    columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.decision.type_column))
     return EventLog(schema, columns, total, ordered, tuple(logs), dtypes, batch_size)
 
 
@@ -610,14 +592,14 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
         schema = dict(g.columns)
         if g.decision.reads_time_as_datetime:
             zone = "UTC" if g.decision.time_zoned else None
-            schema[g.time_column] = pl.Datetime(contract.TIME_UNIT, zone)
+            schema[g.decision.time_column] = pl.Datetime(contract.TIME_UNIT, zone)
         empties.append(pl.DataFrame(schema=schema))
     try:
         merged = pl.concat(empties, how="diagonal_relaxed").schema
     except pl.exceptions.PolarsError as e:
         raise LogError(f"the logs have incompatible columns: {_first_line(e)}") from None
     time_kinds = {g.decision.time_kind for g in logs
-                  if g.time_column and g.decision.time_unit is None}
+                  if g.decision.time_column and g.decision.time_unit is None}
     time_dtype = _TIME_DTYPES[contract.time_storage("float" if "float" in time_kinds else "int")]
     return {
         **merged,
@@ -680,11 +662,11 @@ def _event_frame(
     extra = [
         pl.int_range(row0, row0 + df.height, dtype=pl.Int64).alias(ROW),
         pl.lit(g.spec.name, dtype=pl.String).alias(STREAM),
-        pl.lit(g.index, dtype=pl.Int64).alias(_ARG),
+        pl.lit(g.decision.index, dtype=pl.Int64).alias(_ARG),
         (
             pl.lit(g.spec.name, dtype=pl.String)
-            if g.type_column is None
-            else pl.col(g.type_column).cast(pl.String)
+            if g.decision.type_column is None
+            else pl.col(g.decision.type_column).cast(pl.String)
         ).alias(TYPE),
         (pl.lit(None) if tc is None else _time_expr(d, df.schema[tc])).alias(TIME),
     ]
@@ -693,11 +675,11 @@ def _event_frame(
         out = out.with_columns(_parse_datetime(pl.col(tc), d.time_format, d.time_zoned))
     elif d.reads_time_as_datetime:  # a number with a unit: the column shows the instant too
         out = out.with_columns(pl.col(TIME).cast(pl.Datetime(contract.TIME_UNIT)).alias(tc))
-    if g.type_column is not None and out[TYPE].null_count():  # the count is O(1)
+    if g.decision.type_column is not None and out[TYPE].null_count():  # the count is O(1)
         missing = out.filter(pl.col(TYPE).is_null())
         if missing.height:
             raise LogError(
-                f"{_where(g.spec, missing[ROW][0])}: no event type in column {g.type_column!r}"
+                f"{_where(g.spec, missing[ROW][0])}: no event type in column {g.decision.type_column!r}"
             )
     have = set(out.columns)  # once: ``out.columns`` is O(columns) per call
     return out.select(

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-_ARG = "__cer_arg"
+_ARG = contract.ARG  # ties in time: argument order, then row
 
 
 _FILE = "__cer_file"
@@ -103,18 +103,6 @@ class _Log:
     df: DataFrame
     decision: contract.LogDecision
     time_values: contract.TimeValues | None = None
-
-    @property
-    def index(self) -> int:
-        return self.decision.index
-
-    @property
-    def type_column(self) -> str | None:
-        return self.decision.type_column
-
-    @property
-    def time_column(self) -> str | None:
-        return self.decision.time_column
 
     @property
     def by_files(self) -> bool:
@@ -343,7 +331,7 @@ class Events:
     @property
     def time_columns(self) -> tuple[str, ...]:
         """The logs' time columns, each once (``OutputSpec.time_columns``)."""
-        return tuple(dict.fromkeys(g.time_column for g in self.logs if g.time_column))
+        return contract.time_columns_of([g.decision for g in self.logs])
 
 
 def _fail_on_bad_rows(frame: DataFrame, logs: list[_Log], tc: str | None) -> DataFrame:
@@ -358,7 +346,7 @@ def _fail_on_bad_rows(frame: DataFrame, logs: list[_Log], tc: str | None) -> Dat
                         F.lit(f" (0-based): {what}"))
 
     cols = {}
-    types = ", ".join(repr(g.type_column) for g in logs if g.type_column) or "none"
+    types = ", ".join(repr(g.decision.type_column) for g in logs if g.decision.type_column) or "none"
     cols[TYPE] = F.when(F.col(TYPE).isNull(),
                         F.raise_error(where(f"no event type in column {types}"))
                         ).otherwise(F.col(TYPE))
@@ -395,7 +383,7 @@ def logs_schema(opened: list[_Log]) -> Schema:
 
     decisions = [g.decision for g in opened]
     with input_errors():
-        tc = next((g.time_column for g in opened if g.time_column), None)
+        tc = next(iter(contract.time_columns_of(decisions)), None)
         kinds = contract.column_kinds(decisions, tc)
     present = []
     try:
@@ -403,7 +391,7 @@ def logs_schema(opened: list[_Log]) -> Schema:
             usable = contract.attribute_columns(g.decision, kinds)
             flags = [F.max(column(c).isNotNull().cast("int")).alias(f"c{i}")
                      for i, c in enumerate(usable)]
-            etype = F.lit(g.src.name) if g.type_column is None else column(g.type_column)
+            etype = F.lit(g.src.name) if g.decision.type_column is None else column(g.decision.type_column)
             # a log of types only has no attribute to flag (agg needs one expression)
             flags = (flags + _time_facts(g)) or [F.lit(0).alias("none")]
             rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*flags).collect()
@@ -419,7 +407,7 @@ def logs_schema(opened: list[_Log]) -> Schema:
         return contract.build_schema([g.decision for g in opened], present, kinds, tc, fits)
 
 
-_LOW, _HIGH, _ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
+_LOW, _HIGH, _ZONED = contract.TIME_LOW, contract.TIME_HIGH, contract.TIME_ZONED
 
 
 def _time_facts(g: _Log) -> list:
@@ -443,15 +431,7 @@ def _time_facts(g: _Log) -> list:
 
 def _time_values(g: _Log, rows) -> contract.TimeValues:
     """The log's ``TimeValues`` from rows carrying ``_time_facts`` (per event type)."""
-    d = g.decision
-    facts = [r.asDict() for r in rows]
-    lows = [f[_LOW] for f in facts if f.get(_LOW) is not None]
-    highs = [f[_HIGH] for f in facts if f.get(_HIGH) is not None]
-    zoned = None
-    if d.time_kind == "str":
-        zoned = (contract.zoned_format(d.time_format) if d.time_format is not None
-                 else any(f.get(_ZONED) for f in facts))
-    return contract.TimeValues(min(lows, default=None), max(highs, default=None), zoned)
+    return contract.time_values(g.decision, [r.asDict() for r in rows])
 
 
 def _judge(logs: list[_Log]) -> dict[str, str]:
@@ -492,7 +472,7 @@ def event_frame(run: Run, logs: list[_Log]) -> Events:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    tc = next((g.time_column for g in logs if g.time_column), None)
+    tc = next(iter(contract.time_columns_of([g.decision for g in logs])), None)
     _judge_times(logs)
     with input_errors():
         time_kind = contract.event_time_kind([g.decision for g in logs])
@@ -540,6 +520,6 @@ def event_frame(run: Run, logs: list[_Log]) -> Events:
         g = logs[row[0][0]]
         if row[0][2]:
             raise SparkError(f"{g.src.path}: data row {row[0][1]} (0-based): no event type"
-                             f" in column {g.type_column!r}", input_error=True)
+                             f" in column {g.decision.type_column!r}", input_error=True)
         raise _time_error(run.spark, g)
     return Events(frame.drop(_ARG), columns, tc, n, logs)
