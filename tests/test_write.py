@@ -394,9 +394,9 @@ def test_match_times_are_each_events_own_time(tmp_path: Path) -> None:
     list(lk.tap(log.batches()))
     matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))))]
     want = ["2024-01-01T10:00:00", "2024-01-01T10:05:00.500000"]
-    for given in (matches, [batch_of(matches)]):  # per match and column-wise
+    for shown in (matches, [batch_of(matches)]):  # per match and column-wise
         out = io.StringIO()
-        write_matches(given, lk, "jsonl", stdout=out)
+        write_matches(shown, lk, "jsonl", stdout=out)
         assert [json.loads(out.getvalue())[k] for k in ("start_time", "end_time")] == want
     for shape in ("long", "wide"):
         out = io.StringIO()
@@ -424,9 +424,9 @@ def test_jsonl_writes_decimals_with_their_exact_digits(tmp_path: Path) -> None:
     list(lk.tap(log.batches()))
     matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))), partition=(long,))]
     texts = []
-    for given in (matches, [batch_of(matches)]):
+    for shown in (matches, [batch_of(matches)]):
         out = io.StringIO()
-        write_matches(given, lk, "jsonl", stdout=out, partition_names=["d"])
+        write_matches(shown, lk, "jsonl", stdout=out, partition_names=["d"])
         texts.append(out.getvalue())
     assert texts[0] == texts[1]
     assert '"attrs": {"ts": 1, "d": 12345678901234567.123456789012345678}' in texts[0]

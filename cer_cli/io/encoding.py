@@ -113,7 +113,6 @@ def match_record(
     }
 
 
-
 #: dtypes whose JSON text polars writes exactly as ``json.dumps`` does.
 _POLARS_JSON = (pl.String, pl.Categorical, pl.Enum)
 
@@ -183,7 +182,6 @@ def _iso_in_polars(s: pl.Series) -> bool:
         return False
     years = s.dt.year().drop_nulls()
     return not years.len() or (years.min() >= 1000 and years.max() <= 9999)  # type: ignore[operator]
-
 
 
 def jsonl_lines(
@@ -257,8 +255,6 @@ def jsonl_lines(
     return lines.str.join("").item()
 
 
-
-
 def _csv_cells(s: pl.Series, unquote: bool = False) -> pl.Series:
     """The JSONL text of each value as a CSV cell (``unquote``: a JSON string's content);
     a null stays an empty cell."""
@@ -294,8 +290,6 @@ def refuse_for_csv(schema: pl.Schema) -> None:
                 f"column {name!r} holds {what}, which the CSV output cannot hold",
                 ["use --format jsonl or --format parquet (both keep nested values)"],
             )
-
-
 
 
 def _json_escape(exc: UnicodeError) -> tuple[str, int]:

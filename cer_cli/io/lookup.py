@@ -135,7 +135,6 @@ class EventLookup:
             return pl.Datetime(TIME_UNIT, "UTC")
 
 
-
 def times_at(lookup: EventLookup, pos: Any) -> pl.Series:
     """The times of the events at positions ``pos`` as outputs show a match's times: their
     TIME (``OutputSpec.time_columns``) in ``lookup.time_dtype()``; null at ``lookup.n_seen``

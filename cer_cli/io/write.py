@@ -91,8 +91,6 @@ def write_jsonl(
     return n
 
 
-
-
 def write_csv(
     matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventLookup, out: TextIO,
     buffer_rows: int = 10_000, *, shape: str = "long",
@@ -115,8 +113,6 @@ def write_csv(
     if total == 0:
         out.write(",".join(empty_frame(lookup, shape, variables).columns) + "\n")
     return total
-
-
 
 
 #: Rows per Parquet row group, at most (see ``write_parquet``).
@@ -301,7 +297,6 @@ def render_table(
         f"{rate:,.0f} events/s"
     )
     return n
-
 
 
 def write_matches(

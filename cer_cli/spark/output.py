@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
+#: The formats Spark writes an ``-o`` directory in (``jsonl`` is written as ``json``).
 WRITE_FORMATS = ("parquet", "csv", "json")
 
 

@@ -27,14 +27,8 @@ if TYPE_CHECKING:
 
 
 _ARG = contract.ARG  # ties in time: argument order, then row
-
-
 _FILE = "__cer_file"
-
-
 _BLOCK = "__cer_block"
-
-
 #: Spark SQL type of TIME per ``contract.time_storage``.
 _TIME_TYPES = {"int64": "long", "float64": "double"}
 

@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
 #: A row's id while it is numbered (``monotonically_increasing_id``).
 MID = "__cer_mid"
-
-
 #: Bytes of local log per shuffle partition (``Run.size_shuffles``): Spark's advisory
 #: partition size.
 SHUFFLE_BYTES = 64 << 20

@@ -22,27 +22,17 @@ if TYPE_CHECKING:
 
 
 DEFAULT_MASTER = "local[*]"
-
-
 #: Session settings that make Spark read values as the local reader does.
 SESSION_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",  # datetimes without zone are UTC, as in polars
     "spark.sql.timestampType": "TIMESTAMP_NTZ",  # CSV datetimes stay naive, as in polars
     "spark.ui.showConsoleProgress": "false",
 }
-
-
 #: The master URL forms Spark accepts (checked before the JVM starts, which otherwise blames
 #: JAVA_HOME for a typo or spends minutes retrying an unreachable master).
 MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn, k8s://URL, mesos://URL"
-
-
 _LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)(\s*,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]")
-
-
 CONNECT_TIMEOUT = 3.0
-
-
 #: Prefixes and keys of the Spark settings `--spark-conf` accepts without a warning: a
 #: documented allowlist (Spark's own list needs a JVM), common enough for real jobs.
 KNOWN_CONF = (
