@@ -87,7 +87,7 @@ def match_record(
     n: int, match: Match, lookup: EventLookup, partition_names: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The JSON object of the ``n``-th match (0-based, output order); ``json_dumps`` writes
-    it. Its times are those outputs show (``lookup.times_at``)."""
+    it. Its times are those outputs show (``EventLookup.time_of``)."""
     events = []
     for position, variables in match.events:
         ev = lookup.get(position)
@@ -101,13 +101,12 @@ def match_record(
                 "attrs": {k: json_value(v) for k, v in ev.attrs.items()},
             }
         )
-    start_time, end_time = times_at(lookup, [match.start, match.end]).to_list()
     return {
         "match": n,
         "start": match.start,
         "end": match.end,
-        "start_time": json_value(start_time),
-        "end_time": json_value(end_time),
+        "start_time": json_value(lookup.time_of(match.start)),
+        "end_time": json_value(lookup.time_of(match.end)),
         "partition": partition_object(match, partition_names),
         "events": events,
     }

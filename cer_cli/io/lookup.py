@@ -59,6 +59,8 @@ class EventLookup:
     dtypes: dict[str, pl.DataType] = field(default_factory=dict)
     n_seen: int = 0
     _frames: deque = field(default_factory=deque, repr=False)
+    #: per kept frame (by its first position): the frame and its times as outputs show them
+    _rendered: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def for_log(
@@ -118,8 +120,20 @@ class EventLookup:
         raise LogError(f"no event at position {position} has been read")
 
     def time_of(self, position: int) -> Any:
-        """A match's time at ``position``, as outputs show it (``times_at``)."""
-        return times_at(self, [position])[0]
+        """A match's time at ``position``, as outputs show it (``times_at``), one value:
+        each kept frame's times are rendered once, for the writers that take one match at
+        a time."""
+        dtype = self.time_dtype()
+        if dtype is None or position >= self.n_seen:
+            return None
+        for base, frame in reversed(self._frames):
+            if base <= position < base + frame.height:
+                if self._rendered.get(base) is None or self._rendered[base][0] is not frame:
+                    self._rendered = {b: r for b, r in self._rendered.items()
+                                      if any(b == k for k, _ in self._frames)}
+                    self._rendered[base] = (frame, render_time(frame[TIME], dtype))
+                return self._rendered[base][1][position - base]
+        return self.get(position)  # not kept: raises the LogError that says why
 
     def time_dtype(self) -> pl.DataType | None:
         """The type of a match's times: the common type of the logs' time columns (their
