@@ -60,7 +60,8 @@ def shaped(run: Run, matches: DataFrame, ev: Events, spec: OutputSpec, csv: bool
     shape's lists as JSON text, as the local CSV writer writes them."""
     numbered, total = _numbered(run, matches, ev)
     columns = spec.columns()
-    sources = list(dict.fromkeys(c.source for c in columns if c.of == "event"))
+    # POS first, also when no column shows it (a wide shape without variables): the join key
+    sources = list(dict.fromkeys([POS, *(c.source for c in columns if c.of == "event")]))
     alias = {src: f"__cer_e{i}" for i, src in enumerate(sources)}  # names free of clashes
     events = ev.frame.select(*(column(src).alias(alias[src]) for src in sources))
     if spec.shape == "long":
@@ -102,7 +103,6 @@ def _wide(numbered: DataFrame, events: DataFrame, columns, alias, spec: OutputSp
     out = numbered.select(*(F.col(c) for c in MATCH_COLUMNS if c != "partition"),
                           F.col("partition_json").alias("partition"))
     fields = list(alias.values())  # POS first: sorting the structs sorts by position
-    fields.sort(key=lambda n: n != alias[POS])
     bound = (numbered.select("match", F.explode("events").alias("__cer_ev"))
              .select("match", F.col("__cer_ev.position").alias(alias[POS]),
                      F.explode("__cer_ev.vars").alias("__cer_var"))
