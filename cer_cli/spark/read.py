@@ -358,7 +358,8 @@ def _time_error(spark, g: _Log) -> SparkError:
 
     d = g.decision
     raw = column(d.time_column).cast("string")
-    numbered = _with_rows(spark, g.df) if g.by_files else Run(spark).index(g.df, ROW)[0]
+    numbered = (_with_rows(spark, g.df) if g.by_files
+                else Run(spark, lazy=True).index(g.df, ROW)[0])  # nothing persisted
     rows = (numbered.filter(_time_expr(d).isNull())
             .select(F.col(ROW), raw.alias("raw")).orderBy(ROW).limit(10_000).collect())
     bad = rows[0][0]
