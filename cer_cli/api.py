@@ -18,23 +18,12 @@ or any mismatch with the schema; running never re-checks. The result is the quer
 
 from __future__ import annotations
 
-from cer_cli.events import Match, Schema
+from cer_cli.events import Match
 from cer_cli.io.contract import LogError
 from cer_cli.io.read import EventLog, read_events, read_schema
-from cer_cli.plan import Plan, plan
-from cer_cli.query.checks import check_query
+from cer_cli.plan import Plan
+from cer_cli.plan.compile import compile_query
 from cer_cli.query.errors import QueryError
-from cer_cli.query.parser import parse
 
 __all__ = ["Plan", "compile_query", "read_events", "read_schema", "EventLog", "Match",
            "QueryError", "LogError"]
-
-
-def compile_query(text: str, schema: Schema | None = None, filename: str | None = None) -> Plan:
-    """Parse, check (against ``schema`` when given) and plan ``text``."""
-    try:
-        query = parse(text, filename=filename)
-        report = check_query(query, schema)
-        return plan(query, schema, report, text)
-    except QueryError as e:
-        raise e.with_source(text, filename) from None

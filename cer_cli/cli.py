@@ -596,25 +596,23 @@ def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
 def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count, allow_unbounded,
                shape="long"):
     """`cer match --spark`: Spark computes the matches; with -o it also writes them (a
-    directory in the long format), otherwise they are printed here as in local mode."""
+    directory in the output's shape), otherwise (or to a descriptor, device or FIFO) they
+    are printed here as in local mode."""
     import itertools
 
     from cer_cli.api import compile_query
+    from cer_cli.io.files import writes_in_place
     from cer_cli.io.read import read_events
     from cer_cli.io.write import EventLookup, write_matches
-    from cer_cli.spark.job import (
-        check_output_dir,
-        spark_count,
-        spark_match,
-        spark_schema,
-        spark_write,
-        unknown_conf_keys,
-    )
+    from cer_cli.spark.job import spark_count, spark_match, spark_schema, spark_write
+    from cer_cli.spark.output import check_output_dir
+    from cer_cli.spark.session import unknown_conf_keys
 
     # Pre-flight, before Spark starts (minutes on a cluster): the output directory, the
     # settings; spark_session checks the master URL and reaches a spark:// master.
-    writes = output not in (None, "-") and not count and limit is None and fmt != "table"
-    mode = check_output_dir(output) if writes else None
+    writes = (output not in (None, "-") and not count and limit is None and fmt != "table"
+              and not writes_in_place(output))  # a descriptor or device: printed to it here
+    target, mode = check_output_dir(output) if writes else (output, None)
     _resume_gc()
     for key in unknown_conf_keys(options["conf"]):
         console = _stderr()
@@ -626,7 +624,7 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     if not allow_unbounded:
         _refuse_unbounded(compiled, filename)
     if writes:
-        n = spark_write(compiled, logs, output, fmt, ranges=ranges, mode=mode, shape=shape,
+        n = spark_write(compiled, logs, target, fmt, ranges=ranges, mode=mode, shape=shape,
                         variables=_wide_variables(compiled, shape) or (), **options)
         _stderr().print(f"{n:,} matches written to {output}/ by Spark")
         return

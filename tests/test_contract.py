@@ -8,6 +8,7 @@ require equal schemas, equal TIME values, and the same input errors.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import glob
 import itertools
@@ -22,7 +23,7 @@ import pytest
 
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
 from cer_cli.io import contract
-from cer_cli.io.contract import LogColumns, LogError, TimeOptions
+from cer_cli.io.contract import LogDecision, LogError, TimeOptions
 from cer_cli.io.read import read_events, read_schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,8 +142,8 @@ def test_unify_kinds_is_the_kind_of_polars_supertype() -> None:
 # --------------------------------------------------------------------------- columns
 
 
-def _log(where: str, columns: dict, type_column: str | None = "type", stream: str = "s") -> LogColumns:
-    return LogColumns(where, stream, columns, type_column)
+def _log(where: str, columns: dict, type_column: str | None = "type", stream: str = "s") -> LogDecision:
+    return LogDecision(where, stream, columns, type_column)
 
 
 def test_type_column() -> None:
@@ -281,7 +282,7 @@ def test_epoch_unit_is_the_one_that_puts_the_values_in_plausible_years() -> None
 
 
 def test_check_times_refuses_a_unit_another_fits_and_names_it() -> None:
-    timed = LogColumns("e.csv", "e", {"type": "str", "time": "int"}, "type", "time", "ms")
+    timed = LogDecision("e.csv", "e", {"type": "str", "time": "int"}, "type", "time", "ms")
     seconds = contract.TimeValues(1_700_000_000, 1_700_086_400)
     with pytest.raises(LogError) as e:
         contract.check_times([timed], [seconds])
@@ -289,22 +290,49 @@ def test_check_times_refuses_a_unit_another_fits_and_names_it() -> None:
                                " 1970-01-20, but they look like epoch seconds (2023-11-14 .."
                                " 2023-11-15)")
     assert e.value.hints[0] == "pass --time-unit s"
-    other = LogColumns("f.csv", "f", {"type": "str", "time": "int"}, "type", "time", "s")
+    other = LogDecision("f.csv", "f", {"type": "str", "time": "int"}, "type", "time", "s")
     with pytest.raises(LogError, match="pass --time-unit e=s"):
         contract.check_times([other, timed], [seconds, seconds])
     # the unit that fits, or none that does: taken as given
     assert contract.check_times([other], [seconds]) == {}
     assert contract.check_times([timed], [contract.TimeValues(0, 10**15)]) == {}
     # without a unit: the unit that fits, for a duration window's hint
-    bare = LogColumns("e.csv", "e", {"type": "str", "time": "float"}, "type", "time")
+    bare = LogDecision("e.csv", "e", {"type": "str", "time": "float"}, "type", "time")
     assert contract.check_times([bare], [seconds]) == {"e": "s"}
     assert contract.check_times([bare], [contract.TimeValues(1, 2)]) == {}
 
 
+def test_decide_reads_an_empty_text_log_as_columns_without_values() -> None:
+    """A CSV without rows has no column types, only the text its reader guesses: its
+    columns are of kind null (widening no other log's, not even the time column), and its
+    time column is found by name alone."""
+    full = LogDecision("full.csv", "full", {"type": "str", "ts": "int", "v": "int"}, format="csv")
+    hollow = LogDecision("hollow.csv", "hollow", {"type": "str", "ts": "str", "v": "str"},
+                         format="csv", index=1)
+    assert contract.untyped("csv", hollow.columns) and not contract.untyped("parquet", hollow.columns)
+    assert not contract.untyped("csv", full.columns)
+    got = contract.decide([full, dataclasses.replace(hollow, empty=True)])
+    assert dict(got[1].columns) == {"type": "null", "ts": "null", "v": "null"}
+    assert [g.time_column for g in got] == ["ts", "ts"]
+    assert contract.column_kinds(got, "ts") == {"ts": "int", "v": "int"}
+    assert contract.event_time_kind(got) == "int"
+    with pytest.raises(LogError, match="holds int values in full.csv but datetime in hollow"):
+        contract.event_time_kind(contract.decide([full, hollow]))  # what a guess did
+
+
+def test_decide_takes_a_time_format_named_for_one_of_several_logs() -> None:
+    """``--time-format a=FORMAT`` with several logs: each log was checked against its own
+    name only, so the other logs failed with "no log named 'a'"."""
+    a = LogDecision("a.csv", "a", {"type": "str", "ts": "str"}, format="csv")
+    b = LogDecision("b.csv", "b", {"type": "str", "ts": "str"}, format="csv", index=1)
+    got = contract.decide([a, b], None, TimeOptions(format=("a=%d/%m/%Y",)))
+    assert [g.time_format for g in got] == ["%d/%m/%Y", None]
+
+
 def test_zoned_times_follow_the_column_over_every_log() -> None:
-    a = LogColumns("a", "a", {"t": "str"}, None, "t")
-    b = LogColumns("b", "b", {"t": "str"}, None, "t")
-    c = LogColumns("c", "c", {"t": "datetime"}, None, "t")
+    a = LogDecision("a", "a", {"t": "str"}, None, "t")
+    b = LogDecision("b", "b", {"t": "str"}, None, "t")
+    c = LogDecision("c", "c", {"t": "datetime"}, None, "t")
     naive, zoned, typed = (contract.TimeValues(zoned=z) for z in (False, True, None))
     assert contract.zoned_times([a, b], [naive, naive]) == [False, False]
     assert contract.zoned_times([a, b, c], [naive, zoned, typed]) == [True, True, False]
@@ -401,6 +429,13 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
                                               "B,2,2024-01-01T10:30+0100\n")], {})
     logs["epoch ms without unit"] = ([w("em.csv", "type,time\nA,1700000000000\nB,1700000000100\n")],
                                      {})
+    # a header-only CSV (its reader types every column as text) widens no other log's column,
+    # not even the time column; a --time-format named for one log of several
+    logs["header-only log beside"] = ([w("full.csv", "type,ts,v\nA,0,1\nB,1,2\n"),
+                                       w("hollow.csv", "type,ts,v,u\n")], {})
+    logs["time format of one log"] = ([w("fa.csv", "type,ts\nA,01/02/2024 10:00\n"),
+                                       w("fb.csv", "type,ts\nB,2024-01-02T11:00\n")],
+                                      {"time_column": TimeOptions(format=("fa=%d/%m/%Y %H:%M",))})
     return logs
 
 
@@ -414,7 +449,7 @@ def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
         "detected time missing": ([ok, w("nots.csv", "type,v\nA,1\n")], {}),
         "reserved name": ([w("res.csv", "type,__cer_x\nA,1\n")], {}),
         "unknown extension": ([w("log.txt", "type\nA\n")], {}),
-        "unknown format": ([ok], {"fmt": "xml"}),
+        "unknown format": ([ok], {"log_format": "xml"}),
         "time unit ms on epoch seconds": ([w("es.csv", "type,time\nA,1700000000\nB,1700000100.5\n")],
                                           {"time_column": TimeOptions(unit=("ms",))}),
         "bool and datetime": ([w("bo.csv", "type,v,ts\nA,true,1\n"),
@@ -454,12 +489,13 @@ def spark():
 
 def _spark_events(spark, logs: list[str], options: dict, *columns: str) -> pl.DataFrame:
     """The Spark event frame's reserved columns (and ``columns``), in POS order."""
-    from cer_cli.spark.job import _Run
+    from cer_cli.spark.read import events
+    from cer_cli.spark.run import Run
 
-    run = _Run(spark)
+    run = Run(spark)
     try:
-        ev = run.events(logs, options.get("type_column"), options.get("time_column"),
-                        options.get("fmt"))
+        ev = events(run, logs, options.get("type_column"), options.get("time_column"),
+                    options.get("log_format"))
         picked = ev.frame.select(POS, TYPE, STREAM, ROW, TIME, *(f"`{c}`" for c in columns))
         return pl.from_arrow(picked.toArrow()).sort(POS)
     finally:

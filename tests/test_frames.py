@@ -101,6 +101,18 @@ def test_wide_table_shows_one_row_per_match():
     assert f"{n} matches" in result.stdout
 
 
+def test_wide_table_knows_the_variables_from_the_query_not_the_column_names(tmp_path):
+    """A log column named ``position`` is ``x.log.position`` in the wide shape; the table
+    took every column ending in ``.position`` for a variable and showed ``x.log`` as one."""
+    log = tmp_path / "p.csv"
+    log.write_text("type,position,ts\nA,5,1\nB,7,2\n")
+    result = run("match", "-e", "A AS x ; B AS y", str(log), "--shape", "wide", "--format", "table")
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines() if line[:2] in ("x ", "y ")]
+    assert [r[0] for r in rows] == ["x", "y"], result.stdout
+    assert "log.position=5" in result.stdout and "x.log" not in result.stdout
+
+
 # --------------------------------------------------------------------------- long columns
 
 

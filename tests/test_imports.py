@@ -181,3 +181,39 @@ def test_cycles_are_found_with_their_imports():
     comps = cycles(edges)
     assert comps == [["a", "b", "c"]]
     assert "  c.py:3: c -> a" in _cycle_report(edges, comps) and not cycles(edges[:2])
+
+
+def private_names(module: str, is_package: bool, tree: ast.Module) -> list[tuple[int, str, str]]:
+    """``(line, name, source)`` for every ``_``-prefixed name ``module`` imports from another
+    cer_cli module."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        targets = _resolve(module, is_package, node)
+        source = targets[0] if targets else node.module or ""
+        if source.startswith("cer_cli") and source != module:
+            out += [(node.lineno, a.name, source) for a in node.names if a.name.startswith("_")]
+    return out
+
+
+def test_spark_imports_no_private_name_of_another_folder():
+    """spark/ runs what io/, plan/ and the engine decide through their public surface: a
+    private name it borrows is a rule it relies on without its owner knowing. Its own
+    modules meet through public names too (``spark.frames`` borrowed seven of the job's)."""
+    bad = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name} from {source}"
+           for module, path in MODULES.items() if folder(module) == "spark"
+           for line, name, source in private_names(module, path.name == "__init__.py",
+                                                    ast.parse(path.read_text(), str(path)))]
+    assert not bad, _report("private names imported by spark/", bad)
+
+
+def test_the_private_import_check_sees_them():
+    """The checker itself: private names from other modules are found (lazily and relatively
+    imported too), public ones are not."""
+    tree = ast.parse("from cer_cli.io.read import _scan, read_events\n"
+                     "from cer_cli.spark.run import _number, Run\n"
+                     "def f():\n    from ..io import _hidden\n")
+    found = private_names("cer_cli.spark.read", False, tree)
+    assert [(name, source) for _, name, source in found] == [
+        ("_scan", "cer_cli.io.read"), ("_number", "cer_cli.spark.run"), ("_hidden", "cer_cli.io")]

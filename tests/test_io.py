@@ -55,9 +55,9 @@ def test_unsupported_format_lists_supported(tmp_path: Path) -> None:
 
 def test_format_override(tmp_path: Path) -> None:
     path = _csv(tmp_path / "log.txt", "type,v\nA,1\n")
-    assert read_events([path], fmt="csv").frame()[TYPE].to_list() == ["A"]
+    assert read_events([path], log_format="csv").frame()[TYPE].to_list() == ["A"]
     with pytest.raises(LogError, match="unsupported log format 'xml'"):
-        read_events([path], fmt="xml")
+        read_events([path], log_format="xml")
 
 
 def test_every_format_reads_the_same(tmp_path: Path) -> None:
@@ -399,3 +399,28 @@ def test_estimate_events(tmp_path: Path) -> None:
     assert estimate_events([f"S={parquet}"]) == 50_000
     assert estimate_events([str(csv), str(parquet)]) >= 95_000
     assert estimate_events([str(tmp_path / "missing.csv"), _csv(tmp_path / "e.csv", "")]) == 0
+
+
+def test_a_header_only_csv_widens_no_other_log(tmp_path: Path) -> None:
+    """A CSV log without rows (polars types every column of it as text) merged with another
+    log: the other log's columns keep their types (they became text: ``"v": "1"`` in the
+    output, and a numeric time column met "datetime values in the empty log")."""
+    full = _csv(tmp_path / "full.csv", "type,ts,v\nA,0,1\nB,1,2\n")
+    hollow = _csv(tmp_path / "hollow.csv", "type,ts,v,u\n")
+    log = read_events([full, hollow])
+    assert log.schema.event_types == {"A": {"ts": "int", "v": "int"}, "B": {"ts": "int", "v": "int"}}
+    frame = log.frame()
+    assert frame.schema["v"] == pl.Int64 and frame.schema["ts"] == pl.Int64
+    assert frame["v"].to_list() == [1, 2] and frame[TIME].to_list() == [0, 1]
+    assert read_schema([hollow]).streams == {"hollow": ()}
+
+
+def test_a_time_format_named_for_one_of_several_logs(tmp_path: Path) -> None:
+    """``--time-format fa=FORMAT`` with two logs was refused ("no log named 'fa'"): each
+    log checked the option against its own name only."""
+    from cer_cli.io.contract import TimeOptions
+
+    fa = _csv(tmp_path / "fa.csv", "type,ts\nA,01/02/2024 10:00\n")
+    fb = _csv(tmp_path / "fb.csv", "type,ts\nB,2024-01-02T11:00\n")
+    log = read_events([fa, fb], time_column=TimeOptions(format=("fa=%d/%m/%Y %H:%M",)))
+    assert log.frame()["ts"].to_list() == [dt.datetime(2024, 1, 2, 11), dt.datetime(2024, 2, 1, 10)]

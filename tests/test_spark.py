@@ -435,6 +435,48 @@ def test_spark_text_output_writes_times_as_local_mode(spark, tmp_path, shape):
             c: cells[c] for c in times if not (cells[c] or "").startswith("[")}
 
 
+def test_spark_match_times_are_each_events_own_time(spark, tmp_path):
+    """Two logs whose time columns have different names: Spark writes each match's
+    start_time/end_time from its first and last event's own time column, as local mode
+    does (both read the first log's column for every event: end_time was null)."""
+    (tmp_path / "a.csv").write_text("type,ts,v\nA,2024-01-01T10:00:00,1\nA,2024-01-01T10:07:00,3\n")
+    (tmp_path / "b.csv").write_text("type,when,w\nB,2024-01-01T10:05:00.5,2\n")
+    args = ["-e", "A ; B", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"),
+            "--time-column", "a=ts", "--time-column", "b=when"]
+    assert _cli("match", *args, "-o", str(tmp_path / "local.csv")).exit_code == 0
+    result = _cli("match", *args, "-o", str(tmp_path / "spark"), "--format", "csv", "--spark",
+                  "--master", "local[2]")
+    assert result.exit_code == 0, result.output
+    want = pl.read_csv(tmp_path / "local.csv", infer_schema=False)
+    got = pl.read_csv(str(tmp_path / "spark" / "*.csv"), infer_schema=False)
+    assert want.select("start_time", "end_time").unique().rows() == [
+        ("2024-01-01T10:00:00", "2024-01-01T10:05:00.500000")]
+    assert got.sort("match", "position").equals(want)
+
+
+def test_spark_json_writes_decimals_exactly_as_local_output(spark, tmp_path):
+    """Decimals are JSON numbers with their exact digits: Spark's JSON writer and local
+    output agree on every digit (local JSONL wrote a float, losing them)."""
+    from decimal import Decimal
+
+    long = Decimal("12345678901234567.123456789012345678")
+    pl.DataFrame({"type": ["A", "B"], "ts": [1, 2],
+                  "d": pl.Series([long, Decimal("1.5")], dtype=pl.Decimal(38, 18))}
+                 ).write_parquet(tmp_path / "d.parquet")
+    args = ["-e", "A ; B", str(tmp_path / "d.parquet")]
+    local = _cli("match", *args, "--format", "jsonl")
+    assert local.exit_code == 0, local.output
+    events = json.loads(local.stdout, parse_float=Decimal)["events"]
+    assert [e["attrs"]["d"] for e in events] == [long, Decimal("1.5")]
+    result = _cli("match", *args, "-o", str(tmp_path / "spark"), "--format", "jsonl", "--spark",
+                  "--master", "local[2]")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line, parse_float=Decimal)
+            for f in sorted(glob.glob(str(tmp_path / "spark" / "*.json")))
+            for line in Path(f).read_text().splitlines()]
+    assert sorted(r["d"] for r in rows) == sorted(e["attrs"]["d"] for e in events)
+
+
 def test_spark_frames_judge_the_time_values_without_a_schema(spark):
     """Given a compiled Plan, ``cer_cli.spark.match`` computes no schema, and reaches the
     local reader's verdicts on the time values all the same: a unit that puts the times in
@@ -650,9 +692,62 @@ def test_existing_output_is_refused_before_spark_starts(tmp_path):
                       "--master", "spark://nohost.invalid:7077", "-o", str(tmp_path / target),
                       "--format", "parquet")
         assert result.exit_code == 2 and "unknown host" not in result.stderr, result.output
-        assert ("Spark writes the matches as a new directory" in result.stderr
-                if target == "taken.parquet" else "is a directory" in result.stderr)
+        assert ("an existing file, and the matches are written as a new directory"
+                in result.stderr if target == "taken.parquet" else "is a directory" in result.stderr)
         assert time.monotonic() - started < 10
+
+
+def test_the_output_directory_follows_the_output_rules_before_spark_starts(tmp_path):
+    """``--spark -o`` writes a directory, under the local output rules that apply to one
+    (io.files.directory_output), checked before Spark starts (an unreachable master here):
+    a directory that cannot be created is exit 1 ("cannot write the output"), a symlink
+    planted in a shared directory (sticky, world-writable) by another user is refused,
+    exit 2. Both went on to start Spark (here: "unknown host")."""
+    (tmp_path / "file").write_text("x")
+    args = ["match", "-e", "T", str(ROOT / "samples" / "fig1.csv"), "--spark", "--master",
+            "spark://nohost.invalid:7077", "--format", "parquet", "-o"]
+    result = _cli(*args, str(tmp_path / "file" / "out"))
+    assert result.exit_code == 1 and "unknown host" not in result.stderr, result.output
+    assert f"cannot write {tmp_path / 'file' / 'out'}: {tmp_path / 'file'} is not a directory" \
+        in result.stderr
+    if os.geteuid() != 0:
+        return  # the planted link below needs another owner: root only
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (shared / "dir").symlink_to(elsewhere)
+    os.lchown(shared / "dir", 4242, 4242)
+    result = _cli(*args, str(shared / "dir" / "out"))
+    assert result.exit_code == 2 and "unknown host" not in result.stderr, result.output
+    assert f"{shared / 'dir'} is a symlink in the shared directory {shared}" in result.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_spark_errors_while_writing_are_the_outputs():
+    """A failure while Spark writes ``-o`` is "cannot write the output" (exit 1), as for a
+    local ``-o``, although the same Java exception while reading a log is the input's
+    (exit 2); a query error an engine raised in a task stays the input's."""
+    from cer_cli.spark.errors import spark_error
+
+    denied = RuntimeError("An error occurred while calling o99.save.\n"
+                          ": java.nio.file.AccessDeniedException: /out/part-0")
+    assert spark_error(denied).exit_code == 2
+    written = spark_error(denied, what="cannot write /out: ", writing=True)
+    assert written.exit_code == 1 and written.message.startswith("cannot write /out: ")
+    task = RuntimeError("PythonException: ... QueryError: WITHIN needs events ordered by time")
+    assert spark_error(task, writing=True).exit_code == 2
+
+
+def test_spark_writes_to_a_device_as_local_mode_does(spark, tmp_path):
+    """``-o /dev/null`` (a device: written as it is, as locally) with --spark: the matches
+    are computed by Spark and written to it by the local writer (it was refused as "an
+    existing file", since Spark writes a directory)."""
+    args = ["-e", "SELL ; BUY", str(ROOT / "samples" / "stocks.csv"), "--allow-unbounded"]
+    result = _cli("match", *args, "-o", "/dev/null", "--format", "csv", "--spark",
+                  "--master", "local[2]")
+    assert result.exit_code == 0, result.output
 
 
 def test_unknown_spark_conf_key_warns():
@@ -778,7 +873,7 @@ def test_the_spark_session_is_created_off_the_main_thread():
     errors come back to the caller."""
     import threading
 
-    from cer_cli.spark import job
+    from cer_cli.spark import session
 
     class Builder:
         def __init__(self, fail=False):
@@ -791,9 +886,9 @@ def test_the_spark_session_is_created_off_the_main_thread():
             return "session"
 
     b = Builder()
-    assert job._create(b) == "session" and b.main is False
+    assert session._create(b) == "session" and b.main is False
     with pytest.raises(RuntimeError, match="no JVM"):
-        job._create(Builder(fail=True))
+        session._create(Builder(fail=True))
 
 
 def test_a_signal_stops_every_process_below_cer():
@@ -803,18 +898,18 @@ def test_a_signal_stops_every_process_below_cer():
     children (the shared Spark session's JVM) must not be touched."""
     code = (
         "import os, subprocess, sys, time\n"
-        "from cer_cli.spark import job\n"
+        "from cer_cli.spark import processes\n"
         "grand = 'import time; time.sleep(60)'\n"
         "kid = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; '\n"
         "    f'p = subprocess.Popen([sys.executable, \"-c\", {grand!r}]); print(p.pid, flush=True);'\n"
         "    'time.sleep(60)'], stdout=subprocess.PIPE, text=True)\n"
         "grandchild = int(kid.stdout.readline())\n"
         "t = time.monotonic()\n"
-        "job._stop_processes()\n"
-        "job._end_run()\n"
+        "processes.stop_processes()\n"
+        "processes.end_run()\n"
         "print(kid.wait(timeout=10), round(time.monotonic() - t, 1))\n"
         "for _ in range(100):\n"
-        "    if (job._stat(grandchild) or ['Z'])[0] in 'ZX':  # gone, or dead and not reaped\n"
+        "    if (processes._stat(grandchild) or ['Z'])[0] in 'ZX':  # gone, or dead and not reaped\n"
         "        print('gone'); break\n"
         "    time.sleep(0.05)\n"
     )
@@ -840,21 +935,21 @@ def test_explain_says_when_spark_does_not_pay():
 
 
 def test_logs_are_opened_once_per_run_and_again_when_they_change(spark, tmp_path):
-    from cer_cli.spark.job import _input_bytes, _open
+    from cer_cli.spark.read import input_bytes, open_logs
 
     log = tmp_path / "a.csv"
     log.write_text("type,v\nA,1\n")
-    first = _open(spark, [str(log)], None, None)
-    assert _open(spark, [str(log)], None, None) is first
-    assert _input_bytes([str(log)]) == log.stat().st_size
-    assert _input_bytes(["hdfs://nn/logs", str(log)]) is None
+    first = open_logs(spark, [str(log)], None, None)
+    assert open_logs(spark, [str(log)], None, None) is first
+    assert input_bytes([str(log)]) == log.stat().st_size
+    assert input_bytes(["hdfs://nn/logs", str(log)]) is None
     log.write_text("type,v,w\nA,1,2\n")
-    again = _open(spark, [str(log)], None, None)
+    again = open_logs(spark, [str(log)], None, None)
     assert again is not first and "w" in again[0].df.columns
 
 
 def test_local_executors_import_the_installed_package():
     """No zip for local workers that import this very cer_cli (its numba cache is warm)."""
-    from cer_cli.spark.job import _workers_import_this
+    from cer_cli.spark.ship import workers_import_this
 
-    assert _workers_import_this()
+    assert workers_import_this()

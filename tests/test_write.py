@@ -373,3 +373,97 @@ def test_lookup_add_reads_the_schema_once_per_frame(monkeypatch) -> None:
     monkeypatch.setattr(pl.DataFrame, "schema", property(counting))
     lk.add(frame)
     assert calls <= 3 and len(lk.dtypes) == 300
+
+
+# --------------------------------------------------------------------------- output rules
+
+
+def test_match_times_are_each_events_own_time(tmp_path: Path) -> None:
+    """Logs whose time columns have different names: ``start_time``/``end_time`` are the time
+    of the match's first and last event, each read from its own log's time column, in every
+    format and shape (the writers looked up the first log's column for every event, so a
+    match ending in the second log had ``end_time`` null)."""
+    from cer_cli.events import batch_of
+    from cer_cli.io.contract import TimeOptions
+
+    (tmp_path / "a.csv").write_text("type,ts,v\nA,2024-01-01T10:00:00,1\n")
+    (tmp_path / "b.csv").write_text("type,when,w\nB,2024-01-01T10:05:00.5,2\n")
+    log = read_events([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")],
+                      time_column=TimeOptions(column=("a=ts", "b=when")))
+    lk = EventLookup.for_log(log)
+    list(lk.tap(log.batches()))
+    matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))))]
+    want = ["2024-01-01T10:00:00", "2024-01-01T10:05:00.500000"]
+    for shown in (matches, [batch_of(matches)]):  # per match and column-wise
+        out = io.StringIO()
+        write_matches(shown, lk, "jsonl", stdout=out)
+        assert [json.loads(out.getvalue())[k] for k in ("start_time", "end_time")] == want
+    for shape in ("long", "wide"):
+        out = io.StringIO()
+        write_matches(matches, lk, "csv", stdout=out, shape=shape)
+        back = pl.read_csv(io.StringIO(out.getvalue()), infer_schema=False)
+        assert back.select("start_time", "end_time").unique().rows() == [tuple(want)]
+        write_matches(matches, lk, "parquet", tmp_path / f"{shape}.parquet", shape=shape)
+        back = pl.read_parquet(tmp_path / f"{shape}.parquet")
+        assert [v.isoformat() for v in back.select("start_time", "end_time").row(0)] == want
+
+
+def test_jsonl_writes_decimals_with_their_exact_digits(tmp_path: Path) -> None:
+    """A decimal is a JSON number with its own digits (it was a float: a long decimal lost
+    digits), per match and column-wise alike, in attributes and partition keys."""
+    from decimal import Decimal
+
+    from cer_cli.events import batch_of
+
+    long = Decimal("12345678901234567.123456789012345678")
+    frame = pl.DataFrame({"type": ["A", "B"], "ts": [1, 2],
+                          "d": pl.Series([long, Decimal("0.000000100")], dtype=pl.Decimal(38, 18))})
+    frame.write_parquet(tmp_path / "d.parquet")
+    log = read_events([str(tmp_path / "d.parquet")], time_column="ts")
+    lk = EventLookup.for_log(log)
+    list(lk.tap(log.batches()))
+    matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))), partition=(long,))]
+    texts = []
+    for shown in (matches, [batch_of(matches)]):
+        out = io.StringIO()
+        write_matches(shown, lk, "jsonl", stdout=out, partition_names=["d"])
+        texts.append(out.getvalue())
+    assert texts[0] == texts[1]
+    assert '"attrs": {"ts": 1, "d": 12345678901234567.123456789012345678}' in texts[0]
+    assert '"d": 0.000000100000000000}' in texts[0]
+    rec = json.loads(texts[0], parse_float=Decimal)
+    assert rec["partition"] == {"d": long} and rec["events"][0]["attrs"]["d"] == long
+    wide = io.StringIO()
+    write_matches(matches, lk, "jsonl", stdout=wide, shape="wide", partition_names=["d"])
+    assert json.loads(wide.getvalue(), parse_float=Decimal)["partition"] == {"d": long}
+
+
+def test_csv_writes_durations_as_jsonl_does_and_names_what_it_refuses(tmp_path: Path) -> None:
+    """A duration column is written in CSV as JSONL writes it (seconds); it was an internal
+    error ("datatype duration cannot be written to CSV"). A Python object column is refused
+    naming the column (exit 2), as lists, structs and binary values are."""
+    import datetime as dt
+
+    from cer_cli.io.read import read_frame
+
+    frame = pl.DataFrame({"type": ["A", "B"], "ts": [1, 2],
+                          "dur": [dt.timedelta(seconds=1.5), None]})
+    log = read_frame(frame, "s", time_column="ts")
+    lk = EventLookup.for_log(log)
+    list(lk.tap(log.batches()))
+    matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))))]
+    for shape, column in (("long", "dur"), ("wide", "A.dur")):
+        out = io.StringIO()
+        write_matches(matches, lk, "csv", stdout=out, shape=shape,
+                      variables=[("A", False), ("B", False)])
+        back = pl.read_csv(io.StringIO(out.getvalue()), infer_schema=False)
+        assert back[column].to_list()[:1] == ["1.5"]
+    jsonl = io.StringIO()
+    write_matches(matches, lk, "jsonl", stdout=jsonl)
+    assert json.loads(jsonl.getvalue())["events"][0]["attrs"]["dur"] == 1.5
+    objects = read_frame(frame.with_columns(o=pl.Series([object(), None], dtype=pl.Object)), "s",
+                         time_column="ts")
+    lk = EventLookup.for_log(objects)
+    list(lk.tap(objects.batches()))
+    with pytest.raises(LogError, match="column 'o' holds Python objects, which the CSV output"):
+        write_matches(matches, lk, "csv", stdout=io.StringIO())

@@ -59,6 +59,27 @@ class Executor(Protocol):
         ...
 
 
+def partition_columns(partition_by, columns) -> list[list[str]]:
+    """Per PARTITION BY group, its attributes that the events have: an event's key in the
+    group is the first of them it has (coalesce), and an event without a key in some group
+    is in no partition. Both the executors and Spark's fan-out key events by this."""
+    return [[a for a in group if a in columns] for group in partition_by]
+
+
+def window_source(w: ast.Window, columns, timed: bool) -> tuple[str, float]:
+    """The column a time or attribute window measures, and its bound: TIME and the
+    duration in ns (``timed``: the log has a time column), or the attribute and the amount
+    (the log has it). Both the executors and Spark's range split read a window by this."""
+    if isinstance(w, ast.DurationWindow):
+        if not timed:
+            raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
+        return TIME, w.nanoseconds
+    assert isinstance(w, ast.AttributeWindow)
+    if w.attr not in columns:
+        raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
+    return w.attr, w.amount
+
+
 def prepare_frame(
     frame: pl.DataFrame, streams, partition_by, window: ast.Window | None, last_time,
     key: str, wtime: str,
@@ -75,19 +96,15 @@ def prepare_frame(
         frame = frame.filter(pl.col(STREAM).is_in(list(streams)))
     if partition_by:
         exprs = []
-        for i, group in enumerate(partition_by):
-            present = [pl.col(a) for a in group if a in frame.columns]
+        for i, present in enumerate(partition_columns(partition_by, frame.columns)):
             exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{key}{i}"))
         frame = frame.with_columns(exprs).drop_nulls([f"{key}{i}" for i in range(len(exprs))])
     w = window
-    if isinstance(w, ast.DurationWindow):
-        if frame.height and frame[TIME].null_count():
-            raise QueryError("WITHIN with a duration needs a time column in the log", w.span)
-        frame = frame.with_columns(pl.col(TIME).alias(wtime))
-    elif isinstance(w, ast.AttributeWindow):
-        if w.attr not in frame.columns:
-            raise QueryError(f"WITHIN {w.amount} [{w.attr}]: no attribute {w.attr!r} in the log", w.span)
-        frame = frame.with_columns(_window_time(frame[w.attr].dtype, w).alias(wtime))
+    if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
+        source, _ = window_source(w, frame.columns,
+                                  timed=not (frame.height and frame[TIME].null_count()))
+        frame = frame.with_columns((pl.col(TIME) if source == TIME else
+                                    _window_time(frame[source].dtype, w)).alias(wtime))
     if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
         if frame[wtime].dtype.is_float():
             frame = frame.with_columns(pl.col(wtime).fill_nan(None))

@@ -40,7 +40,10 @@ TIME_NAMES = ("ts", "time", "timestamp")
 DEFAULT_TYPE_COLUMN = "type"
 #: Column names with this prefix are the readers' own (argument index, row ids, ...).
 RESERVED_PREFIX = "__cer_"
-KINDS = ("int", "float", "str", "bool", "datetime", "null")
+#: The readers' column of each event's log argument index: events are ordered by (TIME,
+#: ARG, ROW), so ties in time follow the arguments' order, then the rows' (both readers;
+#: dropped from the event frame once it is ordered).
+ARG = RESERVED_PREFIX + "arg"
 #: Kinds a time column may have (strings are parsed as ISO 8601 datetimes).
 TIME_KINDS = ("int", "float", "str", "datetime")
 #: Unit of TIME for datetimes: nanoseconds since the epoch (UTC), as int64.
@@ -218,11 +221,18 @@ def unify_kinds(a: str | None, b: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class LogColumns:
-    """What the contract needs to know of one log: where it is (for messages), its stream,
-    its columns in order with their kinds (``kind_of``), its type column (or None), and,
-    once decided (``time_columns``), its time column and that column's ``--time-unit``.
-    ``types`` names the reader's type of each column (for messages about unusable ones)."""
+class LogDecision:
+    """One log as the contract sees it, then as it decided it: everything a reader needs.
+
+    A reader says what it saw — ``where`` the log is (for messages), its ``stream``,
+    ``format`` and argument ``index``, its columns in order with their kinds (``kind_of``)
+    and its own name of each column's type (``types``, for messages), and whether it has no
+    row (``empty``, asked only when ``untyped``) — and ``decide`` fills in the rest: the kinds
+    the reader must read (``null`` for every column of an empty text log, ``str`` for a CSV's
+    time column), the type column, the time column with its ``--time-unit`` and
+    ``--time-format``; after the reader's values pass, ``judge_times`` says whether time
+    texts are read as UTC instants (``time_zoned``). Readers interpret the decision: they
+    hold no rule of their own."""
 
     where: str
     stream: str
@@ -231,10 +241,100 @@ class LogColumns:
     time_column: str | None = None
     time_unit: str | None = None
     types: Mapping[str, str] = field(default_factory=dict)
+    format: str = ""
+    index: int = 0
+    empty: bool = False
+    time_format: str | None = None
+    time_zoned: bool = False
 
     @property
     def data_columns(self) -> list[str]:
         return [c for c in self.columns if c != self.type_column]
+
+    @property
+    def time_kind(self) -> str | None:
+        """The kind of the time column (None without one)."""
+        return self.columns.get(self.time_column) if self.time_column else None
+
+    @property
+    def reads_time_as_datetime(self) -> bool:
+        """Whether the time column's values become datetimes: parsed texts, or numbers with
+        a unit (the event frame then shows the column as those datetimes)."""
+        return self.time_kind == "str" or (self.time_unit is not None
+                                           and self.time_kind in ("int", "float"))
+
+    def time_text(self) -> str | None:
+        """How the log's time is read, for ``cer explain``."""
+        if self.time_column is None:
+            return None
+        if self.time_unit is not None:
+            how = f"numbers, {self.time_unit} since the epoch"
+        elif self.time_format is not None:
+            how = f"texts, format {self.time_format!r}"
+        elif self.time_zoned:
+            how = "ISO 8601 texts with offsets: UTC instants"
+        else:
+            how = {"int": "integers: an order without a unit, no duration windows",
+                   "float": "numbers: an order without a unit, no duration windows",
+                   "str": "ISO 8601 texts", "null": "no values"}.get(self.time_kind or "",
+                                                                     "datetimes")
+        return f"{self.stream}: {self.time_column} ({how})"
+
+
+#: Formats whose column types a reader infers from the values: a log of such a format
+#: without rows has no types, only the text its reader guesses.
+INFERRED_FORMATS = ("csv",)
+
+
+def untyped(fmt: str, kinds: Mapping[str, str | None]) -> bool:
+    """Whether a log's column kinds may be its reader's guess from no value at all: a CSV
+    whose every column reads as text (what a reader infers for a header without rows). Its
+    reader then tells whether it has a row (``LogDecision.empty``)."""
+    return fmt in INFERRED_FORMATS and all(k == "str" for k in kinds.values())
+
+
+def decide(seen: Sequence[LogDecision], type_column: str | Sequence[str] | None = None,
+           time: Any = None) -> list[LogDecision]:
+    """The contract's decisions on each log (``seen``: what its reader saw, see
+    ``LogDecision``), in one pass for every reader: reserved column names refused; an empty
+    log's columns of kind ``null`` (they have no value, and so widen no other log's column);
+    the type column (``type_columns``); the time column and its unit (``time_columns``); a
+    CSV's time column read as text, whatever its reader inferred (the contract parses it,
+    not a reader's date guess); the time format (``time_format``). ``time``: see
+    ``time_options``."""
+    for g in seen:
+        check_columns(g.where, g.columns)
+    logs = [replace(g, columns=dict.fromkeys(g.columns, "null")) if g.empty else g for g in seen]
+    tcols = type_columns([(g.where, g.stream, list(g.columns)) for g in logs], type_column)
+    logs = [replace(g, type_column=t) for g, t in zip(logs, tcols, strict=True)]
+    streams = [g.stream for g in logs]
+    out = []
+    for g in time_columns(logs, time):
+        if g.format == "csv" and g.time_kind == "datetime":
+            g = replace(g, columns={**g.columns, g.time_column: "str"})
+        out.append(replace(g, time_format=time_format(g, time, streams)))
+    return out
+
+
+def judge_times(logs: Sequence[LogDecision], values: Sequence[TimeValues]
+                ) -> tuple[list[LogDecision], dict[str, str]]:
+    """The verdicts on the logs' time values, from the readers' values pass: the logs with
+    ``time_zoned`` decided (``zoned_times``), and per stream the epoch unit that fits a
+    numeric time without one (``check_times``, which refuses a unit that cannot be right)."""
+    fits = check_times(logs, values)
+    zoned = zoned_times(logs, values)
+    return [replace(g, time_zoned=z) for g, z in zip(logs, zoned, strict=True)], fits
+
+
+def event_time_kind(logs: Sequence[LogDecision]) -> str | None:
+    """The kind of TIME over all logs (``time_kind`` of each, ``common_time_kind`` of
+    them), ``None`` without a time column: refuses an unusable time column, and logs whose
+    times are not comparable. A log without values (kind ``null``) takes any."""
+    kinds = [(g.where, time_kind(g.where, g.time_column, g.time_kind,
+                                 g.types.get(g.time_column, ""), g.time_unit))
+             for g in logs if g.time_column is not None and g.time_kind != "null"]
+    column = next((g.time_column for g in logs if g.time_column), None)
+    return common_time_kind(column, kinds) if column is not None else None
 
 
 def _columns_text(columns: Iterable[str]) -> str:
@@ -345,7 +445,7 @@ def type_column(where: str, columns: Iterable[str], given: str | None) -> str | 
     return type_columns([(where, "", list(columns))], given)[0]
 
 
-def _detect_time(log: LogColumns) -> str | None:
+def _detect_time(log: LogDecision) -> str | None:
     """A log's time column by the rules: its only datetime column, else a column named
     ts/time/timestamp (in that order, case-insensitive) of a time kind."""
     data = {c: log.columns[c] for c in log.data_columns}
@@ -353,11 +453,12 @@ def _detect_time(log: LogColumns) -> str | None:
     if len(dated) == 1:
         return dated[0]
     lowered = {c.lower(): c for c in data}
-    named = [lowered[n] for n in TIME_NAMES if n in lowered and data[lowered[n]] in TIME_KINDS]
+    usable = (*TIME_KINDS, "null") if log.empty else TIME_KINDS  # an empty log: by name alone
+    named = [lowered[n] for n in TIME_NAMES if n in lowered and data[lowered[n]] in usable]
     return named[0] if named else None
 
 
-def time_columns(logs: Sequence[LogColumns], given: Any = None) -> list[LogColumns]:
+def time_columns(logs: Sequence[LogDecision], given: Any = None) -> list[LogDecision]:
     """Each log with its time column and unit decided (``given``: see ``time_options``).
 
     Per log: ``NAME=col`` (must exist), else the bare ``--time-column`` when the log has
@@ -373,7 +474,7 @@ def time_columns(logs: Sequence[LogColumns], given: Any = None) -> list[LogColum
     for u in [unit.default, *unit.per_log.values()]:
         if u is not None and u not in TIME_UNITS:
             raise LogError(f"--time-unit {u!r} is not a unit", ["units: " + ", ".join(TIME_UNITS)])
-    out: list[LogColumns] = []
+    out: list[LogDecision] = []
     for g in logs:
         value, explicit = col.value(g.stream)
         if explicit and value not in g.columns:
@@ -383,7 +484,7 @@ def time_columns(logs: Sequence[LogColumns], given: Any = None) -> list[LogColum
         u, u_explicit = unit.value(g.stream)
         kind = g.columns.get(chosen) if chosen is not None else None
         if kind not in ("int", "float"):
-            if u_explicit:
+            if u_explicit and kind != "null":  # a log without values: any unit fits
                 raise LogError(
                     f"{g.where}: --time-unit {u} is for a numeric time column, and "
                     + (f"time column {chosen!r} holds {kind} values" if chosen else "there is none"),
@@ -407,18 +508,26 @@ def time_columns(logs: Sequence[LogColumns], given: Any = None) -> list[LogColum
     return out
 
 
-def time_column(logs: Sequence[LogColumns], given: Any = None) -> str | None:
+def time_columns_of(logs: Sequence[LogDecision]) -> tuple[str, ...]:
+    """The decided logs' time columns, each once, in argument order: the first is the
+    schema's (``Schema.time_column``), all of them give a match's times
+    (``OutputSpec.time_columns``)."""
+    return tuple(dict.fromkeys(g.time_column for g in logs if g.time_column))
+
+
+def time_column(logs: Sequence[LogDecision], given: Any = None) -> str | None:
     """The schema's time column: that of the first log (``time_columns``), else ``None``."""
     return next((g.time_column for g in time_columns(logs, given) if g.time_column), None)
 
 
-def time_format(log: LogColumns, given: Any = None) -> str | None:
-    """The ``--time-format`` of a log whose time column holds text (``None``: ISO 8601)."""
-    opt = log_option("--time-format", time_options(given).format, [log.stream])
+def time_format(log: LogDecision, given: Any = None, streams: Sequence[str] = ()) -> str | None:
+    """The ``--time-format`` of a log whose time column holds text (``None``: ISO 8601);
+    ``streams``: every log's, which ``NAME=`` may name (by default, this log's)."""
+    opt = log_option("--time-format", time_options(given).format, streams or [log.stream])
     value, explicit = opt.value(log.stream)
-    kind = log.columns.get(log.time_column) if log.time_column else None
+    kind = log.time_kind
     if kind != "str":
-        if explicit:
+        if explicit and kind != "null":  # a log without values: any format fits
             raise LogError(f"{log.where}: --time-format is for a time column of texts, and "
                            f"{log.time_column!r} holds {kind} values")
         return None
@@ -535,6 +644,26 @@ class TimeValues:
     zoned: bool | None = None
 
 
+#: Names of the aggregations of a reader's values pass (one row per group of events) that
+#: ``time_values`` reads: the least and greatest finite numeric time, and whether an ISO
+#: text time has an offset (``ISO_ZONED_TIME``).
+TIME_LOW, TIME_HIGH, TIME_ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
+
+
+def time_values(log: LogDecision, facts: Iterable[Mapping[str, Any]]) -> TimeValues:
+    """A log's ``TimeValues`` from its reader's values pass: ``facts`` per group of events,
+    keyed ``TIME_LOW``/``TIME_HIGH``/``TIME_ZONED`` (a key not computed is missing or None).
+    Texts read by a ``--time-format`` hold offsets when the format reads one."""
+    facts = list(facts)
+    lows = [f[TIME_LOW] for f in facts if f.get(TIME_LOW) is not None]
+    highs = [f[TIME_HIGH] for f in facts if f.get(TIME_HIGH) is not None]
+    zoned = None
+    if log.time_kind == "str":
+        zoned = (zoned_format(log.time_format) if log.time_format is not None
+                 else any(f.get(TIME_ZONED) for f in facts))
+    return TimeValues(min(lows, default=None), max(highs, default=None), zoned)
+
+
 def zoned_format(fmt: str) -> bool:
     """Whether a ``--time-format`` reads an offset (then every value has one)."""
     return any(d in fmt for d in ("%z", "%#z", "%:z"))
@@ -565,7 +694,7 @@ def _dates(low: float, high: float, unit: str) -> str:
     return a if a == b else f"{a} .. {b}"
 
 
-def check_times(logs: Sequence[LogColumns], values: Sequence[TimeValues]) -> dict[str, str]:
+def check_times(logs: Sequence[LogDecision], values: Sequence[TimeValues]) -> dict[str, str]:
     """Judge each numeric time column by its values (``values[i]`` of ``logs[i]``).
 
     With ``--time-unit``: a unit that puts the values outside ``PLAUSIBLE_YEARS`` while
@@ -597,7 +726,7 @@ def check_times(logs: Sequence[LogColumns], values: Sequence[TimeValues]) -> dic
     return fits
 
 
-def zoned_times(logs: Sequence[LogColumns], values: Sequence[TimeValues]) -> list[bool]:
+def zoned_times(logs: Sequence[LogDecision], values: Sequence[TimeValues]) -> list[bool]:
     """Per log, whether its time column of texts is read as UTC instants (output as such:
     ``+00:00``) rather than naive datetimes: when some value of a time column of texts of
     that name, in any log, has an offset (``TimeValues.zoned``). A value without an offset
@@ -611,7 +740,7 @@ def zoned_times(logs: Sequence[LogColumns], values: Sequence[TimeValues]) -> lis
 # --------------------------------------------------------------------------- schema
 
 
-def column_kinds(logs: Sequence[LogColumns], time_col: str | None) -> dict[str, str | None]:
+def column_kinds(logs: Sequence[LogDecision], time_col: str | None) -> dict[str, str | None]:
     """Each data column's kind across the logs (first-seen order): unified over the logs,
     with a string time column, or a numeric one with a unit, counted as ``datetime`` (it
     is read as an instant)."""
@@ -636,17 +765,17 @@ def column_kinds(logs: Sequence[LogColumns], time_col: str | None) -> dict[str, 
     return out
 
 
-def attribute_columns(log: LogColumns, kinds: Mapping[str, str | None]) -> list[str]:
+def attribute_columns(log: LogDecision, kinds: Mapping[str, str | None]) -> list[str]:
     """The columns of ``log`` that can be event attributes (usable kind, not the type)."""
     return [c for c in log.data_columns if kinds.get(c) is not None]
 
 
 def build_schema(
-    logs: Sequence[LogColumns],
+    logs: Sequence[LogDecision],
     present: Sequence[Mapping[str | None, Mapping[str, bool]]],
     kinds: Mapping[str, str | None],
     time_col: str | None,
-    times: Sequence[TimeValues] | None = None,
+    epoch_units: Mapping[str, str] | None = None,
 ) -> Schema:
     """The Schema of the logs. A column of a log is an attribute of every event type of
     that log (``attribute_columns``): whether it holds a value on a given day is the data's
@@ -656,9 +785,8 @@ def build_schema(
     columns null for every event of a type (in every log) are that type's ``empty``
     attributes (a predicate on them is false; ``cer check`` warns). Columns predicates
     cannot use are ``refused``, with their type's name. Types are listed per stream in
-    sorted order; attributes in column order (first log first). ``times`` (each log's
-    ``TimeValues``) are judged by ``check_times``."""
-    epoch_units = check_times(logs, times) if times is not None else {}
+    sorted order; attributes in column order (first log first). ``epoch_units``: per stream,
+    the unit that fits a numeric time without one (``judge_times``)."""
     event_types: dict[str, dict[str, str]] = {}
     valued: dict[str, set[str]] = {}
     streams: dict[str, list[str]] = {}
@@ -684,7 +812,7 @@ def build_schema(
         event_types=event_types,
         streams={s: tuple(ts) for s, ts in streams.items()},
         time_column=time_col,
-        epoch_units=epoch_units,
+        epoch_units=dict(epoch_units or {}),
         empty={t: e for t, e in empty.items() if e},
         refused=refused,
     )

@@ -33,10 +33,10 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 try:
     import fcntl
@@ -193,6 +193,54 @@ def _resolve(target: str | os.PathLike) -> str:
             resolved = "/"
         todo.extend(reversed(link.split("/")))
     return resolved
+
+
+# --------------------------------------------------------------------------- directories
+
+
+def writes_in_place(target: str | os.PathLike) -> bool:
+    """Whether ``target`` is written as it is, never replaced: a descriptor
+    (``output_descriptor``), a device or a FIFO. Such an output cannot be a directory."""
+    if output_descriptor(target) is not None:
+        return True
+    try:
+        st = os.stat(target)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
+
+
+def directory_output(target: str | os.PathLike) -> tuple[str, bool]:
+    """Where a run that writes a directory of files (``--spark -o``; Spark writes it, not
+    this module) may write ``target``, by the rules of this module that apply to a
+    directory: symlinks are followed except one the kernel's ``fs.protected_symlinks`` would
+    not follow (exit 2); an existing file or a directory that is not empty is refused (exit
+    2: writing would destroy or mix into it); a directory that does not exist, is not a
+    directory or cannot be written to is "cannot write the output" (exit 1). Returns the
+    resolved path and whether it is an existing (empty) directory."""
+    resolved = _resolve(target)
+    if os.path.isdir(resolved):
+        try:
+            empty = not os.listdir(resolved)
+        except OSError as e:
+            raise _cannot(target, e) from None
+        if not empty:
+            raise OutputError(f"cannot write {target}: a directory that is not empty, and the"
+                              " matches are written as a new directory",
+                              ["remove it or choose another -o path"], exit_code=2)
+        if not os.access(resolved, os.W_OK):
+            raise OutputError(f"cannot write {target}: it is read-only")
+        return resolved, True
+    if os.path.lexists(resolved):
+        raise OutputError(f"cannot write {target}: an existing file, and the matches are"
+                          " written as a new directory",
+                          ["remove it or choose another -o path"], exit_code=2)
+    parent = os.path.dirname(resolved)
+    os.close(_open_parent(parent, target))  # does not exist, is not a directory: exit 1
+    if not os.access(parent, os.W_OK):
+        raise _cannot(target, OSError(errno.EACCES, f"{os.strerror(errno.EACCES)} (creating a"
+                                      f" directory in {parent})"))
+    return resolved, False
 
 
 # --------------------------------------------------------------------------- temporary files
@@ -523,3 +571,66 @@ def standard_streams() -> None:
             with suppress(Exception):
                 old.flush()
         setattr(sys, name, new)
+
+
+# --------------------------------------------------------------------------- writers' helpers
+
+
+class SequentialStream:
+    """A write-only stream that counts what it wrote, for Parquet writers that ask ``tell()``
+    of a FIFO or a device (where ``lseek`` fails)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.position, self.closed = raw, 0, False
+
+    def write(self, data: bytes) -> int:
+        self.raw.write(data)
+        self.position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the caller closes ``raw``
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def refuse_input_as_output(output: str | Path | None, inputs: Iterable[str | Path]) -> None:
+    """Raise ``LogError`` if ``output`` is one of ``inputs`` (a log or the query file): writing
+    it would destroy the input. Files are compared by (device, inode), so a symlink or a hard
+    link to an input is caught too; ``-`` and paths that do not exist are never inputs."""
+    from cer_cli.io.contract import LogError  # here: the entry point imports this module first
+
+    if output is None or str(output) == "-":
+        return
+    try:
+        out = os.stat(output)
+    except OSError:
+        return
+    if not stat.S_ISREG(out.st_mode) and not stat.S_ISDIR(out.st_mode):
+        return  # /dev/null or a FIFO: writing it destroys nothing
+    for path in inputs:
+        if str(path) == "-":
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            same = "" if os.path.abspath(path) == os.path.abspath(output) else f" (the same file as {path})"
+            raise LogError(
+                f"refusing to write the output to {output}{same}: it is an input, and writing"
+                " it would destroy it",
+                ["write the matches to another file"],
+            )
+
+

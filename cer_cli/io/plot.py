@@ -39,13 +39,10 @@ import polars as pl
 
 from cer_cli.events import STREAM, TIME, Match, MatchBatch, as_batches
 from cer_cli.io import contract
+from cer_cli.io.encoding import partition_json
 from cer_cli.io.files import open_output
+from cer_cli.io.lookup import EventLookup, event_columns
 from cer_cli.io.read import LogError
-from cer_cli.io.write import (
-    EventLookup,
-    event_columns,
-    partition_json,
-)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -207,7 +204,7 @@ def collect(
     """Reduce a stream of matches (as the writers take them) to a ``Timeline``, batch by
     batch: the events' rows are not kept, only their times; past ``sample`` matches
     (``SAMPLE_MATCHES``) a uniform sample of them, and the exact count per row."""
-    tc = lookup.time_column
+    timed = bool(lookup.time_columns)
     reservoir = _Reservoir(SAMPLE_MATCHES if sample is None else sample)
     per_event: list[pl.DataFrame] | None = []
     n = 0
@@ -217,21 +214,22 @@ def collect(
             continue
         if any(k is not None for k in batch.partitions.values()):
             rows_are = "partition"
-        frame, events = _reduce(batch, lookup, n, partition_names, tc is not None)
+        frame, events = _reduce(batch, lookup, n, partition_names, timed)
         reservoir.add(frame)
         n += len(batch)
         if per_event is not None and n <= DETAIL_MATCHES:
             per_event.append(events)
         else:  # a density needs no event: stop keeping them
             per_event = None
-    dtype = lookup.dtypes.get(tc) if tc is not None else None
-    if tc is None:
+    dtype = lookup.time_dtype()  # the type outputs show a match's times in
+    names = " / ".join(lookup.time_columns)
+    if not timed:
         x_kind, x_label, zone = "position", "position in the stream", None
     elif contract.kind_of(dtype) == "datetime":
         zone = getattr(dtype, "time_zone", None)
-        x_kind, x_label = "datetime", f"{tc} ({zone or 'UTC'})"
+        x_kind, x_label = "datetime", f"{names} ({zone or 'UTC'})"
     else:
-        x_kind, x_label, zone = "number", tc, None
+        x_kind, x_label, zone = "number", names, None
     frame, per_row = reservoir.frames()
     events = None
     if per_event is not None:

@@ -33,7 +33,7 @@ from cer_cli.io.contract import LogError
 __all__ = ["EventLog", "LogError", "LogSpec", "parse_log_spec", "read_events", "read_frame",
            "read_schema"]
 
-_ARG = "__cer_arg"  # argument index of the log, used to break time ties; dropped before output
+_ARG = contract.ARG  # ties in time: argument order, then row
 #: polars dtype of TIME per ``contract.time_storage``.
 _TIME_DTYPES = {"int64": pl.Int64, "float64": pl.Float64}
 
@@ -226,90 +226,67 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
 
 @dataclass(frozen=True)
 class _Log:
-    """A scanned log and how it is read: its type column (or none) and time column."""
+    """A scanned log and the contract's decision on it (``contract.LogDecision``), which
+    the polars reader interprets: its frame has the kinds the decision says."""
 
     spec: LogSpec
-    index: int
     lf: pl.LazyFrame
-    type_column: str | None
-    time_column: str | None
-    time_unit: str | None = None
-    time_format: str | None = None
-    #: texts read as UTC instants (``contract.zoned_times``), decided after the schema pass
-    time_zoned: bool = False
+    decision: contract.LogDecision
 
     @property
     def columns(self) -> dict[str, pl.DataType]:
         return dict(self.lf.collect_schema())
 
-    @property
-    def log_columns(self) -> contract.LogColumns:
-        """The log as the contract sees it: column kinds and type column."""
-        kinds = {c: contract.kind_of(d) for c, d in self.columns.items()}
-        return contract.LogColumns(str(self.spec.path), self.spec.name, kinds, self.type_column,
-                                   self.time_column, self.time_unit,
-                                   {c: str(d) for c, d in self.columns.items() if kinds[c] is None})
 
-    @property
-    def reads_time_as_datetime(self) -> bool:
-        """Whether the time column's values become datetimes (parsed text, or a unit)."""
-        tc = self.time_column
-        return tc is not None and (self.columns[tc] == pl.String or self.time_unit is not None)
-
-    def time_text(self) -> str | None:
-        """How the log's time is read, for ``cer explain``."""
-        tc = self.time_column
-        if tc is None:
-            return None
-        if self.time_unit is not None:
-            how = f"numbers, {self.time_unit} since the epoch"
-        elif self.time_format is not None:
-            how = f"texts, format {self.time_format!r}"
-        elif self.time_zoned:
-            how = "ISO 8601 texts with offsets: UTC instants"
-        else:
-            how = {"int": "integers: an order without a unit, no duration windows",
-                   "float": "numbers: an order without a unit, no duration windows",
-                   "str": "ISO 8601 texts"}.get(contract.kind_of(self.columns[tc]) or "",
-                                                 "datetimes")
-        return f"{self.spec.name}: {tc} ({how})"
+def _seen(index: int, spec: LogSpec, lf: pl.LazyFrame) -> contract.LogDecision:
+    """What the polars reader sees of a log, for ``contract.decide``: its columns' kinds and
+    dtypes, and, when the kinds may be a guess from no value (``contract.untyped``), whether
+    it has a row."""
+    dtypes = lf.collect_schema()
+    kinds = {c: contract.kind_of(d) for c, d in dtypes.items()}
+    seen = contract.LogDecision(str(spec.path), spec.name, kinds,
+                                types={c: str(d) for c, d in dtypes.items()},
+                                format=spec.format, index=index)
+    if contract.untyped(spec.format, kinds):
+        try:
+            seen = replace(seen, empty=lf.head(1).collect().height == 0)
+        except pl.exceptions.PolarsError as e:
+            raise _read_error(spec, e) from None
+    return seen
 
 
-def _open(specs: list[str], type_column, time_column, fmt=None):
-    """Scan the logs and decide, per log, the type and time columns (``contract``);
-    ``time_column`` may carry the unit and format too (``contract.time_options``)."""
+def _interpret(spec: LogSpec, lf: pl.LazyFrame, d: contract.LogDecision) -> _Log:
+    """The log read as decided: an empty log's columns with the Null dtype (kind ``null``),
+    a time column of texts that polars typed as dates read again as text."""
+    dtypes = lf.collect_schema()
+    if d.empty:
+        lf = pl.LazyFrame(schema=dict.fromkeys(dtypes, pl.Null))
+    elif d.time_kind == "str" and dtypes[d.time_column] != pl.String:
+        lf = _scan(spec, (d.time_column,))
+    return _Log(spec, lf, d)
+
+
+def _open(specs: list[str], type_column, time, log_format=None) -> list[_Log]:
+    """Scan the logs and have the contract decide how each is read (``contract.decide``);
+    ``time``: ``--time-column`` & co. (``contract.time_options``)."""
     if not specs:
         raise LogError("no event log given")
-    resolved = [s if isinstance(s, LogSpec) else parse_log_spec(s, fmt) for s in specs]
+    resolved = [s if isinstance(s, LogSpec) else parse_log_spec(s, log_format) for s in specs]
     scans = [_scan(s) for s in resolved]
-    tcols = contract.type_columns(
-        [(str(s.path), s.name, list(lf.collect_schema())) for s, lf in zip(resolved, scans, strict=True)],
-        type_column,
-    )
-    logs = [_Log(spec, i, lf, tcol, None)
-            for i, (spec, lf, tcol) in enumerate(zip(resolved, scans, tcols, strict=True))]
-    decided = contract.time_columns([g.log_columns for g in logs], time_column)
-    out = []
-    for g, d in zip(logs, decided, strict=True):
-        lf, tc = g.lf, d.time_column
-        if tc is not None and g.spec.format == "csv" and lf.collect_schema()[tc].is_temporal():
-            lf = _scan(g.spec, (tc,))  # the contract parses the time text, not polars
-        log = _Log(g.spec, g.index, lf, g.type_column, tc, d.time_unit)
-        fmt_ = contract.time_format(log.log_columns, time_column)
-        out.append(_Log(g.spec, g.index, lf, g.type_column, tc, d.time_unit, fmt_))
-    return out
+    seen = [_seen(i, s, lf) for i, (s, lf) in enumerate(zip(resolved, scans, strict=True))]
+    decided = contract.decide(seen, type_column, time)
+    return [_interpret(s, lf, d) for s, lf, d in zip(resolved, scans, decided, strict=True)]
 
 
-def _time_expr(dtype: pl.DataType, column: str, unit: str | None = None,
-               fmt: str | None = None) -> pl.Expr:
-    """The TIME value as ``contract.time_kind`` says: numbers as they are, or with a unit
-    as int64 ns since the epoch (values beyond int64 ns become null); datetimes (and texts
-    parsed as ``_parse_datetime``) as int64 ns since the epoch.
+def _time_expr(d: contract.LogDecision, dtype: pl.DataType) -> pl.Expr:
+    """TIME as the log's decision ``d`` says (``dtype``: its time column's) (``contract.time_kind``): numbers as they are, or with
+    a unit as int64 ns since the epoch (values beyond int64 ns become null); datetimes (and
+    texts parsed as ``_parse_datetime``) as int64 ns since the epoch.
 
     Unreadable values (and NaN) become null; callers compare with the raw nulls to find them.
     """
-    col = pl.col(column)
-    kind = contract.kind_of(dtype)
+    col = pl.col(d.time_column)
+    kind = d.time_kind
     if kind == "datetime":
         if dtype == pl.Date:
             col = col.cast(pl.Datetime(contract.TIME_UNIT))
@@ -317,13 +294,13 @@ def _time_expr(dtype: pl.DataType, column: str, unit: str | None = None,
     if kind in ("int", "float"):
         x = col.cast(pl.Int64 if kind == "int" else pl.Float64)
         ok = x.is_not_null() if kind == "int" else x.is_finite()
-        if unit is None:
+        if d.time_unit is None:
             return pl.when(ok).then(x)
-        ok = ok & (x.abs() <= contract.unit_bound(unit))
-        scaled = x * contract.TIME_UNITS[unit]
+        ok = ok & (x.abs() <= contract.unit_bound(d.time_unit))
+        scaled = x * contract.TIME_UNITS[d.time_unit]
         return pl.when(ok).then(scaled if kind == "int" else scaled.round(mode="half_away_from_zero").cast(pl.Int64))
     if kind == "str":
-        return _parse_datetime(col, fmt).dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
+        return _parse_datetime(col, d.time_format).dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     return pl.lit(None, dtype=pl.Int64)
 
 
@@ -365,7 +342,7 @@ def read_schema(
     specs: list[str],
     type_column: str | None = None,
     time_column: str | None = None,
-    fmt: str | None = None,
+    log_format: str | None = None,
 ) -> Schema:
     """The schema of the logs, from column types and one grouped pass (nothing materialised).
 
@@ -375,64 +352,61 @@ def read_schema(
     finds those null for every event of a type (``Schema.empty``). Columns predicates
     cannot use (lists, structs, ...) are ``Schema.refused``.
     """
-    return _schema(_open(specs, type_column, time_column, fmt))
+    return _schema(_open(specs, type_column, time_column, log_format))
 
 
 def _schema(logs: list[_Log]) -> Schema:
     return _schema_and_times(logs)[0]
 
 
-def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[contract.TimeValues]]:
-    """The schema, and what the same pass learns of each log's time values."""
+def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[_Log]]:
+    """The schema, and the logs with the contract's verdict on what the same pass learnt of
+    their time values (``contract.judge_times``)."""
     _unified_dtypes(logs)  # columns polars cannot concatenate are an error here already
-    seen_logs = [g.log_columns for g in logs]
-    tc = next((g.time_column for g in logs if g.time_column), None)
-    kinds = contract.column_kinds(seen_logs, tc)
+    decisions = [g.decision for g in logs]
+    tc = next(iter(contract.time_columns_of(decisions)), None)
+    kinds = contract.column_kinds(decisions, tc)
     present_per_log, times = [], []
-    for g, seen_log in zip(logs, seen_logs, strict=True):
-        usable = contract.attribute_columns(seen_log, kinds)
+    for g in logs:
+        usable = contract.attribute_columns(g.decision, kinds)
         present = pl.col(usable).is_not_null().any()
         facts = _time_facts(g)
         try:
-            if g.type_column is None:
+            if g.decision.type_column is None:
                 rows = [g.lf.select(present, *facts).collect().row(0, named=True)]
                 rows[0][TYPE] = g.spec.name
             else:
                 grouped = (
-                    g.lf.group_by(pl.col(g.type_column).cast(pl.String).alias(TYPE))
+                    g.lf.group_by(pl.col(g.decision.type_column).cast(pl.String).alias(TYPE))
                     .agg(present, *facts)
                     .collect()
                 )
                 rows = list(grouped.iter_rows(named=True))
         except pl.exceptions.PolarsError as e:
             raise _read_error(g.spec, e) from None
-        found = [{k: r.pop(k, None) for k in _FACTS} for r in rows]
-        lows = [f[_LOW] for f in found if f[_LOW] is not None]
-        highs = [f[_HIGH] for f in found if f[_HIGH] is not None]
-        texts = g.time_column is not None and g.columns[g.time_column] == pl.String
-        zoned = (None if not texts else contract.zoned_format(g.time_format)
-                 if g.time_format is not None else any(f[_ZONED] for f in found))
-        times.append(contract.TimeValues(min(lows, default=None), max(highs, default=None),
-                                         zoned))
+        times.append(contract.time_values(g.decision, [{k: r.pop(k, None) for k in _FACTS}
+                                                        for r in rows]))
         present_per_log.append({r.pop(TYPE): r for r in rows})
-    return contract.build_schema(seen_logs, present_per_log, kinds, tc, times), times
+    decisions, fits = contract.judge_times(decisions, times)
+    schema = contract.build_schema(decisions, present_per_log, kinds, tc, fits)
+    return schema, [replace(g, decision=d) for g, d in zip(logs, decisions, strict=True)]
 
 
-_LOW, _HIGH, _ZONED = "__cer_time_low", "__cer_time_high", "__cer_time_zoned"
+_LOW, _HIGH, _ZONED = contract.TIME_LOW, contract.TIME_HIGH, contract.TIME_ZONED
 _FACTS = (_LOW, _HIGH, _ZONED)
 
 
 def _time_facts(g: _Log) -> list[pl.Expr]:
     """Aggregations for ``contract.TimeValues``: the least and greatest finite value of a
     numeric time column, whether a time column of ISO texts holds one with an offset."""
-    tc = g.time_column
-    kind = contract.kind_of(g.columns[tc]) if tc is not None else None
+    d = g.decision
+    tc, kind = d.time_column, d.time_kind
     if kind in ("int", "float"):
         x = pl.col(tc) if kind == "int" else pl.col(tc).cast(pl.Float64)
         if kind == "float":
             x = x.filter(x.is_finite())
         return [x.min().alias(_LOW), x.max().alias(_HIGH)]
-    if kind == "str" and g.time_format is None:
+    if kind == "str" and d.time_format is None:
         zoned = pl.col(tc).str.strip_chars().str.contains(contract.ISO_ZONED_TIME).any()
         return [zoned.alias(_ZONED)]
     return []
@@ -472,9 +446,14 @@ class EventLog:
             ).drop(_ARG)
             pos += frame.height
 
+    @property
+    def time_columns(self) -> tuple[str, ...]:
+        """The logs' time columns, each once, in argument order (``OutputSpec.time_columns``)."""
+        return contract.time_columns_of([g.decision for g in self._logs])
+
     def time_texts(self) -> list[str]:
         """Per log, its time column and how it is read (unit, format), for ``cer explain``."""
-        return [t for g in self._logs if (t := g.time_text()) is not None]
+        return [t for g in self._logs if (t := g.decision.time_text()) is not None]
 
     def frame(self) -> pl.DataFrame:
         """The whole event frame in memory."""
@@ -501,7 +480,7 @@ def read_events(
     type_column: str | None = None,
     time_column: str | None = None,
     batch_size: int | None = None,
-    fmt: str | None = None,
+    log_format: str | None = None,
 ) -> EventLog:
     """Open the logs as one stream ordered by time (ties: argument order, then row).
 
@@ -511,25 +490,19 @@ def read_events(
     """
     if batch_size is not None and batch_size < 1:
         raise LogError(f"batch size must be positive, got {batch_size}")
-    logs = _open(specs, type_column, time_column, fmt)
+    logs = _open(specs, type_column, time_column, log_format)
     if batch_size is not None and _loaded_bytes(logs) <= READ_ONCE_BYTES:
         _unified_dtypes(logs)  # incompatible columns are reported before any value
         logs = [_materialised(g) for g in logs]
-    schema, times = _schema_and_times(logs)
-    zoned = contract.zoned_times([g.log_columns for g in logs], times)
-    logs = [replace(g, time_zoned=z) for g, z in zip(logs, zoned, strict=True)]
-    kinds: list[tuple[str, str]] = []
+    schema, logs = _schema_and_times(logs)
+    contract.event_time_kind([g.decision for g in logs])  # comparable times, or refused
     total, ordered = 0, True
     for g in logs:
-        n, in_order, kind = _check_time(g)
+        n, in_order = _check_time(g)
         total += n
         ordered = ordered and in_order
-        if kind is not None:
-            kinds.append((str(g.spec.path), kind))
-    if schema.time_column is not None:
-        contract.common_time_kind(schema.time_column, kinds)
     dtypes = _unified_dtypes(logs)
-    columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.type_column))
+    columns = tuple(dict.fromkeys(c for g in logs for c in g.columns if c != g.decision.type_column))
     return EventLog(schema, columns, total, ordered, tuple(logs), dtypes, batch_size)
 
 
@@ -617,15 +590,16 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
     empties = []
     for g in logs:
         schema = dict(g.columns)
-        if g.reads_time_as_datetime:
-            schema[g.time_column] = pl.Datetime(contract.TIME_UNIT, "UTC" if g.time_zoned else None)
+        if g.decision.reads_time_as_datetime:
+            zone = "UTC" if g.decision.time_zoned else None
+            schema[g.decision.time_column] = pl.Datetime(contract.TIME_UNIT, zone)
         empties.append(pl.DataFrame(schema=schema))
     try:
         merged = pl.concat(empties, how="diagonal_relaxed").schema
     except pl.exceptions.PolarsError as e:
         raise LogError(f"the logs have incompatible columns: {_first_line(e)}") from None
-    time_kinds = {contract.kind_of(g.columns[g.time_column]) for g in logs
-                  if g.time_column and g.time_unit is None}
+    time_kinds = {g.decision.time_kind for g in logs
+                  if g.decision.time_column and g.decision.time_unit is None}
     time_dtype = _TIME_DTYPES[contract.time_storage("float" if "float" in time_kinds else "int")]
     return {
         **merged,
@@ -637,22 +611,20 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
     }
 
 
-def _check_time(g: _Log) -> tuple[int, bool, str | None]:
+def _check_time(g: _Log) -> tuple[int, bool]:
     """One streaming pass over the time column alone: row count, whether time never
-    decreases, the kind of time. Chunk by chunk (``_TIME_CHUNK_ROWS``), carrying the last
+    decreases. Chunk by chunk (``_TIME_CHUNK_ROWS``), carrying the last
     time across: polars runs ``diff`` over a whole column in memory, which made this pass
     grow with the log (60M rows: 0.8 GB) although the batches that follow stream.
 
     Raises ``LogError`` at the first row whose time is missing or unparsable.
     """
-    tc = g.time_column
+    d = g.decision
+    tc = d.time_column
     try:
-        if tc is None:
-            return g.lf.select(pl.len()).collect().item(), True, None
-        dtype = g.columns[tc]
-        kind = contract.time_kind(str(g.spec.path), tc, contract.kind_of(dtype), str(dtype),
-                                  g.time_unit)
-        t = _time_expr(dtype, tc, g.time_unit, g.time_format)
+        if tc is None or d.time_kind == "null":  # no time, or no value (an empty log)
+            return g.lf.select(pl.len()).collect().item(), True
+        t = _time_expr(d, g.columns[tc])
         n, unsorted, bad, last = 0, False, None, None
         for chunk in g.lf.select(t.alias(TIME)).collect_batches(chunk_size=_TIME_CHUNK_ROWS,
                                                                  lazy=True):
@@ -667,13 +639,13 @@ def _check_time(g: _Log) -> tuple[int, bool, str | None]:
     except pl.exceptions.PolarsError as e:
         raise _read_error(g.spec, e) from None
     if bad is not None:
-        if g.time_format is None and g.columns[tc] == pl.String:  # blame the odd one out
+        if d.time_format is None and d.time_kind == "str":  # blame the odd one out
             unread = (g.lf.with_row_index(ROW).filter(t.is_null())
                       .select(ROW, pl.col(tc)).head(10_000).collect())
             bad = contract.blame_time(unread.iter_rows()) or bad
         raw = g.lf.slice(bad, 1).select(pl.col(tc).cast(pl.String)).collect().item()
-        raise contract.bad_time(_where(g.spec, bad), tc, raw, g.time_format, g.time_unit)
-    return n, not unsorted, kind
+        raise contract.bad_time(_where(g.spec, bad), tc, raw, d.time_format, d.time_unit)
+    return n, not unsorted
 
 
 #: Rows per chunk of ``_check_time``'s pass (one int64 column: 8 MB).
@@ -683,30 +655,31 @@ _TIME_CHUNK_ROWS = 1 << 20
 def _event_frame(
     df: pl.DataFrame, g: _Log, row0: int, dtypes: dict[str, pl.DataType]
 ) -> pl.DataFrame:
-    """Rows ``row0..`` of a log as an event frame (plus the argument index), columns aligned."""
-    tc = g.time_column
+    """Rows ``row0..`` of a log as an event frame (plus the argument index), columns aligned;
+    the time column shown as the decision reads it (parsed texts, numbers with a unit)."""
+    d = g.decision
+    tc = d.time_column
     extra = [
         pl.int_range(row0, row0 + df.height, dtype=pl.Int64).alias(ROW),
         pl.lit(g.spec.name, dtype=pl.String).alias(STREAM),
-        pl.lit(g.index, dtype=pl.Int64).alias(_ARG),
+        pl.lit(g.decision.index, dtype=pl.Int64).alias(_ARG),
         (
             pl.lit(g.spec.name, dtype=pl.String)
-            if g.type_column is None
-            else pl.col(g.type_column).cast(pl.String)
+            if g.decision.type_column is None
+            else pl.col(g.decision.type_column).cast(pl.String)
         ).alias(TYPE),
-        (pl.lit(None) if tc is None
-         else _time_expr(df.schema[tc], tc, g.time_unit, g.time_format)).alias(TIME),
+        (pl.lit(None) if tc is None else _time_expr(d, df.schema[tc])).alias(TIME),
     ]
     out = df.with_columns(extra)
-    if tc is not None and df.schema[tc] == pl.String:
-        out = out.with_columns(_parse_datetime(pl.col(tc), g.time_format, g.time_zoned))
-    elif tc is not None and g.time_unit is not None:  # the column shows the instant too
+    if d.time_kind == "str":
+        out = out.with_columns(_parse_datetime(pl.col(tc), d.time_format, d.time_zoned))
+    elif d.reads_time_as_datetime:  # a number with a unit: the column shows the instant too
         out = out.with_columns(pl.col(TIME).cast(pl.Datetime(contract.TIME_UNIT)).alias(tc))
-    if g.type_column is not None and out[TYPE].null_count():  # the count is O(1)
+    if g.decision.type_column is not None and out[TYPE].null_count():  # the count is O(1)
         missing = out.filter(pl.col(TYPE).is_null())
         if missing.height:
             raise LogError(
-                f"{_where(g.spec, missing[ROW][0])}: no event type in column {g.type_column!r}"
+                f"{_where(g.spec, missing[ROW][0])}: no event type in column {g.decision.type_column!r}"
             )
     have = set(out.columns)  # once: ``out.columns`` is O(columns) per call
     return out.select(

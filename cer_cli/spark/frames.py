@@ -9,9 +9,10 @@
     matches = match(df, "SELECT * WHERE SELL AS s ; BUY AS b WITHIN 10 EVENTS")
     matches.groupBy("type").count().show()       # composes with the rest of a job
 
-The DataFrame goes through the code of ``cer match --spark`` (``job``): the log contract's
-decisions on type and time columns, the event frame, the plan's fan-out, ``Plan.executor()``
-in ``mapInArrow`` tasks, and the long format ``spark_write`` writes. It is the frame
+The DataFrame goes through the code of ``cer match --spark``: the log contract's decisions
+on type and time columns and the event frame (``read``), the plan's fan-out with
+``Plan.executor()`` in ``mapInArrow`` tasks (``tasks``), and the shapes ``spark_write``
+writes (``output``). It is the frame
 ``cer_cli.match`` returns for the same rows as a polars frame.
 """
 
@@ -20,12 +21,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cer_cli.io.contract import TimeOptions
-from cer_cli.plan import Plan, plan
-from cer_cli.query.checks import check_query
-from cer_cli.query.errors import QueryError
-from cer_cli.query.parser import parse
+from cer_cli.plan import Plan
+from cer_cli.plan.compile import compile_query
 from cer_cli.query.scope import wide_variables
-from cer_cli.spark.job import _frame_log, _long, _matches, _Run, _schema, _ship_package, _wide
+from cer_cli.spark.output import output_spec, shaped
+from cer_cli.spark.read import event_frame, frame_log, logs_schema
+from cer_cli.spark.run import Run
+from cer_cli.spark.ship import ship_package
+from cer_cli.spark.tasks import find_matches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -73,21 +76,12 @@ def match(
     time: str | TimeOptions | None = time_column
     if time_unit is not None:
         time = TimeOptions(column=(time_column,) if time_column else (), unit=(time_unit,))
-    logs = _frame_log(df, stream, type_column, time)
-    if isinstance(query, Plan):
-        compiled = query
-    else:
-        try:  # as api.compile_query, which lies above spark/
-            parsed = parse(query)
-            schema = _schema(logs)
-            compiled = plan(parsed, schema, check_query(parsed, schema), query)
-        except QueryError as e:
-            raise e.with_source(query, None) from None
-    _ship_package(df.sparkSession)  # the executors import cer_cli
-    run = _Run(df.sparkSession, lazy=True)
-    ev = run.event_frame(logs)
-    found = _matches(run, compiled, ev, ranges)
-    if shape == "wide":
-        return _wide(run, found, ev, wide_variables(compiled.query))[0]
-    return _long(run, found, ev)[0]
+    logs = frame_log(df, stream, type_column, time)
+    compiled = query if isinstance(query, Plan) else compile_query(query, logs_schema(logs))
+    ship_package(df.sparkSession)  # the executors import cer_cli
+    run = Run(df.sparkSession, lazy=True)
+    ev = event_frame(run, logs)
+    found = find_matches(run, compiled, ev, ranges)
+    variables = wide_variables(compiled.query) if shape == "wide" else ()
+    return shaped(run, found, ev, output_spec(ev, shape, variables))[0]
 

@@ -1,0 +1,220 @@
+"""Find the events a match reports, by their position in the stream, for the writers.
+
+The engine reports positions; the writers need the events' rows. ``EventLookup`` keeps the
+event frames the engine read (all of them, or those a window says a match can still reach)
+and gathers columns of many positions in one go per frame (``gather``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
+from cer_cli.io.contract import TIME_UNIT, LogError
+
+if TYPE_CHECKING:
+    from cer_cli.io.read import EventLog
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One event of the log, as writers show it."""
+
+    position: int
+    stream: str
+    row: int
+    type: str
+    attrs: dict[str, Any]
+
+
+@dataclass
+class EventLookup:
+    """Finds an event's row by its stream position.
+
+    Feed it the event frames the engine reads (``tap``). ``window=None`` keeps every frame:
+    exact, but memory grows with the log (fine for in-memory logs, which are held anyway).
+    With ``window=n`` it keeps the current frame plus at least the ``n`` events before it,
+    dropping older frames: memory stays bounded for batched logs, but a match reaching back
+    further than ``n`` events cannot be written (``get`` raises ``LogError``). A window at
+    least the query's event window (``WITHIN n EVENTS``) is always enough. For a time window,
+    ``horizon=(column, bound)`` drops frames whose last value of ``column`` is more than
+    ``bound`` before the first value of the newest frame: no match ending in the newest frame
+    can reach them, because a match spans at most ``bound`` of that time.
+
+    ``time_columns`` are the logs' time columns (``OutputSpec.time_columns``): a match's
+    times are its events' TIME in their common type (``time_dtype``, ``times_at``).
+
+    Mutable on purpose: it follows the stream as the engine advances.
+    """
+
+    columns: tuple[str, ...]
+    time_columns: tuple[str, ...] = ()
+    window: int | None = None
+    horizon: tuple[str, float] | None = None
+    dtypes: dict[str, pl.DataType] = field(default_factory=dict)
+    n_seen: int = 0
+    _frames: deque = field(default_factory=deque, repr=False)
+    #: per kept frame (by its first position): the frame and its times as outputs show them
+    _rendered: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def for_log(
+        cls, log: EventLog, window: int | None = None, horizon: tuple[str, float] | None = None
+    ) -> EventLookup:
+        return cls(log.columns, log.time_columns, window, horizon)
+
+    def add(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        schema = frame.schema  # once: each ``frame.schema`` / ``.columns`` is O(columns)
+        for c in self.columns:
+            if c not in self.dtypes and c in schema:
+                self.dtypes[c] = schema[c]
+        self._frames.append((frame[POS][0], frame))
+        self.n_seen += frame.height
+        if self.window is not None:
+            while len(self._frames) > 1:
+                older = sum(f.height for _, f in list(self._frames)[1:-1])
+                if older < self.window:
+                    break
+                self._frames.popleft()
+        if self.horizon is not None and self.horizon[0] in frame.columns:
+            column, bound = self.horizon
+            first = frame[column].drop_nulls()
+            if first.len():
+                oldest_needed = first[0] - bound
+                while len(self._frames) > 1:
+                    last = self._frames[0][1][column].drop_nulls()
+                    if not last.len() or last[-1] >= oldest_needed:
+                        break
+                    self._frames.popleft()
+
+    def tap(self, frames: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+        """Pass frames through (to the engine), remembering each one first."""
+        for frame in frames:
+            self.add(frame)
+            yield frame
+
+    def get(self, position: int) -> EventRow:
+        for base, frame in reversed(self._frames):
+            if base <= position < base + frame.height:
+                rec = frame.row(position - base, named=True)
+                return EventRow(
+                    position=position,
+                    stream=rec[STREAM],
+                    row=rec[ROW],
+                    type=rec[TYPE],
+                    attrs={c: rec.get(c) for c in self.columns},
+                )
+        if self._frames and position < self._frames[0][0]:
+            kept = "the events" if self.window is None else f"the {self.window} events"
+            raise LogError(
+                f"event {position} is older than {kept} kept for output",
+                ["read the log without batches, or keep a larger window of events"],
+            )
+        raise LogError(f"no event at position {position} has been read")
+
+    def time_of(self, position: int) -> Any:
+        """A match's time at ``position``, as outputs show it (``times_at``), one value:
+        each kept frame's times are rendered once, for the writers that take one match at
+        a time."""
+        dtype = self.time_dtype()
+        if dtype is None or position >= self.n_seen:
+            return None
+        for base, frame in reversed(self._frames):
+            if base <= position < base + frame.height:
+                if self._rendered.get(base) is None or self._rendered[base][0] is not frame:
+                    self._rendered = {b: r for b, r in self._rendered.items()
+                                      if any(b == k for k, _ in self._frames)}
+                    self._rendered[base] = (frame, render_time(frame[TIME], dtype))
+                return self._rendered[base][1][position - base]
+        return self.get(position)  # not kept: raises the LogError that says why
+
+    def time_dtype(self) -> pl.DataType | None:
+        """The type of a match's times: the common type of the logs' time columns (their
+        own when they share one; UTC instants when they have none, as a naive and an aware
+        datetime); ``None`` without a time column or before any frame."""
+        dtypes = [self.dtypes[c] for c in self.time_columns if c in self.dtypes]
+        if len(set(dtypes)) <= 1:
+            return dtypes[0] if dtypes else None
+        empty = pl.DataFrame([pl.Series(str(i), [], d) for i, d in enumerate(dtypes)])
+        try:
+            return empty.select(pl.coalesce(pl.all())).dtypes[0]
+        except pl.exceptions.PolarsError:
+            return pl.Datetime(TIME_UNIT, "UTC")
+
+
+def times_at(lookup: EventLookup, pos: Any) -> pl.Series:
+    """The times of the events at positions ``pos`` as outputs show a match's times: their
+    TIME (``OutputSpec.time_columns``) in ``lookup.time_dtype()``; null at ``lookup.n_seen``
+    and after, the end of the log, which a trailing absence's open match ends at
+    (docs/language.md), and null throughout without a time column."""
+    import numpy as np
+
+    pos = np.asarray(pos, dtype=np.int64)
+    dtype = lookup.time_dtype()
+    if dtype is None or not len(pos):
+        return pl.Series([None] * len(pos), dtype=dtype or pl.String)
+    past = pos >= lookup.n_seen
+    times = gather(lookup, np.where(past, pos.min(), pos), [TIME])[TIME]
+    if past.any():
+        times = pl.select(pl.when(pl.Series(past)).then(None).otherwise(times)).to_series()
+    return render_time(times, dtype)
+
+
+def render_time(times: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """TIME values in ``dtype``: int64 ns since the epoch as that datetime (in its zone) or
+    date; a number without a unit as that number type."""
+    if isinstance(dtype, pl.Datetime) or dtype == pl.Date:
+        instants = times.cast(pl.Datetime(TIME_UNIT))
+        zone = getattr(dtype, "time_zone", None)
+        if zone is not None:
+            instants = instants.dt.replace_time_zone("UTC").dt.convert_time_zone(zone)
+        return instants.cast(dtype)
+    return times.cast(dtype)
+
+
+def gather(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:
+    """Columns ``cols`` of the events at positions ``pos`` (in that order), gathered from the
+    looked-up frames in one go per frame; a position not kept raises ``LogError``."""
+    import numpy as np
+
+    frames = list(lookup._frames)
+    if len(pos) and (not frames or pos.min() < frames[0][0]):
+        lookup.get(int(pos.min()))  # raises the LogError that explains why
+    bases = np.array([b for b, _ in frames], dtype=np.int64)
+    which = np.searchsorted(bases, pos, side="right") - 1
+    parts, order = [], []
+    for f in np.unique(which).tolist():
+        base, frame = frames[f]
+        sel = np.flatnonzero(which == f)
+        rows = pos[sel] - base
+        if rows.max() >= frame.height:
+            lookup.get(int(pos[sel][rows.argmax()]))  # a position never read: raises
+        have = set(frame.columns)
+        parts.append(frame.select([c for c in cols if c in have])[rows])
+        order.append(sel)
+    if not parts:  # no position (matches that report no event): the columns, no rows
+        if not frames:
+            return pl.DataFrame()
+        have = set(frames[-1][1].columns)
+        return frames[-1][1].select([c for c in cols if c in have]).clear()
+    events = pl.concat(parts, how="diagonal_relaxed")
+    if len(order) > 1:
+        events = events[np.argsort(np.concatenate(order), kind="stable")]
+    return events
+
+
+def event_columns(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.DataFrame:
+    """Columns ``cols`` (the event frame's, reserved ones included) of the events at
+    positions ``pos``, in that order: for outputs built beside these writers (the plot)."""
+    import numpy as np
+
+    return gather(lookup, np.asarray(pos, dtype=np.int64), cols)
+
+

@@ -1,0 +1,112 @@
+"""Spark's failures as one ``SparkError``: whose they are (the input's, exit 2, or the
+runtime's, exit 1) and one readable line instead of py4j's."""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from cer_cli.io.contract import LogError
+
+
+@dataclass
+class SparkError(Exception):
+    """A failure of a Spark run. ``input_error`` tells whose: ``True`` for the user's input
+    (a log that cannot be read, a bad column, a bad master URL: exit code 2), ``False`` for
+    the runtime (no Java, no pyspark, a failed job: exit code 1); ``exit_code`` says it."""
+
+    message: str
+    hints: list[str] = field(default_factory=list)
+    input_error: bool = False
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.input_error else 1
+
+    def render(self) -> str:
+        return "\n".join([f"error: {self.message}", *(f"  hint: {h}" for h in self.hints)])
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+#: Java exceptions and Spark error classes that mean the input cannot be read (a path, a
+#: host, a file's format or permissions): the user's to fix, exit code 2.
+_INPUT_FAILURES = (
+    "FAILED_READ_FILE", "CANNOT_READ_FILE_FOOTER", "UnknownHostException", "ConnectException",
+    "FileNotFoundException", "AccessControlException", "AccessDeniedException",
+    "Permission denied", "UnsupportedFileSystemException", "No FileSystem for scheme",
+    "is not a Parquet file", "INVALID_PATH", "UNABLE_TO_INFER_SCHEMA", "MALFORMED_RECORD",
+)
+
+
+_JAVA_EXCEPTION = re.compile(r"^:?\s*(?:Caused by: )?([\w$]+\.)*([\w$]*(?:Exception|Error)):\s*(.+)$")
+
+
+def _meaningful(text: str, default: str) -> str:
+    """The first line of a py4j error that says what went wrong: py4j's "An error occurred
+    while calling o35.parquet." names only the call, the Java exception's message follows
+    (without its class, error-class tag and SQLSTATE)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return default
+    if not lines[0].startswith("An error occurred while calling"):
+        return lines[0]
+    for ln in lines[1:]:
+        m = _JAVA_EXCEPTION.match(ln)
+        if m:
+            msg = re.sub(r"^\[[A-Z_.]+\]\s*", "", m.group(3))
+            msg = re.sub(r"\s*SQLSTATE: \w+$", "", msg)
+            return msg if m.group(2) in ("SparkException", "AnalysisException") else (
+                f"{m.group(2)}: {msg}" if not msg.startswith(m.group(2)) else msg)
+    return lines[0]
+
+
+def spark_error(e: BaseException, master: str | None = None, what: str = "",
+                writing: bool = False) -> SparkError:
+    """A readable ``SparkError`` from whatever Spark or py4j raised: one line, the input's
+    failures (unreadable files, unknown hosts) as input errors. ``writing``: Spark failed
+    writing the output, whose failure it is (exit 1, "cannot write the output", as for a
+    local ``-o``), unless an engine in a task found a mistake in the query."""
+    text = str(e)
+    first = _meaningful(text, type(e).__name__)
+    if "PythonException" in text or "Traceback" in text:  # a task's Python failed
+        errors = [ln.strip() for ln in text.splitlines() if re.match(r"\s*[\w.]+(Error|Exception):", ln)]
+        first = errors[-1] if errors else first
+    if "QueryError" in text:  # raised by an engine inside a task
+        lines = [ln for ln in text.splitlines() if "QueryError" in ln]
+        msg = lines[-1].split("QueryError:", 1)[-1].strip() if lines else first
+        return SparkError(f"{what}{msg}", input_error=True)
+    if writing:
+        return SparkError(f"{what}{first}")
+    if "Master" in text and ("parse" in text or "URL" in text):
+        return SparkError(
+            f"bad Spark master URL {master!r}",
+            ["use local[*], local[N], spark://HOST:PORT, yarn or k8s://..."],
+            input_error=True,
+        )
+    if "JAVA_GATEWAY_EXITED" in text or "Java gateway" in text:
+        return SparkError(
+            "could not start Spark's JVM", ["check JAVA_HOME and that Java 17+ runs"]
+        )
+    if "PATH_NOT_FOUND" in text or "does not exist" in text:
+        return SparkError(f"{what}{first}", ["check the path or URI of the log"], input_error=True)
+    if any(marker in text for marker in _INPUT_FAILURES):
+        return SparkError(f"{what}{first}", ["check the path, host and format of the log"],
+                          input_error=True)
+    if type(e).__name__ == "AnalysisException":
+        return SparkError(f"{what}{first}", input_error=True)
+    return SparkError(f"{what}Spark failed: {first}", ["rerun with --debug for details"])
+
+
+@contextmanager
+def input_errors():
+    """The contract's ``LogError`` as Spark's input error (exit code 2), message kept."""
+    try:
+        yield
+    except LogError as e:
+        raise SparkError(e.message, e.hints, input_error=True) from None

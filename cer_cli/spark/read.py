@@ -1,0 +1,520 @@
+"""Reading logs on Spark: Spark loads each LOG (a file or a directory, any path or URI it
+can read: CSV with a header, Parquet, NDJSON or a JSON array), says what it saw, and
+interprets the log contract's decision on it (``cer_cli.io.contract.decide``; Spark types
+enter it through their Arrow types, ``_kind``), as the local reader does: the schema, and
+the event frame of local mode (``cer_cli.events``). ROW is the 0-based row in the log (for
+a directory: across its files in path order); integers are widened to 64 bits and floats to
+doubles as polars reads them. The union is numbered by POS in the local reader's order
+(TIME, argument order, ROW) without any task seeing the whole log (``run.Run.rank``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+from itertools import accumulate
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
+from cer_cli.io import contract
+from cer_cli.spark.errors import SparkError, input_errors, spark_error
+from cer_cli.spark.run import MID, Run
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+_ARG = contract.ARG  # ties in time: argument order, then row
+_FILE = "__cer_file"
+_BLOCK = "__cer_block"
+#: Spark SQL type of TIME per ``contract.time_storage``.
+_TIME_TYPES = {"int64": "long", "float64": "double"}
+
+
+def column(name: str):
+    """Column ``name`` taken literally (a dot or space in a log's column name is no path)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+@dataclass(frozen=True)
+class _Source:
+    name: str
+    path: str
+    format: str
+
+
+def _source(spec: str, fmt: str | None) -> _Source:
+    """``path`` or ``NAME=path`` and its format, as the contract says; a directory without
+    a known extension has the format all its files share."""
+    name, path = contract.split_log_arg(spec)
+    members: list[str] = []
+    if fmt is None and os.path.isdir(path):
+        members = [p.name for p in Path(path).iterdir() if p.is_file()]
+    with input_errors():
+        fmt = contract.log_format(path, fmt, members)
+    return _Source(contract.stream_name(name, path), path, fmt)
+
+
+def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
+    """The log as Spark reads it; a CSV with the types Spark infers, or ``schema``."""
+    r = spark.read
+    try:
+        if src.format == "csv" and schema is not None:
+            return r.schema(schema).options(header=True).csv(src.path)
+        if src.format == "csv":
+            return r.options(header=True, inferSchema=True).csv(src.path)
+        if src.format == "parquet":
+            return r.parquet(src.path)
+        df = r.json(src.path)
+        if src.format == "json" and df.columns == ["_corrupt_record"]:
+            df = r.option("multiLine", True).json(src.path)  # a JSON array, not NDJSON
+        return df
+    except Exception as e:
+        raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+
+
+def _kind(dtype) -> str | None:
+    """The contract's kind of a Spark type, read off the Arrow type Spark gives it."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    try:
+        return contract.kind_of(to_arrow_type(dtype, timezone="UTC"))
+    except Exception:  # types Arrow cannot carry (intervals, variants) are unusable
+        return None
+
+
+@dataclass
+class _Log:
+    """A loaded log and the contract's decision on it (``contract.LogDecision``), which the
+    Spark reader interprets: its frame has the kinds the decision says. ``time_values``: what
+    the schema pass (or ``_judge_times``) learnt of its time values, for ``judge_times``."""
+
+    src: _Source
+    df: DataFrame
+    decision: contract.LogDecision
+    time_values: contract.TimeValues | None = None
+
+    @property
+    def by_files(self) -> bool:
+        """Whether ROW counts rows of files (a DataFrame, or an empty log read as nulls, has
+        none: its ROW is its rank in partition order)."""
+        return self.src.format != FRAME and not self.decision.empty
+
+
+#: The format of an in-memory log (a user's DataFrame, ``frame_log``), as in ``io.read``.
+FRAME = "frame"
+
+
+def open_logs(spark, specs: list[str], type_column, log_format, time=None) -> list[_Log]:
+    """Load the logs and have the contract decide how each is read (``contract.decide``),
+    as the local reader does.
+
+    `cer match --spark` opens the same logs twice (``spark_schema``, then the run): the
+    last opening is reused while the application and the local files' sizes and times are
+    the same, because a CSV's ``inferSchema`` is a Spark job that reads the whole file."""
+    if not specs:
+        raise SparkError("no event log given", input_error=True)
+    key = (spark.sparkContext.applicationId, tuple(specs), type_column, log_format, time,
+           tuple(_stamp(contract.split_log_arg(s)[1]) for s in specs))
+    if None not in key[-1] and _opened.get("key") == key:
+        return _opened["logs"]
+    loaded = []
+    for spec in specs:
+        src = _source(spec, log_format)
+        loaded.append((src, _load(spark, src)))
+    logs = _decide(spark, loaded, type_column, time)
+    _opened.update(key=key, logs=logs)
+    return logs
+
+
+_opened: dict = {}
+
+
+def _stamp(path: str) -> tuple | None:
+    """Size and modification time of a local file or directory's files (None for a URI or
+    a path this process cannot see: never reused then)."""
+    if re.match(r"^[A-Za-z][\w+.-]*://", path) and not path.startswith("file://"):
+        return None
+    p = Path(path[len("file://"):] if path.startswith("file://") else path)
+    try:
+        files = sorted(p.rglob("*")) if p.is_dir() else [p]
+        return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
+    except OSError:
+        return None
+
+
+def input_bytes(specs: list[str]) -> int | None:
+    """Total size of the logs when they are all local (None when one is not)."""
+    total = 0
+    for spec in specs:
+        stamp = _stamp(contract.split_log_arg(spec)[1])
+        if not stamp:
+            return None
+        total += sum(s for _, s, _ in stamp)
+    return total
+
+
+def frame_log(df: DataFrame, stream: str, type_column, time=None) -> list[_Log]:
+    """A user's DataFrame as the one log ``<stream>`` (named as ``io.read.read_frame``
+    names an in-memory log), with the contract's decisions of a file log."""
+    return _decide(df.sparkSession, [(_Source(stream, f"<{stream}>", FRAME), df)], type_column,
+                   time)
+
+
+def _seen(index: int, src: _Source, df: DataFrame) -> contract.LogDecision:
+    """What the Spark reader sees of a log, for ``contract.decide``: its columns' kinds
+    (through their Arrow types) and type names, and, when the kinds may be a guess from no
+    value (``contract.untyped``), whether it has a row (one small job)."""
+    fields = df.schema.fields
+    kinds = {f.name: _kind(f.dataType) for f in fields}
+    seen = contract.LogDecision(src.path, src.name, kinds,
+                                types={f.name: f.dataType.simpleString() for f in fields},
+                                format=src.format, index=index)
+    if contract.untyped(src.format, kinds):
+        try:
+            seen = replace(seen, empty=not df.take(1))
+        except Exception as e:
+            raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+    return seen
+
+
+def _decide(spark, loaded: list[tuple[_Source, DataFrame]], type_column, time) -> list[_Log]:
+    """The contract's decisions on loaded logs (files or a DataFrame), each log's frame made
+    to have the kinds decided: an empty log's columns null, a time column of texts that
+    Spark's CSV inference typed as timestamps read again as text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    with input_errors():
+        seen = [_seen(i, src, df) for i, (src, df) in enumerate(loaded)]
+        decided = contract.decide(seen, type_column, time)
+    logs = []
+    for (src, df), d in zip(loaded, decided, strict=True):
+        if d.empty:
+            df = df.select(*(F.lit(None).alias(c) for c in df.columns))
+        elif d.time_kind == "str" and not isinstance(df.schema[d.time_column].dataType,
+                                                     T.StringType):
+            fields = [T.StructField(f.name, T.StringType()) if f.name == d.time_column else f
+                      for f in df.schema.fields]
+            df = _load(spark, src, T.StructType(fields))
+        logs.append(_Log(src, df, d))
+    return logs
+
+
+def _with_rows(spark, df: DataFrame) -> DataFrame:
+    """ROW: the row's rank in the log, files in path order, rows in file order.
+
+    Rows of one file block are read consecutively by one task, so the rank is the block's
+    offset (rows of earlier blocks) plus the row's distance from the block's first row.
+    """
+    from pyspark.sql import functions as F
+
+    df = df.select(
+        "*",
+        F.col("_metadata.file_path").alias(_FILE),
+        F.col("_metadata.file_block_start").alias(_BLOCK),
+        F.monotonically_increasing_id().alias(MID),
+    )
+    blocks = sorted(df.groupBy(_FILE, _BLOCK).agg(F.min(MID), F.count("*")).collect())
+    offsets = list(accumulate((b[3] for b in blocks), initial=0))
+    base = spark.createDataFrame(
+        [(b[0], b[1], off - b[2]) for b, off in zip(blocks, offsets, strict=False)],
+        f"{_FILE} string, {_BLOCK} long, base long",
+    )
+    joined = df.join(F.broadcast(base), [_FILE, _BLOCK])
+    return joined.withColumn(ROW, F.col(MID) + F.col("base")).drop(_FILE, _BLOCK, MID, "base")
+
+
+def _time_expr(d: contract.LogDecision):
+    """TIME of a log as its decision ``d`` says (``contract.time_kind``): numbers as they
+    are, or with a unit as ns since the epoch (null beyond int64, as locally); datetimes
+    (texts parsed by ``_parse_time``) as ns since the epoch (Spark keeps microseconds). NaN
+    is null."""
+    from pyspark.sql import functions as F
+
+    col = column(d.time_column)
+    kind = d.time_kind
+    if kind in ("int", "float"):
+        ok = col.isNotNull()
+        if kind == "float":
+            ok = ok & ~F.isnan(col) & (F.abs(col) != float("inf"))
+        if d.time_unit is None:
+            return F.when(ok, col)
+        ok = ok & (F.abs(col) <= contract.unit_bound(d.time_unit))
+        factor = F.lit(contract.TIME_UNITS[d.time_unit]).cast("long")
+        if kind == "int":  # try_: ANSI mode may evaluate the product even where not ok
+            return F.when(ok, F.try_multiply(col.cast("long"), factor))
+        return F.when(ok, F.round(col.cast("double") * factor).cast("long"))
+    if kind == "str":
+        col = _parse_time(col, d.time_format)
+    return F.unix_micros(col.cast("timestamp_ltz")) * 1000
+
+
+def _time_value(d: contract.LogDecision, time):
+    """The log's time column as the event frame shows it when the decision reads it as
+    datetimes: parsed texts (UTC instants when ``time_zoned``), or numbers with a unit as the
+    timestamps of ``time``, the log's TIME in ns."""
+    from pyspark.sql import functions as F
+
+    if d.time_kind == "str":
+        return _parse_time(column(d.time_column), d.time_format, d.time_zoned)
+    return F.timestamp_micros(F.floor(time / 1000)).cast("timestamp_ntz")
+
+
+#: strftime directive -> Java DateTimeFormatter pattern, for --time-format on Spark.
+_JAVA_PATTERN = {"Y": "yyyy", "y": "yy", "m": "MM", "d": "dd", "H": "HH", "M": "mm",
+                 "S": "ss", "f": "SSSSSS", "z": "xx", "b": "MMM", "B": "MMMM", "I": "hh",
+                 "p": "a", "j": "DDD", "%": "%"}
+
+
+def java_pattern(fmt: str) -> str:
+    """``--time-format`` (strftime) as a Java pattern: literal text quoted, directives
+    translated; a directive without a translation is an input error, not a guess."""
+    out, i = [], 0
+    while i < len(fmt):
+        ch = fmt[i]
+        if ch == "%" and i + 1 < len(fmt):
+            d = fmt[i + 1]
+            if d not in _JAVA_PATTERN:
+                raise SparkError(f"--time-format {fmt!r}: %{d} is not supported with --spark",
+                                 ["supported: " + " ".join("%" + k for k in _JAVA_PATTERN)],
+                                 input_error=True)
+            out.append(_JAVA_PATTERN[d] if d != "%" else "'%'")
+            i += 2
+            continue
+        out.append("''" if ch == "'" else (f"'{ch}'" if ch.isalpha() else ch))
+        i += 1
+    return "".join(out)
+
+
+def _parse_time(col, fmt: str | None = None, zoned: bool = False):
+    """Time texts as naive timestamps, or ``zoned`` as UTC instants (Spark's TIMESTAMP),
+    null when unreadable, as the local reader parses them: with ``fmt`` by it, else only
+    ``contract.ISO_TIME`` values; an offset or Z is honoured, a naive value is UTC (the
+    session's zone)."""
+    from pyspark.sql import functions as F
+
+    kind = "timestamp_ltz" if zoned else "timestamp_ntz"
+    if fmt is not None:
+        return F.try_to_timestamp(col, F.lit(java_pattern(fmt))).cast(kind)
+    text = F.trim(col)
+    # Spark's cast reads neither +0100 (ISO's basic form) nor HH:MM before an offset, which
+    # polars reads: written as +01:00 and HH:MM:00 first
+    seconds = F.regexp_replace(text, r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})(Z|[+-].*)$",
+                               "$1:00$2")
+    iso = F.when(text.rlike(contract.ISO_TIME),
+                 F.regexp_replace(seconds, r"([+-]\d{2})(\d{2})$", "$1:$2"))
+    return iso.try_cast("timestamp_ltz").cast(kind)
+
+
+@dataclass
+class Events:
+    """The event frame on Spark: ``frame`` (columns of the logs + RESERVED, ordered
+    partitions), the log's own ``columns``, the ``time_column``, ``n`` events."""
+
+    frame: DataFrame
+    columns: list[str]
+    time_column: str | None
+    n: int | None  # None for a lazy run: counted only when a ``ranges`` plan needs it
+    logs: list[_Log]
+
+    @property
+    def time_columns(self) -> tuple[str, ...]:
+        """The logs' time columns, each once (``OutputSpec.time_columns``)."""
+        return contract.time_columns_of([g.decision for g in self.logs])
+
+
+def _fail_on_bad_rows(frame: DataFrame, logs: list[_Log], tc: str | None) -> DataFrame:
+    """The lazy run's check of ``Run.event_frame``: an event without a type, or without a
+    readable time when the logs have a time column, fails the job that computes it."""
+    from pyspark.sql import functions as F
+
+    def where(what: str):
+        paths = F.array(*(F.lit(g.src.path) for g in logs))
+        path = F.element_at(paths, (F.col(_ARG) + 1).cast("int"))
+        return F.concat(path, F.lit(": data row "), F.col(ROW).cast("string"),
+                        F.lit(f" (0-based): {what}"))
+
+    cols = {}
+    types = ", ".join(repr(g.decision.type_column) for g in logs if g.decision.type_column) or "none"
+    cols[TYPE] = F.when(F.col(TYPE).isNull(),
+                        F.raise_error(where(f"no event type in column {types}"))
+                        ).otherwise(F.col(TYPE))
+    if tc is not None:
+        cols[TIME] = F.when(F.col(TIME).isNull(),
+                            F.raise_error(where(f"no readable time in column {tc!r}"))
+                            ).otherwise(F.col(TIME))
+    return frame.withColumns(cols)
+
+
+def _time_error(spark, g: _Log) -> SparkError:
+    """The contract's error for the log's first unreadable time (for texts: the value the
+    contract blames, so ``0,soon`` blames ``soon``), worded as the local reader words it."""
+    from pyspark.sql import functions as F
+
+    d = g.decision
+    raw = column(d.time_column).cast("string")
+    numbered = (_with_rows(spark, g.df) if g.by_files
+                else Run(spark, lazy=True).index(g.df, ROW)[0])  # nothing persisted
+    rows = (numbered.filter(_time_expr(d).isNull())
+            .select(F.col(ROW), raw.alias("raw")).orderBy(ROW).limit(10_000).collect())
+    bad = rows[0][0]
+    if d.time_kind == "str" and d.time_format is None:
+        bad = contract.blame_time((r[0], r[1]) for r in rows) or bad
+    value = next(r[1] for r in rows if r[0] == bad)
+    e = contract.bad_time(f"{g.src.path}: data row {bad} (0-based)", d.time_column, value,
+                          d.time_format, d.time_unit)
+    return SparkError(e.message, e.hints, input_error=True)
+
+
+def logs_schema(opened: list[_Log]) -> Schema:
+    """The ``Schema`` of opened logs: one small aggregation (a row per event type), which
+    also learns the logs' ``time_values`` (and so the contract's verdicts on them)."""
+    from pyspark.sql import functions as F
+
+    decisions = [g.decision for g in opened]
+    with input_errors():
+        tc = next(iter(contract.time_columns_of(decisions)), None)
+        kinds = contract.column_kinds(decisions, tc)
+    present = []
+    try:
+        for g in opened:
+            usable = contract.attribute_columns(g.decision, kinds)
+            flags = [F.max(column(c).isNotNull().cast("int")).alias(f"c{i}")
+                     for i, c in enumerate(usable)]
+            etype = F.lit(g.src.name) if g.decision.type_column is None else column(g.decision.type_column)
+            # a log of types only has no attribute to flag (agg needs one expression)
+            flags = (flags + _time_facts(g)) or [F.lit(0).alias("none")]
+            rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*flags).collect()
+            present.append({r[TYPE]: {c: bool(r[f"c{i}"]) for i, c in enumerate(usable)}
+                            for r in rows})
+            g.time_values = _time_values(g, rows)
+    except SparkError:
+        raise
+    except Exception as e:
+        raise spark_error(e) from None
+    with input_errors():
+        fits = _judge(opened)
+        return contract.build_schema([g.decision for g in opened], present, kinds, tc, fits)
+
+
+_LOW, _HIGH, _ZONED = contract.TIME_LOW, contract.TIME_HIGH, contract.TIME_ZONED
+
+
+def _time_facts(g: _Log) -> list:
+    """Aggregations for ``contract.TimeValues``, as the local reader's ``_time_facts``: the
+    least and greatest finite value of a numeric time column (Spark orders NaN above
+    every number, polars skips it: both skip it here), whether a time column of ISO texts
+    holds one with an offset."""
+    from pyspark.sql import functions as F
+
+    d = g.decision
+    if d.time_column is None:
+        return []
+    col, kind = column(d.time_column), d.time_kind
+    if kind in ("int", "float"):
+        x = col if kind == "int" else F.when(~F.isnan(col) & (F.abs(col) != float("inf")), col)
+        return [F.min(x).alias(_LOW), F.max(x).alias(_HIGH)]
+    if kind == "str" and d.time_format is None:
+        return [F.max(F.trim(col).rlike(contract.ISO_ZONED_TIME).cast("int")).alias(_ZONED)]
+    return []
+
+
+def _time_values(g: _Log, rows) -> contract.TimeValues:
+    """The log's ``TimeValues`` from rows carrying ``_time_facts`` (per event type)."""
+    return contract.time_values(g.decision, [r.asDict() for r in rows])
+
+
+def _judge(logs: list[_Log]) -> dict[str, str]:
+    """``contract.judge_times`` on the logs' ``time_values``: their decisions updated, the
+    epoch units that fit returned."""
+    decisions, fits = contract.judge_times([g.decision for g in logs],
+                                           [g.time_values for g in logs])
+    for g, d in zip(logs, decisions, strict=True):
+        g.decision = d
+    return fits
+
+
+def _judge_times(logs: list[_Log]) -> None:
+    """The time values' verdicts for logs whose schema Spark did not compute (``_schema``
+    learns them): one row per log."""
+    if all(g.time_values is not None for g in logs):
+        return
+    try:
+        for g in logs:
+            if g.time_values is None:
+                facts = _time_facts(g)
+                g.time_values = _time_values(g, [g.df.agg(*facts).first()] if facts else [])
+    except Exception as e:
+        raise spark_error(e) from None
+    with input_errors():
+        _judge(logs)
+
+
+def events(run: Run, specs: list[str], type_column, time, log_format) -> Events:
+    """The event frame of the logs ``specs`` (``open_logs``), the run's shuffles sized to
+    them."""
+    run.size_shuffles(input_bytes(specs))
+    return event_frame(run, open_logs(run.spark, specs, type_column, log_format, time))
+
+def event_frame(run: Run, logs: list[_Log]) -> Events:
+    """The event frame of opened logs (files or a DataFrame): TYPE, STREAM, TIME, ROW
+    and the widened columns, numbered by POS in the local reader's order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    tc = next(iter(contract.time_columns_of([g.decision for g in logs])), None)
+    _judge_times(logs)
+    with input_errors():
+        time_kind = contract.event_time_kind([g.decision for g in logs])
+    time_type = _TIME_TYPES[contract.time_storage(time_kind or "int")]
+    frames, columns = [], []
+    for g in logs:
+        d = g.decision
+        # a DataFrame has no files: ROW is its rank in the frame's partition order
+        df = _with_rows(run.spark, g.df) if g.by_files else run.index(g.df, ROW)[0]
+        widened = []
+        ttime = F.lit(None) if d.time_column is None else _time_expr(d)
+        for f in g.df.schema.fields:
+            c = column(f.name)
+            if f.name == d.time_column and d.reads_time_as_datetime:
+                c = _time_value(d, ttime)
+            elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
+                c = c.cast("long")
+            elif isinstance(f.dataType, T.FloatType):
+                c = c.cast("double")
+            if f.name != d.type_column:
+                widened.append(c.alias(f.name))
+                if f.name not in columns:
+                    columns.append(f.name)
+        etype = F.lit(g.src.name) if d.type_column is None else column(d.type_column)
+        frames.append(df.select(
+            *widened,
+            etype.cast("string").alias(TYPE),
+            F.lit(g.src.name).alias(STREAM),
+            ttime.cast(time_type).alias(TIME),
+            F.col(ROW),
+            F.lit(d.index).cast("long").alias(_ARG),
+        ))
+    union = frames[0]
+    try:
+        for f in frames[1:]:
+            union = union.unionByName(f, allowMissingColumns=True)
+    except Exception as e:
+        raise spark_error(e, what="the logs have incompatible columns: ") from None
+    frame, n = run.rank(union, POS, F.col(TIME).asc_nulls_first(), _ARG, ROW)
+    if run.lazy:
+        return Events(_fail_on_bad_rows(frame, logs, tc).drop(_ARG), columns, tc, n, logs)
+    bad = frame.filter(F.col(TYPE).isNull() | (F.col(TIME).isNull() if tc else F.lit(False)))
+    row = bad.select(_ARG, ROW, F.col(TYPE).isNull().alias("t")).limit(1).collect()
+    if row:
+        g = logs[row[0][0]]
+        if row[0][2]:
+            raise SparkError(f"{g.src.path}: data row {row[0][1]} (0-based): no event type"
+                             f" in column {g.decision.type_column!r}", input_error=True)
+        raise _time_error(run.spark, g)
+    return Events(frame.drop(_ARG), columns, tc, n, logs)
