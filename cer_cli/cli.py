@@ -412,9 +412,6 @@ def _compile(text, filename, logs, type_column, time_column, batch_size=None, wa
 OUTPUT_BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
                        ".parquet": "parquet"}
 BATCH_ROWS = 262_144
-SLICE_ROWS = 65_536
-#: --count feeds the engine bigger slices: fewer per-slice costs (atoms, symbol mapping).
-COUNT_SLICE_ROWS = BATCH_ROWS
 
 
 @cli.command("match")
@@ -693,8 +690,11 @@ def _wide_variables(compiled, shape):
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
                open_ends=False, filename=None) -> None:
+    """Run the plan over the log with the driver (``engine.driver``) and print the count or
+    write the matches; a progress bar on stderr unless ``progress`` says otherwise."""
     import time
 
+    from cer_cli.engine.driver import run_batches, run_count
     from cer_cli.events import first_matches
 
     if not count:  # the writers load pyarrow: --count does without them
@@ -702,18 +702,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
 
     _resume_gc()
     console = functools.cache(_stderr)  # one console; rich loads only if something is printed
-    for message, span in compiled.report.warnings:
-        render_diagnostic(console(), "warning", message, span, compiled.text, None)
-    for message in compiled.rewritten.warnings:
-        render_diagnostic(console(), "warning", message, None, None, None)
-    memory = memory_warning(compiled, log.n_events, count)
-    if memory is not None:
-        render_diagnostic(console(), "warning", memory, None, None, None)
-    growth = growth_warning(compiled, count, limit)
-    if growth is not None:
-        render_diagnostic(console(), "warning", growth, None, None, None,
-                          ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
-                           " (n per event), --limit N, or --count to only count them"])
+    _warn_before_run(console, compiled, log.n_events, count, limit,
+                     "add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n (n per"
+                     " event), --limit N, or --count to only count them")
     started = time.perf_counter()
     # By default the bar shows only when matches do not stream to the same terminal.
     to_terminal = not count and output is None and sys.stdout.isatty()
@@ -721,69 +712,22 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
     executor = compiled.executor(open_ends=open_ends)
-    finish = getattr(executor, "finish", lambda: iter(()))  # a trailing absence's open matches
-    stats = {"events": 0, "matches": 0}
-
-    def advance(events: int, matches: int = 0) -> None:
-        stats["events"] = events
-        stats["matches"] += matches
-        if bar is not None:  # --limit writes only the first `limit` of the last batch
-            shown = stats["matches"] if limit is None else min(stats["matches"], limit)
-            bar.update(task, completed=events, matches=shown)
-
-    def batches():  # whole MatchBatches, written column-wise (--limit cuts the last one)
-        for frame in frames:
-            for offset in range(0, frame.height, SLICE_ROWS):
-                part = frame.slice(offset, SLICE_ROWS)
-                done = stats["events"]
-                for b in executor.run_batches(part):
-                    # one slice may take minutes of enumeration: the bar follows each batch
-                    advance(_enumerated(b, stats["events"], done + part.height), len(b))
-                    yield b
-                signals.check()
-                advance(done + part.height)
-        for b in finish():
-            advance(stats["events"], len(b))
-            yield b
-
-    bar = task = None
-    if show:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("[bold]matching"),
-            BarColumn(),
-            TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
-            TimeElapsedColumn(),
-            console=console(),
-            transient=console().is_terminal,  # forced on a pipe: one final line
-        )
-        task = bar.add_task("match", total=log.n_events, matches=0)
-        bar.start()
-
-    def counted() -> int:  # --count without --limit: the engine counts, no Match objects
-        n = 0
-        for frame in frames:  # whole read batches: nothing waits for output between slices
-            for offset in range(0, frame.height, COUNT_SLICE_ROWS):
-                part = frame.slice(offset, COUNT_SLICE_ROWS)
-                n += executor.count(part)
-                signals.check()
-                stats["events"] += part.height
-                if bar is not None:
-                    bar.update(task, completed=stats["events"], matches=n)
-        n += sum(len(b) for b in finish())
-        return n
-
+    bar = _ProgressBar(console(), log.n_events, limit) if show else None
     try:
-        stream = batches() if limit is None else first_matches(batches(), limit)
         if count:
-            n = counted() if limit is None else sum(len(b) for b in stream)
+            if limit is None:  # the executor counts: no Match objects
+                n = run_count(executor, frames, bar)
+            else:
+                n = sum(len(b) for b in first_matches(run_batches(executor, frames, bar), limit))
             if bar is not None:
                 bar.stop()
                 bar = None
             sys.set_int_max_str_digits(0)  # exact counts of exponential queries have thousands of digits
             click.echo(n)
         else:
+            stream = run_batches(executor, frames, bar)
+            if limit is not None:
+                stream = first_matches(stream, limit)
             names = [g[0] for g in compiled.query.partition_by]
             write_matches(stream, lookup, fmt, output, console=_table_console(fmt),
                           partition_names=names, started=started, shape=shape,
@@ -795,13 +739,48 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
             bar.stop()
 
 
-def _enumerated(batch, read: int, slice_end: int) -> int:
-    """Events read for the progress bar once ``batch`` is out: a match is reported at the
-    event that ends it, so the batch's latest end is the event being enumerated (positions
-    count events from 0); never back, never past the slice being run."""
-    if not len(batch):
-        return read
-    return max(read, min(slice_end, int(batch.end.max()) + 1))
+def _warn_before_run(console, compiled, n_events: int, count: bool, limit: int | None,
+                     growth_hint: str) -> None:
+    """The check's and the rewrite's warnings, then memory and output growth for this run."""
+    for message, span in compiled.report.warnings:
+        render_diagnostic(console(), "warning", message, span, compiled.text, None)
+    for message in compiled.rewritten.warnings:
+        render_diagnostic(console(), "warning", message, None, None, None)
+    memory = memory_warning(compiled, n_events, count)
+    if memory is not None:
+        render_diagnostic(console(), "warning", memory, None, None, None)
+    growth = growth_warning(compiled, count, limit)
+    if growth is not None:
+        render_diagnostic(console(), "warning", growth, None, None, None, [growth_hint])
+
+
+class _ProgressBar:
+    """The bar on stderr: events read of ``total`` and matches so far (with ``--limit``,
+    the matches written: at most ``limit``). Called as the driver's ``progress``."""
+
+    def __init__(self, console, total: int, limit: int | None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.limit = limit
+        self.matches = 0
+        self.bar = Progress(
+            TextColumn("[bold]matching"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=console.is_terminal,  # forced on a pipe: one final line
+        )
+        self.task = self.bar.add_task("match", total=total, matches=0)
+        self.bar.start()
+
+    def __call__(self, events: int, matches: int) -> None:
+        self.matches += matches
+        shown = self.matches if self.limit is None else min(self.matches, self.limit)
+        self.bar.update(self.task, completed=events, matches=shown)
+
+    def stop(self) -> None:
+        self.bar.stop()
 
 
 #: `cer match` warns that memory grows (with the log or with keys) only on logs of at least
@@ -842,6 +821,7 @@ def growth_warning(compiled, count: bool, limit: int | None) -> str | None:
 def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
     """How much of the log the output must keep to print a match's events: the query's
     window bounds it (positions for EVENTS without partitions, time otherwise)."""
+    from cer_cli.engine.driver import SLICE_ROWS
     from cer_cli.events import TIME
     from cer_cli.query.ast import AttributeWindow, DurationWindow, EventsWindow
 
@@ -920,19 +900,10 @@ def plot_command(
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _resume_gc()
-        console = functools.cache(_stderr)
-        for message, span in compiled.report.warnings:
-            render_diagnostic(console(), "warning", message, span, compiled.text, None)
-        for message in compiled.rewritten.warnings:
-            render_diagnostic(console(), "warning", message, None, None, None)
-        memory = memory_warning(compiled, log.n_events, False)
-        if memory is not None:
-            render_diagnostic(console(), "warning", memory, None, None, None)
-        growth = growth_warning(compiled, False, None)
-        if growth is not None:  # the plot keeps a sample, but every match is enumerated
-            render_diagnostic(console(), "warning", growth, None, None, None,
-                              ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
-                               " (n per event)"])
+        # the plot keeps a sample, but every match is enumerated
+        _warn_before_run(functools.cache(_stderr), compiled, log.n_events, False, None,
+                         "add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n (n per"
+                         " event)")
         if title is None:
             query = filename if expr is None else " ".join(text.split())
             query = query if len(query) <= 80 else query[:79] + "…"
@@ -940,15 +911,9 @@ def plot_command(
         from cer_cli.io.write import EventLookup
 
         lookup = EventLookup.for_log(log, *_lookup_bounds(compiled))
-        executor = compiled.executor()
+        from cer_cli.engine.driver import run_batches
 
-        def batches():
-            for frame in lookup.tap(log.batches()):
-                for offset in range(0, frame.height, SLICE_ROWS):
-                    yield from executor.run_batches(frame.slice(offset, SLICE_ROWS))
-                    signals.check()
-
-        n = write_plot(batches(), lookup, output, fmt, title=title,
+        n = write_plot(run_batches(compiled.executor(), lookup.tap(log.batches())), lookup, output, fmt, title=title,
                        partition_names=[g[0] for g in compiled.query.partition_by])
         if output != "-":
             click.echo(f"{n:,} match{'' if n == 1 else 'es'} plotted to {output}", err=True)

@@ -1,5 +1,6 @@
 """What every executor shares: the ``Executor`` protocol, its statistics, and the
 column-wise preparation of an event frame (FROM, PARTITION BY keys, the window time).
+``engine/driver.py`` runs any executor over a log through this protocol.
 
 ``Engine`` (Algorithm 1 over a CEA, ``engine/run.py``) and ``HashJoinEngine`` (the PCEA hash
 join, ``engine/pcea.py``) both implement ``Executor`` and both import this module, never
@@ -49,6 +50,12 @@ class Executor(Protocol):
 
     def count(self, frame: pl.DataFrame) -> int:
         """How many matches ``run(frame)`` would yield."""
+        ...
+
+    def finish(self) -> Iterator[MatchBatch]:
+        """What the executor still reports once the log has ended (a trailing absence's
+        open matches, when asked for); nothing for an executor without open matches. The
+        pass is over afterwards."""
         ...
 
     @property

@@ -552,6 +552,10 @@ class HashJoinEngine:
         """How many matches ``run(frame)`` yields."""
         return sum(1 for _ in self.run(frame))
 
+    def finish(self) -> Iterator[MatchBatch]:
+        """Nothing: every match is reported at the event that ends it."""
+        return iter(())
+
     def _partition(self, key) -> _Partition:
         part = self._parts.get(key)
         if part is None:

@@ -284,6 +284,10 @@ class Engine:
             pass
         return self._k.matches - before
 
+    def finish(self) -> Iterator[MatchBatch]:
+        """Nothing: every match is reported at the event that ends it."""
+        return iter(())
+
     def _produce(self, frame: pl.DataFrame) -> Iterator[MatchBatch]:
         frame = self._prepare(frame)
         if frame.height == 0:
