@@ -258,6 +258,29 @@ def test_projection_deduplicates_and_limit_keeps_latest_starts():
     assert sorted(m.start for m in got) == [1, 2]
 
 
+def test_the_hash_join_reports_through_the_cea_executors_strategies(monkeypatch):
+    """De-duplication and LIMIT are ``strategies.report``'s, for the hash join as for the
+    CEA executor (one rule each): distinct matches, the latest starts first."""
+    from cer_cli.engine import pcea as engine_pcea
+    from cer_cli.engine import strategies
+
+    calls = []
+
+    def spy(batch, strategy, limit, distinct=False):
+        calls.append((strategy, limit, distinct))
+        return strategies.report(batch, strategy, limit, distinct)
+
+    monkeypatch.setattr(engine_pcea, "report", spy)
+    events = ev("A:id=1 A:id=1 B:id=2 A:id=1 B:id=1 C:id=1 B:id=1")
+    text = "SELECT a, c WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id LIMIT 2"
+    compiled = compile_query(text)
+    assert compiled.executor_kind == "hash join" and compiled.rewritten.pcea.dedupe is not None
+    got = list(compiled.run(events_frame(events)))
+    assert calls and all(c == ("ALL", 2, True) for c in calls)
+    reference.check_limited(got, parse(text), events)
+    assert [(m.start, m.end) for m in got] == [(3, 5), (1, 5)]
+
+
 def test_partition_by_and_events_windows_count_in_the_partition():
     text = "SELECT * WHERE A AS a ; B AS b FILTER a.v = b.v PARTITION BY [id] WITHIN 1 EVENTS"
     events = [{"type": "A", "id": 1, "v": 0}, {"type": "A", "id": 2, "v": 0},

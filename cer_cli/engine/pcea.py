@@ -56,7 +56,18 @@ from cer_cli.compiler.predicates import (
 )
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
-from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
+from cer_cli.engine.strategies import report
+from cer_cli.events import (
+    BATCH_EVENTS,
+    POS,
+    STREAM,
+    TYPE,
+    Match,
+    MatchBatch,
+    as_batches,
+    as_matches,
+    batch_of,
+)
 from cer_cli.query import ast
 from cer_cli.query.scope import strip_var
 
@@ -534,6 +545,12 @@ class HashJoinEngine:
     def run(self, frame: pl.DataFrame) -> Iterator[Match]:
         """Matches of the events of ``frame`` (continuing from earlier frames), in order of
         their triggering event."""
+        yield from as_matches(self.run_batches(frame))
+
+    def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
+        """``run`` in columns, about ``size`` matches per batch. When candidates may repeat a
+        match (``PCEA.dedupe``) or LIMIT keeps some, each event's candidates stay in one
+        batch and ``strategies.report`` decides, as for the CEA executor."""
         frame = self._prepare(frame)
         if frame.height == 0:
             return
@@ -542,15 +559,21 @@ class HashJoinEngine:
         times = frame[_WTIME].to_list() if self._timed else None
         keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
             if self.partition_by else None
-        yield from self._loop(act, right, left, probe, order, positions, times, keys)
-
-    def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
-        """``run`` in columns, ``size`` matches per batch."""
-        yield from as_batches(self.run(frame), size)
+        groups = self._loop(act, right, left, probe, order, positions, times, keys)
+        distinct = self.pcea.dedupe is not None
+        if not distinct and self.limit is None:  # nothing to decide per event: stream them
+            batches = as_batches((m for group in groups for m in group), size)
+        else:
+            batches = (report(b, self.strategy, self.limit, distinct)
+                       for b in _whole_groups(groups, size))
+        for batch in batches:
+            self._matches += len(batch)
+            if len(batch):
+                yield batch
 
     def count(self, frame: pl.DataFrame) -> int:
         """How many matches ``run(frame)`` yields."""
-        return sum(1 for _ in self.run(frame))
+        return sum(len(b) for b in self.run_batches(frame))
 
     def finish(self) -> Iterator[MatchBatch]:
         """Nothing: every match is reported at the event that ends it."""
@@ -568,7 +591,10 @@ class HashJoinEngine:
             out = self._active[mask] = tuple(s for s in range(len(self.pcea.states)) if mask >> s & 1)
         return out
 
-    def _loop(self, act, right, left, probe, order, positions, times, keys) -> Iterator[Match]:
+    def _loop(self, act, right, left, probe, order, positions, times, keys
+              ) -> Iterator[Iterator[Match]]:
+        """Algorithm 1 over the frame's events; per event that completes runs, the iterator
+        of its candidate matches (``_emit``), consumed before the next event."""
         sources, final, ops = self._sources, self._final, self.ops
         rels, ordered = self._rels, self._ordered
         carry, generic, nest = self._carry, self._generic, self._nest
@@ -733,7 +759,7 @@ class HashJoinEngine:
                     if windowed:
                         fifo.append((ft, top, k, d, pk))
             if finals and (not timed or t is not None):
-                yield from self._emit(finals, lo, pos, part.key)
+                yield self._emit(finals, lo, pos, part.key)
 
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
@@ -748,14 +774,10 @@ class HashJoinEngine:
                 del top[pk]
 
     def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
-        """Enumerate the windowed runs of the new final nodes as matches (projected, and
-        de-duplicated when the PCEA may repeat one; the latest starts when LIMITed)."""
+        """The windowed runs of the new final nodes as candidate matches (projected; a tree's
+        runs in position order). Repeats and LIMIT are ``strategies.report``'s."""
         labels, sort = self._labels, self._sort
         windowed = self._bound is not None
-        dedupe = self.pcea.dedupe is not None
-        limit = self.limit
-        seen = set() if dedupe else None
-        batch = [] if limit is not None else None
         for root in finals:
             if root.ms < lo:
                 continue
@@ -766,20 +788,21 @@ class HashJoinEngine:
                 first = run[0]
                 if windowed and (first.time is None or first.time < lo):
                     continue  # attribute windows: the start lacks a time, or an inner null hid it
-                events = tuple((nd.pos, labels[nd.state]) for nd in run if labels[nd.state])
-                if seen is not None:
-                    ident = (first.pos, events)
-                    if ident in seen:
-                        continue
-                    seen.add(ident)
-                m = Match(first.pos, pos, events, key)
-                if batch is not None:
-                    batch.append(m)
-                else:
-                    self._matches += 1
-                    yield m
-        if batch:
-            batch.sort(key=lambda m: -m.start)
-            for m in batch[:limit]:
-                self._matches += 1
-                yield m
+                yield Match(first.pos, pos, tuple((nd.pos, labels[nd.state]) for nd in run
+                                                  if labels[nd.state]), key)
+
+
+def _whole_groups(groups: Iterator[Iterator[Match]], size: int) -> Iterator[MatchBatch]:
+    """The candidates of consecutive triggering events packed into batches of about ``size``
+    matches (or ``BATCH_EVENTS`` reported events), never splitting one event's."""
+    pending: list[Match] = []
+    held = 0
+    for group in groups:
+        for m in group:
+            pending.append(m)
+            held += len(m.events)
+        if len(pending) >= size or held >= BATCH_EVENTS:
+            yield batch_of(pending)
+            pending, held = [], 0
+    if pending:
+        yield batch_of(pending)

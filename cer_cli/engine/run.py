@@ -39,7 +39,7 @@ from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.determinize import LazyDFA
 from cer_cli.engine import kernel as K
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
-from cer_cli.engine.strategies import STRATEGY_COST, dedupe, limit_latest, project, select
+from cer_cli.engine.strategies import STRATEGY_COST, project, report
 from cer_cli.events import KEY, POS, Match, MatchBatch, as_matches
 from cer_cli.query import ast
 
@@ -330,11 +330,7 @@ class Engine:
             elif post.hidden:
                 batch = project(batch, frozenset(v for ls in batch.labelsets for v in ls)
                                 - post.hidden)
-            batch = dedupe(batch)
-        batch = select(self.strategy, batch)
-        if self.limit is not None:
-            batch = limit_latest(batch, self.limit)
-        return batch
+        return report(batch, self.strategy, self.limit, distinct=post is not None)
 
     def _remember(self, frame: pl.DataFrame) -> None:
         """Keep the post-filter's attributes of ``frame``'s events (before the kernel reads it)."""
