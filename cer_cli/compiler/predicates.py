@@ -302,17 +302,26 @@ def _decimal_text(expr: pl.Expr) -> pl.Expr:
 
 
 def key_expressions(columns: list[str], schema: Mapping[str, pl.DataType]) -> list[pl.Expr | None]:
-    """The values of ``columns`` (the attributes of one equality class of a hash join), as
-    expressions whose Python values (``to_list``) are equal, and hash equal, exactly when
-    ``=`` holds between them: exact integers and decimals (Python's ``Decimal`` equals and
-    hashes as the integer it equals), all as float64 when the class also holds floats,
-    instants as integers of nanoseconds. None for a column the frame lacks or cannot
-    compare (its key is null: it joins nothing)."""
-    values = [_column(c, schema[c]) if c in schema else None for c in columns]
+    """The values of ``columns`` (the attributes of one equality class of a hash join) as
+    ``value_expression`` reads them, as expressions whose Python values (``to_list``) are
+    equal, and hash equal, exactly when ``=`` holds between them (``comparison_pair``):
+    exact integers and decimals (Python's ``Decimal`` equals and hashes as the integer it
+    equals), all as float64 when the class also holds floats, instants as integers of
+    nanoseconds. In a class that mixes kinds ``=`` never relates (a boolean and an integer,
+    an instant and a number), each value that is not a number becomes text tagged with its
+    kind: Python would equal ``True`` with ``1`` and an instant with its integer. None for a
+    column the frame lacks or cannot compare (its key is null: it joins nothing)."""
+    values = [value_expression(ast.AttrRef("", c), schema) for c in columns]
     kinds = {v[1] for v in values if v is not None}
     floats = "float" in kinds and len(kinds & _NUMBERS) > 1
-    return [None if v is None else v[0].cast(pl.Float64) if floats and v[1] in _NUMBERS
-            else v[0] for v in values]
+    mixed = len({"number" if k in _NUMBERS else k for k in kinds}) > 1
+
+    def key(expr: pl.Expr, kind: str) -> pl.Expr:
+        if kind in _NUMBERS:
+            return expr.cast(pl.Float64) if floats else expr
+        return pl.concat_str(pl.lit(f"{kind}:"), expr.cast(pl.String)) if mixed else expr
+
+    return [None if v is None else key(*v) for v in values]
 
 
 def _wide(expr: pl.Expr, kind: str) -> pl.Expr:

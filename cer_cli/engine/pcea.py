@@ -52,6 +52,7 @@ from cer_cli.compiler.predicates import (
     atom_expression,
     comparison_pair,
     key_expressions,
+    predicate_expression,
     value_expression,
 )
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
@@ -422,8 +423,10 @@ class HashJoinEngine:
         return frame
 
     def _step_mask(self, s: int, schema) -> pl.Expr:
-        """The unary predicate U of state ``s``: type, stream, filters, and every attribute
-        of its equality classes present (a missing one fails the equality)."""
+        """The unary predicate U of state ``s``: type, stream, filters, and its equality
+        classes: every attribute of a class has a value, equal to the class's other
+        attributes of the same event — ``attrs[0] = a`` as any predicate means it (an absent,
+        null or NaN attribute fails it, ``attrs[0] = attrs[0]`` included)."""
         step = self.pcea.states[s].step
         expr = pl.col(TYPE) == step.name
         if step.stream is not None:
@@ -434,13 +437,10 @@ class HashJoinEngine:
             else:
                 expr = expr & atom_expression(AttrTest(strip_var(p)), schema)
         for _, attrs in self.pcea.states[s].classes:
+            first = ast.AttrRef("", attrs[0])
             for a in attrs:
-                if a not in schema:
-                    return pl.lit(False)
-                present = pl.col(a).is_not_null()
-                if schema[a].is_float():
-                    present = present & ~pl.col(a).is_nan()
-                expr = expr & present
+                expr = expr & predicate_expression(ast.Compare("=", first, ast.AttrRef("", a)),
+                                                   schema)
         return expr.fill_null(False)
 
     def _columns(self, frame: pl.DataFrame):
@@ -454,30 +454,22 @@ class HashJoinEngine:
         # with_columns, not select: when no attribute a step reads is in the frame every
         # mask is a literal, and only with_columns broadcasts it to one value per row
         act = frame.with_columns(pl.sum_horizontal(masks).alias(_ACT))[_ACT].to_list()
-        values: dict[tuple[int, int], list] = {}
-        # each class's keys as predicates compare them (int with decimal exactly, with a
-        # float as floats): Python's == and hash on the listed values then agree with `=`
+        # each class's key as predicates' ``=`` relates it (``key_expressions``): Python's
+        # == and hash on the listed values then agree with ``=``; an event taking a state
+        # holds equal values for the state's attributes of a class (``_step_mask``), so the
+        # first one is the key
         in_class: dict[int, dict[str, None]] = {}
         for state in pcea.states:
             for cls, attrs in state.classes:
                 in_class.setdefault(cls, {}).update(dict.fromkeys(attrs))
         keyed = {cls: dict(zip(attrs, key_expressions(list(attrs), schema), strict=True))
                  for cls, attrs in in_class.items()}
-        for s, state in enumerate(pcea.states):
-            for cls, attrs in state.classes:
-                if attrs[0] not in schema:
-                    values[s, cls] = [None] * n
-                    continue
-                exprs = [keyed[cls][a] for a in attrs]
-                got = frame.select(e.alias(f"k{i}") for i, e in enumerate(exprs) if e is not None)
-                cols = [[None] * n if e is None else got[f"k{i}"].to_list()
-                        for i, e in enumerate(exprs)]
-                values[s, cls] = cols[0]
-                if len(cols) > 1:  # several attributes of one event in a class: all equal
-                    bit = ~(1 << s)
-                    for r, vs in enumerate(zip(*cols, strict=True)):
-                        if any(v != vs[0] for v in vs[1:]):
-                            act[r] &= bit
+        exprs = {(s, cls): keyed[cls][attrs[0]] for s, state in enumerate(pcea.states)
+                 for cls, attrs in state.classes}
+        got = frame.select(e.alias(f"k{i}") for i, e in enumerate(exprs.values()) if e is not None)
+        values: dict[tuple[int, int], list] = {
+            sc: [None] * n if e is None else got[f"k{i}"].to_list()
+            for i, (sc, e) in enumerate(exprs.items())}
         const = [()] * n
 
         def keys(s: int, classes: tuple[int, ...]) -> list:
