@@ -93,6 +93,19 @@ def _check_time_attribute(frame: pl.DataFrame, w: ast.AttributeWindow) -> None:
                    " WITHIN n EVENTS"])
 
 
+def trailing_method(site) -> tuple[str, str]:
+    """How a trailing ψ compared with the match (``AbsenceSite``) is checked, and its cost:
+    what ``describe`` and the plan's per-predicate methods say."""
+    if site.method == "bisect":
+        return (f"bisect on {site.etype.label}.{site.key[0].attr}",
+                "per match O(log n): the first ψ event after φ's last event with the match's"
+                " value, by an as-of join on ψ's events sorted by (partition, value, position);"
+                " n: the events kept, each partition's last window")
+    return ("scan of the window",
+            "per match, every ψ event between φ's last event and the deadline is tested:"
+            " O(ψ events in the window); memory: each partition's last window of events")
+
+
 class TrailingAbsence:
     """The executor of ``φ ; !ψ``: ``inner`` evaluates φ (any ``Executor``), this one holds
     its matches until their deadline passes (see the module docstring)."""
@@ -125,18 +138,15 @@ class TrailingAbsence:
     def describe(self) -> str:
         if self.site is not None:
             site = self.site
-            how = (f"bisect on {site.etype.label}.{site.key[0].attr}: an as-of join by"
-                   " (partition, value), O(log n) per match" if site.method == "bisect" else
-                   "scan of the window: every ψ event between φ's last event and the deadline"
-                   " tested, O(ψ events in the window) per match")
+            how, cost = trailing_method(site)
             return "\n".join([
                 self.inner.describe(),
                 "trailing absence compared with the match (ψ reads"
                 f" {', '.join(sorted(site.match_vars))}): each match of φ waits until its"
                 " deadline τ(first event) + W passes, then is reported at the first event of"
                 " its partition past it unless an event between φ's last event and that one"
-                f" satisfies ψ with the match's bindings ({how}); memory: the waiting matches"
-                " and each partition's events of its last window",
+                f" satisfies ψ with the match's bindings ({how}: {cost}); memory: the waiting"
+                " matches and each partition's events of its last window",
             ])
         return "\n".join([
             self.inner.describe(),

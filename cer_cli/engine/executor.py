@@ -18,6 +18,7 @@ import polars as pl
 from cer_cli.events import ROW, STREAM, TIME, Match, MatchBatch
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
+from cer_cli.query.printer import window_span
 
 
 @dataclass(frozen=True)
@@ -172,8 +173,5 @@ def window_text(w: ast.Window | None, kept: str) -> str:
     """The window as ``describe`` prints it; ``kept`` names what lives until it closes."""
     if w is None:
         return f"no window: {kept} are kept for the whole log"
-    if isinstance(w, ast.EventsWindow):
-        return f"window {w.count} events (positions in the partition's stream)"
-    if isinstance(w, ast.DurationWindow):
-        return f"window {w.nanoseconds} ns of event time"
-    return f"window {w.amount} of attribute {w.attr}"
+    where = " (positions in the partition's stream)" if isinstance(w, ast.EventsWindow) else ""
+    return f"window {window_span(w)}{where}"

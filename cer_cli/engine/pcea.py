@@ -70,6 +70,7 @@ from cer_cli.events import (
     batch_of,
 )
 from cer_cli.query import ast
+from cer_cli.query.printer import groups_text
 from cer_cli.query.scope import strip_var
 
 NO_LOWER = -math.inf
@@ -388,7 +389,7 @@ class HashJoinEngine:
         w = self.window
         window = window_text(w, "runs")
         parts = (
-            "one index per PARTITION BY key " + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            "one index per PARTITION BY key " + groups_text(self.partition_by)
             if self.partition_by else "a single index"
         )
         return "\n".join([

@@ -42,6 +42,7 @@ from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, wi
 from cer_cli.engine.strategies import STRATEGY_COST, project, report
 from cer_cli.events import KEY, POS, Match, MatchBatch, as_matches
 from cer_cli.query import ast
+from cer_cli.query.printer import groups_text
 
 _KEY = KEY
 _WTIME = "__cer_engine_time"
@@ -151,7 +152,7 @@ class Engine:
         """How this engine evaluates, and what it costs (printed by ``cer explain``)."""
         window = window_text(self.window, "partial matches")
         parts = (
-            "one evaluator per PARTITION BY key " + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            "one evaluator per PARTITION BY key " + groups_text(self.partition_by)
             if self.partition_by
             else "a single evaluator"
         )

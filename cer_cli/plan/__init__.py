@@ -50,7 +50,7 @@ from cer_cli.events import Match, Schema
 from cer_cli.plan.fanout import Fanout, fanout
 from cer_cli.query import ast
 from cer_cli.query.checks import CheckReport
-from cer_cli.query.printer import to_text
+from cer_cli.query.printer import groups_text, to_text
 
 if TYPE_CHECKING:  # loaded when used: most runs need neither (start-up time, issue #15)
     from cer_cli.engine.pcea import HashJoinEngine
@@ -283,7 +283,7 @@ def _exclusive(f: ast.FOr) -> bool:
 
 
 def _groups(groups) -> str:
-    return ", ".join("[" + ", ".join(g) + "]" for g in groups)
+    return groups_text(groups)
 
 
 _CLASS_TEXT = {
@@ -365,15 +365,9 @@ def trailing_methods(site) -> tuple[PredicateMethod, ...]:
     """The method of a trailing ψ's comparisons with the match (``trailing_absence_site``)."""
     if site is None:
         return ()
-    if site.method == "bisect":
-        how = f"bisect on {site.etype.label}.{site.key[0].attr}"
-        cost = ("per match O(log n): the first ψ event after φ's last event with the match's"
-                " value, by an as-of join on ψ's events sorted by (partition, value, position);"
-                " n: the events kept, each partition's last window")
-    else:
-        how = "scan of the window"
-        cost = ("per match, every ψ event between φ's last event and the deadline is tested:"
-                " O(ψ events in the window); memory: each partition's last window of events")
+    from cer_cli.engine.absence import trailing_method
+
+    how, cost = trailing_method(site)
     return (PredicateMethod(
         f"!({site.etype.label} FILTER {to_text(site.predicate)}) (trailing)",
         f"trailing absence ({how})", cost,

@@ -46,6 +46,8 @@ from cer_cli.query.ast import (
 )
 from cer_cli.query.errors import QueryError, suggest
 from cer_cli.query.scope import (
+    absent_formulas,
+    attr_refs,
     bound,
     filter_atoms,
     labels,
@@ -221,33 +223,10 @@ def check_well_formed(formula: Formula) -> None:
 
 def _var_span(atom: Predicate, v: str) -> Span | None:
     """Span of the first reference to ``v`` inside the atom, else the atom's."""
-    for ref in _attr_refs_of_atom(atom):
+    for ref in attr_refs(atom):
         if ref.var == v and ref.span is not None:
             return ref.span
     return atom.span
-
-
-def _attr_refs(expr: Expr) -> Iterator[AttrRef]:
-    match expr:
-        case AttrRef():
-            yield expr
-        case BinOp(_, left, right):
-            yield from _attr_refs(left)
-            yield from _attr_refs(right)
-        case Neg(operand):
-            yield from _attr_refs(operand)
-
-
-def _attr_refs_of_atom(atom: Predicate) -> Iterator[AttrRef]:
-    match atom:
-        case Compare(_, left, right):
-            yield from _attr_refs(left)
-            yield from _attr_refs(right)
-        case Like(operand, _) | InSet(operand, _) | InInterval(operand, _, _):
-            yield from _attr_refs(operand)
-        case InRange(operand, low, high):
-            for e in (operand, low, high):
-                yield from _attr_refs(e)
 
 
 def check_not_atoms(formula: Formula) -> None:
@@ -275,11 +254,6 @@ def check_not_atoms(formula: Formula) -> None:
                         _var_span(atom, v),
                         hints=["NOT(…) tests one event on its own; filter other variables outside"],
                     )
-
-
-def absent_formulas(formula: Formula) -> list[Formula]:
-    """Every ψ of ``φ1 ; !ψ ; φ2`` in the formula (a field of ``Seq``, not a sub-formula)."""
-    return [n.absent for n in subformulas(formula) if isinstance(n, Seq) and n.absent is not None]
 
 
 def _absence_sites(formula: Formula) -> Iterator[tuple[Formula, frozenset[str], Formula]]:
@@ -528,7 +502,7 @@ def check_attributes(query: Query, schema: Schema, types: dict[str, frozenset[st
     for node in subformulas(query.formula):
         if isinstance(node, Filter):
             for atom in filter_atoms(node.predicate):
-                for ref in _attr_refs_of_atom(atom):
+                for ref in attr_refs(atom):
                     _check_attribute(ref.var, ref.attr, ref.span, schema, types)
     for item in query.select or ():
         for attr in item.attrs or ():
@@ -594,7 +568,7 @@ def empty_attribute_warnings(query: Query, schema: Schema) -> tuple[tuple[str, S
             if not isinstance(node, Filter):
                 continue
             for atom in filter_atoms(node.predicate):
-                for ref in _attr_refs_of_atom(atom):
+                for ref in attr_refs(atom):
                     for t in sorted(types.get(ref.var, ())):
                         if ref.attr in schema.empty.get(t, ()):
                             out.append((f"'{ref.attr}' is null for every '{t}' event of the"
