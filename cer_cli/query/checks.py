@@ -45,6 +45,7 @@ from cer_cli.query.ast import (
     Span,
 )
 from cer_cli.query.errors import QueryError, suggest
+from cer_cli.query.printer import to_text
 from cer_cli.query.scope import (
     absent_formulas,
     attr_refs,
@@ -598,7 +599,7 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
     w = query.within
     if isinstance(w, DurationWindow) and schema.time_column is None:
         raise QueryError(
-            f"WITHIN {_duration_text(w)} needs a time column; this log has none",
+            f"WITHIN {to_text(w)} needs a time column; this log has none",
             w.span,
             hints=["use --time-column COLUMN, or count events: WITHIN n EVENTS"],
         )
@@ -607,7 +608,7 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
         kinds = {schema.attributes(t).get(tc) for t in schema.event_types} - {None}
         if kinds & {"int", "float"}:  # a number without a unit is an order, not a time
             raise QueryError(
-                f"WITHIN {_duration_text(w)}: time column '{tc}' holds numbers without a unit,"
+                f"WITHIN {to_text(w)}: time column '{tc}' holds numbers without a unit,"
                 " so a duration cannot be measured on it",
                 w.span,
                 hints=[_epoch_unit_hint(schema),
@@ -648,10 +649,6 @@ def _epoch_unit_hint(schema: Schema) -> str:
         return "; ".join(f"the values of log {s} look like epoch {EPOCH_UNIT_NAMES[u]}:"
                          f" pass --time-unit {s}={u}" for s, u in sorted(fits.items()))
     return "give their unit since the epoch: --time-unit s (or ms, us, ns)"
-
-
-def _duration_text(w: DurationWindow) -> str:
-    return " ".join(f"{amount} {unit}{'' if amount == 1 else 's'}" for amount, unit in w.parts)
 
 
 # --------------------------------------------------------------------------- typing
