@@ -552,8 +552,8 @@ def match_command(
 
 def _warm_up(logs) -> None:
     """A log large enough for the compiled kernel: start loading it now, while the log is
-    read (``engine.run.warm_up_jit``)."""
-    from cer_cli.engine.run import warm_up_jit
+    read (``engine.jit.warm_up_jit``)."""
+    from cer_cli.engine.jit import warm_up_jit
     from cer_cli.io.read import estimate_events
 
     warm_up_jit(estimate_events(list(logs)))

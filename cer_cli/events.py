@@ -9,8 +9,9 @@ to the engine. Besides the log's own columns it carries reserved columns (prefix
 
 * ``TYPE`` — event type name (str);
 * ``STREAM`` — stream name (str), the file stem or the ``NAME=`` given on the command line;
-* ``TIME`` — the event time as an integer (nanoseconds for datetimes, the raw value for
-  numeric time columns) or null when the log has no time column;
+* ``TIME`` — the event time: int64 nanoseconds since the epoch for datetimes (and numbers
+  with a ``--time-unit``), the raw value for other numeric time columns (int64, or float64
+  for a float column: ``io.contract.time_storage``), null when the log has no time column;
 * ``ROW`` — 0-based data row in its file;
 * ``POS`` — 0-based position in the merged, time-ordered stream.
 """

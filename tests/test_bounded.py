@@ -3,7 +3,7 @@
 
 Memory is measured as the peak RSS of a subprocess (``resource.getrusage``) at two sizes
 of the same workload: bounded means the peak barely moves while the log or the output
-grows several times (never a timing). The CLI runs stay under ``kernel.JIT_MIN_EVENTS``
+grows several times (never a timing). The CLI runs stay under ``jit.JIT_MIN_EVENTS``
 events with ``CER_JIT=0``, so that numba is never loaded or compiled in them.
 """
 

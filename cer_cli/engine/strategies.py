@@ -108,7 +108,7 @@ def limit_latest(batch: MatchBatch, n: int) -> MatchBatch:
     """LIMIT ``n`` per triggering event: the ``n`` latest starts of each group, latest
     first (ties in enumeration order: a stable sort by start) — the one statement of the
     rule. Under ALL/ANY without post-processing the CEA's kernel finds the same matches in
-    the same order best-first (``kernel.latest_first``) without enumerating the rest."""
+    the same order best-first (``kernel_state.latest_first``) without enumerating the rest."""
     if not len(batch):
         return batch
     bounds = groups(batch)
