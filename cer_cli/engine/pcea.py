@@ -262,6 +262,32 @@ def tree_runs(t: TNode, lo) -> Iterator[tuple[Node, ...]]:
             yield from runs(x, lo)
 
 
+def _in_range(h, rel: str, v, lo):
+    """The runs of the ordered index ``h`` whose key is ``rel v`` (``engine.ordered.pieces``:
+    O(log w) subtrees and payloads), adopted together as one ``Bundle``; None if none."""
+    found = pieces(h, rel, v, lo)
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else Bundle(max(x.ms for x in found), found)
+
+
+def _adopt_each(sub: dict, rel, v, q: int, pos: int, t, ft, lo, new: list, carried: list) -> None:
+    """A chain step over a nested index ``sub`` (carried values -> heap): one new node per
+    live carried value, adopting its runs (with ``rel``, those in range of ``v``)."""
+    for ck, h in sub.items():
+        if h.ms >= lo:
+            if rel is not None:
+                h = _in_range(h, rel, v, lo)
+                if h is None:
+                    continue
+            new.append(extend(q, pos, t, ft, (h,)))
+            carried.append(ck)
+
+
+#: ``_update``'s value for an index that is a heap, not an ordered index
+_NO_TREE = object()
+
+
 def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
     if k == len(prod) - 1:
         yield from adopted(prod[k], lo)
@@ -586,18 +612,13 @@ class HashJoinEngine:
 
     def _loop(self, act, right, left, probe, order, positions, times, keys
               ) -> Iterator[Iterator[Match]]:
-        """Algorithm 1 over the frame's events; per event that completes runs, the iterator
-        of its candidate matches (``_emit``), consumed before the next event."""
-        sources, final, ops = self._sources, self._final, self.ops
-        rels, ordered = self._rels, self._ordered
-        carry, generic, nest = self._carry, self._generic, self._nest
-        loop, slots, n = self._loops, self._slots, len(self.pcea.states)
-        rloop = self._rloop
-        lrels, lorder, lprobe = self._lrels, self._lorder, self._lprobe
+        """Algorithm 1 over the frame's events (``right``/``left``/``probe``/``order``: the
+        per-row keys ``_columns`` computes); per event that completes runs, the iterator of
+        its candidate matches (``_emit``), consumed before the next event."""
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
-        states_of = self._states_of
+        fire, update = self._fire, self._update
         for r, pos in enumerate(positions):
             self._events += 1
             part = single if keys is None else self._partition(keys[r])
@@ -614,145 +635,139 @@ class HashJoinEngine:
             if not a:
                 continue
             lo = ft - bound if windowed else NO_LOWER
-            index = part.index
             fifo = part.fifo if by_events else self._fifo
             if windowed:
                 while fifo and fifo[0][0] < lo:
                     self._evict(fifo.popleft(), lo)
-            # FireTransitions: every transition reads the indices as they were before this event.
-            new = []
-            carried = None  # the carried values of each new node, when some state carries
-            for q in states_of(a):
-                srcs = sources[q]
-                rq = right[q]
-                if not srcs:
-                    new.append(Node(ft, pos, q, t))
-                    if carried is not None:
-                        carried.append(())
-                elif carry[q]:  # a chain step: one node per live carried value of its source
-                    if carried is None:
-                        carried = [()] * len(new)
-                    sub = index[srcs[0]].get(rq[0][r])
-                    rel = rels[q][0]
-                    if sub and rel is not None:
-                        v = probe[q][0][r]
-                        if v is None:
-                            sub = None
-                    if sub:
-                        for ck, h in sub.items():
-                            if h.ms >= lo:
-                                if rel is not None:  # the ordered index, per carried value
-                                    found = pieces(h, rel, v, lo)
-                                    if not found:
-                                        continue
-                                    h = found[0] if len(found) == 1 else Bundle(
-                                        max(x.ms for x in found), found)
-                                new.append(extend(q, pos, t, ft, (h,)))
-                                carried.append(ck)
-                        ops.probes += len(sub)
-                else:
-                    kids = []
-                    for j, p in enumerate(srcs):
-                        h = index[p].get(rq[j][r])
-                        if h is None or h.ms < lo:
-                            break
-                        rel = rels[q][j]
-                        if rel is not None:  # the ordered index: the runs whose key is in range
-                            v = probe[q][j][r]
-                            if v is None:
-                                break
-                            found = pieces(h, rel, v, lo)
-                            if not found:
-                                break
-                            h = found[0] if len(found) == 1 else Bundle(
-                                max(x.ms for x in found), found)
-                        kids.append(h)
-                    else:
-                        new.append(extend(q, pos, t, ft, tuple(kids)))
-                        if carried is not None:
-                            carried.append(())
-                    ops.probes += len(srcs)
-                if loop[q]:  # (E AS y)+: adopt the runs whose last iteration has this key
-                    sub = index[n + q].get(rloop[q][r])
-                    ops.probes += 1
-                    if sub is None:
-                        continue
-                    lrel = lrels[q]
-                    if lrel is not None:  # a register: only the previous iterations in range
-                        lv = lprobe[q][r]
-                        if lv is None:
-                            continue
-                    if nest[n + q]:
-                        if carried is None:
-                            carried = [()] * len(new)
-                        for ck, h in sub.items():
-                            if h.ms >= lo:
-                                if lrel is not None:
-                                    found = pieces(h, lrel, lv, lo)
-                                    if not found:
-                                        continue
-                                    h = found[0] if len(found) == 1 else Bundle(
-                                        max(x.ms for x in found), found)
-                                new.append(extend(q, pos, t, ft, (h,)))
-                                carried.append(ck)
-                    elif sub.ms >= lo:
-                        if lrel is not None:
-                            found = pieces(sub, lrel, lv, lo)
-                            if not found:
-                                continue
-                            sub = found[0] if len(found) == 1 else Bundle(
-                                max(x.ms for x in found), found)
-                        new.append(extend(q, pos, t, ft, (sub,)))
-                        if carried is not None:
-                            carried.append(())
-            ops.extends += len(new)
-            # UpdateIndices (the parent's index, and the loop's for an iterated step), then
-            # the matches of the final states.
-            finals = []
-            for i, node in enumerate(new):
-                q = node.state
-                if final[q]:
-                    finals.append(node)
-                for slot in slots[q]:
-                    tree = ordered[slot] if slot < n else lrels[slot - n] is not None
-                    if tree:
-                        v = order[slot][r] if slot < n else lorder[slot - n][r]
-                        if v is None:
-                            continue  # no value to compare: never adopted through this index
-                    pk = None
-                    top = index[slot]
-                    if generic[slot]:
-                        k, ck = left[slot](r, carried[i] if carried else ())
-                        d = top
-                        if nest[slot]:
-                            pk, d = k, top.get(k)
-                            if d is None:
-                                d = top[pk] = {}
-                            k = ck
-                    else:
-                        k, d = left[slot][r], top
-                    h = d.get(k)
-                    if tree:  # the ordered index (a TNode tree)
-                        if h is None:
-                            self._entries += 1
-                            if self._entries > self._peak:
-                                self._peak = self._entries
-                        d[k] = insert(h, node, v, lo, ops)
-                    elif h is None:
-                        self._entries += 1
-                        if self._entries > self._peak:
-                            self._peak = self._entries
-                        d[k] = node  # union with the empty heap
-                        ops.unions += 1
-                        ops.union_nodes += 1
-                        if not ops.max_union_nodes:
-                            ops.max_union_nodes = 1
-                    else:
-                        d[k] = union(h, node, lo, ops)
-                    if windowed:
-                        fifo.append((ft, top, k, d, pk))
+            new, carried = fire(a, r, pos, t, ft, lo, part.index, right, probe)
+            finals = update(new, carried, r, ft, lo, part.index, fifo if windowed else None,
+                            left, order)
             if finals and (not timed or t is not None):
                 yield self._emit(finals, lo, pos, part.key)
+
+    def _fire(self, mask: int, r: int, pos: int, t, ft, lo, index: list[dict], right, probe
+              ) -> tuple[list[Node], list | None]:
+        """FireTransitions for event ``r`` in the states of ``mask``: the new nodes (every
+        transition reads the indices as they were before this event) and, when some state
+        carries keys, each new node's carried values (else None)."""
+        sources, carry, rels, ops = self._sources, self._carry, self._rels, self.ops
+        new: list[Node] = []
+        carried = None
+        for q in self._states_of(mask):
+            srcs = sources[q]
+            if not srcs:
+                new.append(Node(ft, pos, q, t))
+                if carried is not None:
+                    carried.append(())
+            elif carry[q]:  # a chain step: one node per live carried value of its source
+                if carried is None:
+                    carried = [()] * len(new)
+                sub, rel = index[srcs[0]].get(right[q][0][r]), rels[q][0]
+                v = probe[q][0][r] if rel is not None else None
+                if sub and (rel is None or v is not None):
+                    _adopt_each(sub, rel, v, q, pos, t, ft, lo, new, carried)
+                    ops.probes += len(sub)
+            else:
+                kids = self._probe(q, r, lo, index, right, probe)
+                if kids is not None:
+                    new.append(extend(q, pos, t, ft, kids))
+                    if carried is not None:
+                        carried.append(())
+                ops.probes += len(srcs)
+            if self._loops[q]:
+                carried = self._fire_loop(q, r, pos, t, ft, lo, index, new, carried)
+        ops.extends += len(new)
+        return new, carried
+
+    def _probe(self, q: int, r: int, lo, index: list[dict], right, probe) -> tuple | None:
+        """The heaps (or ordered-index ranges) of the live runs ``q``'s transition adopts
+        from each source for event ``r``, or None when one source has none."""
+        kids = []
+        rels = self._rels[q]
+        for j, p in enumerate(self._sources[q]):
+            h = index[p].get(right[q][j][r])
+            if h is None or h.ms < lo:
+                return None
+            if rels[j] is not None:  # the ordered index: the runs whose key is in range
+                v = probe[q][j][r]
+                h = None if v is None else _in_range(h, rels[j], v, lo)
+                if h is None:
+                    return None
+            kids.append(h)
+        return tuple(kids)
+
+    def _fire_loop(self, q: int, r: int, pos: int, t, ft, lo, index: list[dict],
+                   new: list[Node], carried: list | None) -> list | None:
+        """``(E AS y)+``: the nodes adopting the runs whose last iteration has this event's
+        key (with a register, only those whose value is in range); returns ``carried``."""
+        n = len(self.pcea.states)
+        sub = index[n + q].get(self._rloop[q][r])
+        self.ops.probes += 1
+        lrel = self._lrels[q]
+        lv = None if lrel is None else self._lprobe[q][r]
+        if sub is None or (lrel is not None and lv is None):
+            return carried
+        if self._nest[n + q]:
+            if carried is None:
+                carried = [()] * len(new)
+            _adopt_each(sub, lrel, lv, q, pos, t, ft, lo, new, carried)
+        elif sub.ms >= lo:
+            if lrel is not None:
+                sub = _in_range(sub, lrel, lv, lo)
+                if sub is None:
+                    return carried
+            new.append(extend(q, pos, t, ft, (sub,)))
+            if carried is not None:
+                carried.append(())
+        return carried
+
+    def _update(self, new: list[Node], carried: list | None, r: int, ft, lo,
+                index: list[dict], fifo: deque | None, left, order) -> list[Node]:
+        """UpdateIndices: each new node goes into the index its consumer probes (and the
+        loop's for an iterated step); returns the new nodes of final states. ``fifo``
+        (windowed runs) remembers each update for ``_evict``."""
+        final, slots, n = self._final, self._slots, len(self.pcea.states)
+        finals = []
+        for i, node in enumerate(new):
+            q = node.state
+            if final[q]:
+                finals.append(node)
+            for slot in slots[q]:
+                if slot < n:
+                    v = order[slot][r] if self._ordered[slot] else _NO_TREE
+                else:
+                    v = self._lorder[slot - n][r] if self._lrels[slot - n] is not None else _NO_TREE
+                if v is None:
+                    continue  # no value to compare: never adopted through this index
+                top = index[slot]
+                k, d, pk = self._insert(top, slot, node, v, r, carried[i] if carried else (),
+                                        lo, left)
+                if fifo is not None:
+                    fifo.append((ft, top, k, d, pk))
+        return finals
+
+    def _insert(self, top: dict, slot: int, node: Node, v, r: int, ck: tuple, lo, left
+                ) -> tuple:
+        """Add ``node`` to index ``top`` (``H[slot]``) under its key: a heap ``union``, or with
+        ``v`` (the compared value) an ordered-index ``insert``. Returns where it went: the
+        key, the dict holding it, and the probe key of a nested index (else None)."""
+        pk = None
+        if self._generic[slot]:
+            k, kc = left[slot](r, ck)
+            d = top
+            if self._nest[slot]:
+                pk, d = k, top.get(k)
+                if d is None:
+                    d = top[pk] = {}
+                k = kc
+        else:
+            k, d = left[slot][r], top
+        h = d.get(k)
+        if h is None:
+            self._entries += 1
+            self._peak = max(self._peak, self._entries)
+        d[k] = union(h, node, lo, self.ops) if v is _NO_TREE else insert(h, node, v, lo, self.ops)
+        return k, d, pk
 
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
