@@ -336,6 +336,8 @@ SPARE, NSLOTS = 35, 36
 UPDATE, ENUMERATE = 0, 2
 NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT, NEED_DECIDE, NEED_LIMIT = 2, 3, 4, 5, 6, 7
 NEED_YIELD = 8
+#: ``_update``'s answer for an event that changes no table (not a status of ``run_events``)
+IDLE = -1
 
 
 @njit
@@ -488,6 +490,183 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune,
     return reported
 
 
+@njit_inline
+def _update(i, cols, positions, keys, times, hastime, by_events, has_bound, bound, initial,
+            final, tunm, toff, tcnt, mq, ml, nodes, mt, st, now, ctx,
+            tstate, tlen, ulen, ul, prow, pcount, slot_of, one):
+    """Algorithm 1 (CORE §4.3) for event ``i``: its partition's table T (row ``prow[p]``)
+    read, pruned by the window, and the new table T' built in the spare row
+    (``st[SPARE]``), then committed by swapping the two rows (T' is never copied back).
+    Returns ``DONE`` (committed; the event's partition, row, position and pruning are in
+    ``st`` for ``_ended``), ``IDLE`` (the event changes no table: only its partition's
+    count advanced), or ``NEED_MOVE``/``NEED_ROOM``/``NEED_WIDTH`` with the event undone."""
+    c = cols[i]
+    pos = positions[i]
+    p = keys[i]
+    r = prow[p]
+    st[WORK] += 1 + tlen[r]
+    local = pcount[p]
+    if by_events:
+        t = local
+        ht = True
+    else:
+        t = times[i]
+        ht = hastime[i]
+    prune = has_bound and ht
+    tau = t - bound
+    # One pass over T (row r), building T' in the spare row. T is only pruned (idempotent)
+    # until the commit, so a move not known yet or too small a node array undoes the event
+    # (its nodes are dropped) and returns; the caller fills the move or grows the arrays
+    # and the event is done again from the start.
+    sp = st[SPARE]
+    nstate = tstate[sp]
+    nulen = ulen[sp]
+    nul = ul[sp]
+    nn0 = st[NN]
+    alloc0 = st[ALLOC]
+    cap = nodes.shape[0]
+    ns = 0
+    status = DONE
+    q = initial
+    unm = tunm[q, c]
+    cnt0 = tcnt[q, c]
+    if unm == UNKNOWN:  # asked even without a window time: the move table fills alike
+        st[MISS_STATE] = q
+        st[MISS_COL] = c
+        return NEED_MOVE
+    # an event that moves every live det-state to itself, unmarked, starts nothing
+    # and ends nothing changes no table: only its partition's count advances
+    idle = (not ht) or (unm < 0 and cnt0 == 0)
+    if ht and (unm >= 0 or cnt0 > 0):
+        need = 5 + 4 * cnt0  # nodes: the bottom, and ``_exec``'s bound per list
+        if nn0 + need > cap:
+            st[NEED_NODES] = nn0 + need
+            return NEED_ROOM
+        st[WORK] += need
+        one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
+        ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                   unm, toff[q, c], cnt0, mq, ml, one, 1, pos)
+    for k in range(tlen[r]):
+        if ns < 0:
+            break
+        length = ulen[r, k]
+        if prune:
+            if length == 0 or mt[ul[r, k, 0]] < tau:
+                continue  # the head has the list's max-start: all of it expired
+            if mt[ul[r, k, length - 1]] < tau:  # drop expired entries, in place
+                m = 0
+                for e in range(length):
+                    x = ul[r, k, e]
+                    if mt[x] >= tau:
+                        ul[r, k, m] = x
+                        m += 1
+                ulen[r, k] = m
+                length = m
+        q = tstate[r, k]
+        unm = tunm[q, c]
+        cnt0 = tcnt[q, c]
+        if unm == UNKNOWN:
+            st[MISS_STATE] = q
+            st[MISS_COL] = c
+            status = NEED_MOVE
+            break
+        need = length + 4 * cnt0 + 3
+        if st[NN] + need > cap:
+            st[NEED_NODES] = st[NN] + need
+            status = NEED_ROOM
+            break
+        st[WORK] += need
+        if idle and (unm != q or cnt0 > 0 or final[q]):
+            idle = False
+        ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                   unm, toff[q, c], cnt0, mq, ml, ul[r, k], length, pos)
+    if ns < 0:  # a union-list outgrew the rows' width
+        for q in range(slot_of.shape[0]):
+            slot_of[q] = -1
+        st[NEED_SCRATCH] = ul.shape[2] + 1
+        status = NEED_WIDTH
+    else:
+        for k in range(ns):
+            slot_of[nstate[k]] = -1
+    if status != DONE or idle:  # undo: T is intact, T' and its nodes are dropped
+        st[NN] = nn0
+        st[ALLOC] = alloc0
+        if status != DONE:
+            return status
+        pcount[p] = local + 1
+        if ht:
+            now[0] = t
+            st[HAVE_NOW] = 1
+        st[EVENTS] += 1
+        st[SKIPPED] += 1
+        return IDLE
+    # ---- commit: the new table replaces the old one by swapping rows
+    pcount[p] = local + 1
+    if ht:
+        now[0] = t
+        st[HAVE_NOW] = 1
+    prow[p] = sp
+    tlen[sp] = ns
+    tlen[r] = 0
+    st[SPARE] = r
+    st[P_PART] = p
+    st[P_ROW] = sp
+    st[P_POS] = pos
+    st[P_PRUNE] = 1 if prune else 0
+    ctx[0] = tau
+    st[EVENTS] += 1
+    return DONE
+
+
+@njit_inline
+def _ended(i, by_events, hastime, emit, count_paths, final, nodes, mt, st, ctx,
+           tstate, tlen, ulen, ul, pcount, cnt, cst,
+           es_node, es_depth, path_pos, path_lab,
+           o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab):
+    """How many complex events end at the committed event ``i``: windowed enumeration
+    (Algorithm 2) from the final det-states of its table (``st[P_ROW]``), or LIMIT k's
+    number once the caller enumerated its latest starts, or (count only, no window) the
+    sum of node counts. Negative when the caller must act first (``-NEED_LIMIT``,
+    ``-NEED_BIGCOUNT``, ``-NEED_YIELD``, ``-NEED_OUT``; the call then resumes)."""
+    r = st[P_ROW]
+    prune = st[P_PRUNE] == 1
+    reported = 0
+    ended = st[E_ON] != 0  # a final det-state in the table (or an enumeration resumes)
+    if not ended:
+        for k in range(tlen[r]):
+            if final[tstate[r, k]]:
+                ended = True
+                break
+    if (by_events or hastime[i]) and st[LIMIT_K] > 0:
+        # LIMIT k: the caller enumerates the k latest starts (``latest_first``)
+        if st[LIMIT_DONE] > 0:
+            reported = st[LIMIT_DONE] - 1
+            st[LIMIT_DONE] = 0
+        elif st[LIMIT_K] > 1 and ended:
+            return -NEED_LIMIT
+    elif count_paths and hastime[i]:
+        # count only, no window: sum node counts instead of enumerating
+        if cst[C_BIG] > 0:  # the caller counted this event (and added all but 1)
+            reported = cst[C_BIG] - 1
+            cst[C_BIG] = 0
+        else:
+            reported = _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, r, tlen[r])
+            if reported < 0 or st[MATCHES] + reported > BIG:
+                return -NEED_BIGCOUNT
+        cst[C_COUNTED] += 1
+    elif (by_events or hastime[i]) and ended:  # (no final det-state: nothing ends)
+        reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, r, tlen[r],
+                              st[P_POS], pcount[st[P_PART]] - 1, prune, ctx[0], emit,
+                              es_node, es_depth, path_pos, path_lab,
+                              o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
+        if reported == -2:
+            st[WORK] = 0
+            return -NEED_YIELD
+        if reported < 0:
+            return -NEED_OUT
+    return reported
+
+
 @njit_plain
 def run_events(
     i, stop, cols, positions, keys, times, hastime, by_events, has_bound, bound, consume, emit,
@@ -516,172 +695,38 @@ def run_events(
     partition's row; committing T' is then a swap of the two row indices, not a copy of
     every live union-list. T is left untouched until the swap, so an event whose new
     union-list outgrows the rows' width (``NEED_WIDTH``) is simply undone (its nodes
-    dropped) and redone once the caller widened ``ul``."""
+    dropped) and redone once the caller widened ``ul``.
+
+    Per event: ``_update`` (Algorithm 1), then ``_ended`` (what ends at it), then CONSUME BY
+    and compaction. The shape is numba's, not the algorithm's: one flat list of arrays and
+    scalars (a jitclass or a tuple of arrays would be reference-counted per call), a
+    resumable loop that returns a status instead of growing an array or raising (an array
+    re-bound in a loop costs atomic reference counts per iteration), the state across
+    returns in ``st``, and helpers inlined (``njit_inline``: an array argument of a
+    compiled call is some seven machine words)."""
     while True:
-        phase = st[PHASE]
-        if phase == UPDATE:
+        if st[PHASE] == UPDATE:
             if i >= stop:
                 return DONE, i
             if st[BUDGET] > 0 and st[WORK] >= st[BUDGET]:  # let Python run (signals)
                 st[WORK] = 0
                 return NEED_YIELD, i
-            c = cols[i]
-            pos = positions[i]
-            p = keys[i]
-            r = prow[p]
-            st[WORK] += 1 + tlen[r]
-            local = pcount[p]
-            if by_events:
-                t = local
-                ht = True
-            else:
-                t = times[i]
-                ht = hastime[i]
-            prune = has_bound and ht
-            tau = t - bound
-            # ---- Algorithm 1 (CORE §4.3) in one pass over T (row r), building T' in
-            # the spare row. T is only pruned (idempotent) until the commit, so a move not
-            # known yet or too small a node array undoes the event (its nodes are dropped)
-            # and returns; the caller fills the move or grows the arrays and the event is
-            # done again from the start.
-            sp = st[SPARE]
-            nstate = tstate[sp]
-            nulen = ulen[sp]
-            nul = ul[sp]
-            nn0 = st[NN]
-            alloc0 = st[ALLOC]
-            cap = nodes.shape[0]
-            ns = 0
-            status = DONE
-            q = initial
-            unm = tunm[q, c]
-            cnt0 = tcnt[q, c]
-            if unm == UNKNOWN:  # asked even without a window time: the move table fills alike
-                st[MISS_STATE] = q
-                st[MISS_COL] = c
-                return NEED_MOVE, i
-            # an event that moves every live det-state to itself, unmarked, starts nothing
-            # and ends nothing changes no table: only its partition's count advances
-            idle = (not ht) or (unm < 0 and cnt0 == 0)
-            if ht and (unm >= 0 or cnt0 > 0):
-                need = 5 + 4 * cnt0  # nodes: the bottom, and ``_exec``'s bound per list
-                if nn0 + need > cap:
-                    st[NEED_NODES] = nn0 + need
-                    return NEED_ROOM, i
-                st[WORK] += need
-                one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
-                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                           unm, toff[q, c], cnt0, mq, ml, one, 1, pos)
-            for k in range(tlen[r]):
-                if ns < 0:
-                    break
-                length = ulen[r, k]
-                if prune:
-                    if length == 0 or mt[ul[r, k, 0]] < tau:
-                        continue  # the head has the list's max-start: all of it expired
-                    if mt[ul[r, k, length - 1]] < tau:  # drop expired entries, in place
-                        m = 0
-                        for e in range(length):
-                            x = ul[r, k, e]
-                            if mt[x] >= tau:
-                                ul[r, k, m] = x
-                                m += 1
-                        ulen[r, k] = m
-                        length = m
-                q = tstate[r, k]
-                unm = tunm[q, c]
-                cnt0 = tcnt[q, c]
-                if unm == UNKNOWN:
-                    st[MISS_STATE] = q
-                    st[MISS_COL] = c
-                    status = NEED_MOVE
-                    break
-                need = length + 4 * cnt0 + 3
-                if st[NN] + need > cap:
-                    st[NEED_NODES] = st[NN] + need
-                    status = NEED_ROOM
-                    break
-                st[WORK] += need
-                if idle and (unm != q or cnt0 > 0 or final[q]):
-                    idle = False
-                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                           unm, toff[q, c], cnt0, mq, ml, ul[r, k], length, pos)
-            if ns < 0:  # a union-list outgrew the rows' width
-                for q in range(slot_of.shape[0]):
-                    slot_of[q] = -1
-                st[NEED_SCRATCH] = ul.shape[2] + 1
-                status = NEED_WIDTH
-            else:
-                for k in range(ns):
-                    slot_of[nstate[k]] = -1
-            if status != DONE or idle:  # undo: T is intact, T' and its nodes are dropped
-                st[NN] = nn0
-                st[ALLOC] = alloc0
-                if status != DONE:
-                    return status, i
-                pcount[p] = local + 1
-                if ht:
-                    now[0] = t
-                    st[HAVE_NOW] = 1
-                st[EVENTS] += 1
-                st[SKIPPED] += 1
+            status = _update(i, cols, positions, keys, times, hastime, by_events, has_bound,
+                             bound, initial, final, tunm, toff, tcnt, mq, ml, nodes, mt, st,
+                             now, ctx, tstate, tlen, ulen, ul, prow, pcount, slot_of, one)
+            if status == IDLE:
                 i += 1
-                continue
-            # ---- commit: the new table replaces the old one by swapping rows
-            pcount[p] = local + 1
-            if ht:
-                now[0] = t
-                st[HAVE_NOW] = 1
-            prow[p] = sp
-            tlen[sp] = ns
-            tlen[r] = 0
-            st[SPARE] = r
-            st[P_PART] = p
-            st[P_ROW] = sp
-            st[P_POS] = pos
-            st[P_PRUNE] = 1 if prune else 0
-            ctx[0] = tau
-            st[EVENTS] += 1
-            st[PHASE] = ENUMERATE
+            elif status == DONE:
+                st[PHASE] = ENUMERATE
+            else:
+                return status, i
         else:
-            # ---- windowed enumeration (Algorithm 2) from the final det-states
-            p = st[P_PART]
-            r = st[P_ROW]
-            prune = st[P_PRUNE] == 1
-            reported = 0
-            ended = st[E_ON] != 0  # a final det-state in the table (or an enumeration resumes)
-            if not ended:
-                for k in range(tlen[r]):
-                    if final[tstate[r, k]]:
-                        ended = True
-                        break
-            if (by_events or hastime[i]) and st[LIMIT_K] > 0:
-                # LIMIT k: the caller enumerates the k latest starts (``latest_first``)
-                if st[LIMIT_DONE] > 0:
-                    reported = st[LIMIT_DONE] - 1
-                    st[LIMIT_DONE] = 0
-                elif st[LIMIT_K] > 1 and ended:
-                    return NEED_LIMIT, i
-            elif count_paths and hastime[i]:
-                # count only, no window: sum node counts instead of enumerating
-                if cst[C_BIG] > 0:  # the caller counted this event (and added all but 1)
-                    reported = cst[C_BIG] - 1
-                    cst[C_BIG] = 0
-                else:
-                    reported = _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, r, tlen[r])
-                    if reported < 0 or st[MATCHES] + reported > BIG:
-                        return NEED_BIGCOUNT, i
-                cst[C_COUNTED] += 1
-            elif (by_events or hastime[i]) and ended:  # (no final det-state: nothing ends)
-                reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, r, tlen[r],
-                                      st[P_POS], pcount[p] - 1, prune, ctx[0], emit,
-                                      es_node, es_depth, path_pos, path_lab,
-                                      o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
-                if reported == -2:
-                    st[WORK] = 0
-                    return NEED_YIELD, i
-                if reported < 0:
-                    return NEED_OUT, i
+            reported = _ended(i, by_events, hastime, emit, count_paths, final, nodes, mt, st,
+                              ctx, tstate, tlen, ulen, ul, pcount, cnt, cst,
+                              es_node, es_depth, path_pos, path_lab,
+                              o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
+            if reported < 0:
+                return -reported, i
             st[PHASE] = UPDATE
             if reported:
                 st[MATCHES] += reported
@@ -691,7 +736,7 @@ def run_events(
                     for pp in range(tlen.shape[0]):
                         tlen[pp] = 0
                 elif consume == CONSUME_PARTITION:
-                    tlen[r] = 0
+                    tlen[st[P_ROW]] = 0
             i += 1
             # ---- memory: compact when the arrays doubled since the last compaction
             if st[NN] > st[NEXT_COMPACT]:
