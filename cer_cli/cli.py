@@ -540,10 +540,10 @@ def _refuse_unbounded(compiled, filename) -> None:
 
 
 def _wide_variables(compiled, shape):
-    """The wide shape's variables of the query (``cer_cli.frames.wide_variables``)."""
+    """The wide shape's variables of the query (``query.scope.wide_variables``)."""
     if shape != "wide":
         return None
-    from cer_cli.frames import wide_variables
+    from cer_cli.query.scope import wide_variables
 
     return wide_variables(compiled.query)
 

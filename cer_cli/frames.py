@@ -27,7 +27,7 @@ from cer_cli.io.write import SHAPES, EventLookup, match_frame
 from cer_cli.plan import Plan
 from cer_cli.query.scope import wide_variables
 
-__all__ = ["count", "match", "wide_variables"]
+__all__ = ["count", "match"]
 
 Frame = pl.DataFrame | pl.LazyFrame
 def _read(frame: Frame, type_column, time_column, time_unit, stream: str) -> EventLog:

@@ -448,10 +448,6 @@ def relax_correlation(query: ast.Query) -> tuple[ast.Query, tuple[Site, ...]]:
     return replace(query, formula=relaxed), tuple(found)
 
 
-#: Operators of a comparison between events (issue #17 item 2).
-COMPARISONS = ("<", "<=", ">", ">=", "!=")
-
-
 def predicate_class(p: ast.Predicate) -> str:
     """The class of a conjunct between events, as ``explain`` names it: ``equality`` (two
     attributes, ``x.a = y.b``), ``comparison`` (``<``, ``<=``, ``>``, ``>=``, ``!=``, or
