@@ -25,6 +25,7 @@ from cer_cli.io.files import OutputError, ReaderGone, output_descriptor
 from cer_cli.query.errors import QueryError
 
 if TYPE_CHECKING:
+    from cer_cli.io.contract import TimeOptions
     from cer_cli.query.ast import Query
     from cer_cli.query.checks import CheckReport
 
@@ -69,8 +70,8 @@ def parse_and_check(
     text: str,
     filename: str,
     logs: tuple[str, ...],
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
 ) -> tuple[Query, CheckReport]:
     """Parse ``text``, bind it to the logs' schema when logs are given, run the static checks."""
     from cer_cli.query.checks import check_query
@@ -82,7 +83,7 @@ def parse_and_check(
         if logs:
             from cer_cli.io.read import read_schema
 
-            schema = read_schema(list(logs), type_column=type_column, time_column=time_column)
+            schema = read_schema(list(logs), type_column=type_column, time_column=times)
         report = check_query(query, schema)
     except QueryError as e:
         raise e.with_source(text, filename) from None
@@ -140,7 +141,7 @@ _log_options = [
 
 def _with_log_options(f):
     """Add the log options; the command receives ``type_column`` (the values given) and
-    ``time_column`` (``contract.TimeOptions``: column, unit and format), which the readers
+    ``times`` (``contract.TimeOptions``: column, unit and format), which the readers
     (local and Spark) take as they are."""
 
     @functools.wraps(f)
@@ -149,7 +150,7 @@ def _with_log_options(f):
 
         times = TimeOptions(tuple(time_column), tuple(time_unit), tuple(time_format))
         return f(*args, type_column=tuple(type_column) or None,
-                 time_column=times if times != TimeOptions() else None, **kwargs)
+                 times=times if times != TimeOptions() else None, **kwargs)
 
     for option in reversed(_log_options):
         wrapper = option(wrapper)
@@ -164,8 +165,8 @@ def _with_log_options(f):
 def check_command(
     args: tuple[str, ...],
     expr: str | None,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     debug: bool,
 ) -> None:
     """Check a query without running it.
@@ -185,7 +186,7 @@ def check_command(
     with user_errors(debug):
         path, logs = (None, args) if expr is not None else (args[0] if args else None, args[1:])
         text, filename = read_query_text(path, expr)
-        query, report = parse_and_check(text, filename, logs, type_column, time_column)
+        query, report = parse_and_check(text, filename, logs, type_column, times)
         from cer_cli.query.printer import to_text
 
         click.echo("ok")
@@ -220,8 +221,8 @@ def explain_command(
     args: tuple[str, ...],
     expr: str | None,
     fmt: str,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     spark: bool,
     debug: bool,
 ) -> None:
@@ -244,7 +245,7 @@ def explain_command(
     with user_errors(debug):
         path, logs = _split_args(args, expr)
         text, filename = read_query_text(path, expr)
-        compiled, log = _compile(text, filename, logs, type_column, time_column)
+        compiled, log = _compile(text, filename, logs, type_column, times)
         _resume_gc()  # explaining with logs runs the query over them
         data = explanation(compiled, log)
         if spark:
@@ -252,7 +253,7 @@ def explain_command(
         render(data, fmt, _stdout())
 
 
-def _compile(text, filename, logs, type_column, time_column, batch_size=None, warm_up=False):
+def _compile(text, filename, logs, type_column, times, batch_size=None, warm_up=False):
     """Read the logs' schema (if any), then parse, check and compile the query; with
     ``warm_up``, a large log's compiled kernel starts loading while the log is read."""
     from cer_cli.api import compile_query
@@ -263,7 +264,7 @@ def _compile(text, filename, logs, type_column, time_column, batch_size=None, wa
     log = None
     if logs:
         log = read_events(
-            list(logs), type_column=type_column, time_column=time_column, batch_size=batch_size
+            list(logs), type_column=type_column, time_column=times, batch_size=batch_size
         )
     compiled = compile_query(text, schema=None if log is None else log.schema, filename=filename)
     return compiled, log
@@ -322,8 +323,8 @@ def match_command(
     output: str | None,
     fmt: str | None,
     shape: str,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     limit: int | None,
     count: bool,
     progress: bool | None,
@@ -395,14 +396,14 @@ def match_command(
                 "master": master,
                 "conf": _spark_conf(spark_conf),
                 "type_column": type_column,
-                "time_column": time_column,
+                "time_column": times,
             }
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
                        count, allow_unbounded, shape=shape)
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
-        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS,
+        compiled, log = _compile(text, filename, logs, type_column, times, BATCH_ROWS,
                                  warm_up=True)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
@@ -723,8 +724,8 @@ def plot_command(
     output: str,
     fmt: str | None,
     title: str | None,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     allow_unbounded: bool,
     debug: bool,
 ) -> None:
@@ -755,7 +756,7 @@ def plot_command(
         fmt = plot_format(output, fmt)
         _check_output(output, fmt, False, path, logs)
         require_matplotlib()
-        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS,
+        compiled, log = _compile(text, filename, logs, type_column, times, BATCH_ROWS,
                                  warm_up=True)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
