@@ -59,7 +59,6 @@ from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, wi
 from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
 from cer_cli.engine.strategies import report
 from cer_cli.events import (
-    BATCH_EVENTS,
     POS,
     STREAM,
     TYPE,
@@ -67,7 +66,6 @@ from cer_cli.events import (
     MatchBatch,
     as_batches,
     as_matches,
-    batch_of,
 )
 from cer_cli.query import ast
 from cer_cli.query.printer import groups_text
@@ -584,7 +582,7 @@ class HashJoinEngine:
             batches = as_batches((m for group in groups for m in group), size)
         else:
             batches = (report(b, self.strategy, self.limit, distinct)
-                       for b in _whole_groups(groups, size))
+                       for b in as_batches(groups, size, whole=True))
         for batch in batches:
             self._matches += len(batch)
             if len(batch):
@@ -798,19 +796,3 @@ class HashJoinEngine:
                     continue  # attribute windows: the start lacks a time, or an inner null hid it
                 yield Match(first.pos, pos, tuple((nd.pos, labels[nd.state]) for nd in run
                                                   if labels[nd.state]), key)
-
-
-def _whole_groups(groups: Iterator[Iterator[Match]], size: int) -> Iterator[MatchBatch]:
-    """The candidates of consecutive triggering events packed into batches of about ``size``
-    matches (or ``BATCH_EVENTS`` reported events), never splitting one event's."""
-    pending: list[Match] = []
-    held = 0
-    for group in groups:
-        for m in group:
-            pending.append(m)
-            held += len(m.events)
-        if len(pending) >= size or held >= BATCH_EVENTS:
-            yield batch_of(pending)
-            pending, held = [], 0
-    if pending:
-        yield batch_of(pending)
