@@ -21,6 +21,7 @@ from cer_cli.compiler.construct import describe
 from cer_cli.compiler.correlation import sites
 from cer_cli.compiler.pcea import pcea_cost
 from cer_cli.compiler.predicates import describe_atom
+from cer_cli.engine.driver import run_count
 from cer_cli.io.read import EventLog
 from cer_cli.plan import HASH_JOIN, PARTITION, Plan
 from cer_cli.plan.memory import plan_entry
@@ -60,7 +61,7 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
         out["plan"]["output_growth"] = compiled.output_growth
     if log is not None:
         executor = compiled.executor()
-        matches = sum(executor.count(frame) for frame in log.batches())
+        matches = run_count(executor, log.batches())
         s = executor.stats
         out["plan"]["time"] = log.time_texts()  # per log: its time column and unit
         out["run"] = {
