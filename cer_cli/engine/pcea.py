@@ -114,6 +114,13 @@ class Ops:
     tree_inserts: int = 0  # runs inserted into ordered indexes
     tree_nodes: int = 0  # ordered-index nodes made by them (path copies, splits, deletions)
 
+    def new_heap(self) -> None:
+        """A union that starts a heap: one node, the new run's."""
+        self.unions += 1
+        self.union_nodes += 1
+        if not self.max_union_nodes:
+            self.max_union_nodes = 1
+
 
 def extend(state: int, pos: int, time, start_time, prod: tuple) -> Node:
     """A fresh node for the runs ending at ``pos`` in ``state`` that adopt one run from
@@ -135,9 +142,7 @@ def union(h: Node | None, x: Node, lo, ops: Ops | None = None) -> Node:
     node on the path is copied with its bit flipped (Braun-style balance)."""
     if h is None or h.ms < lo:
         if ops is not None:
-            ops.unions += 1
-            ops.union_nodes += 1
-            ops.max_union_nodes = max(ops.max_union_nodes, 1)
+            ops.new_heap()
         return x
     carry, cur = x, h
     root = parent = None
@@ -269,6 +274,24 @@ def _in_range(h, rel: str, v, lo):
     return found[0] if len(found) == 1 else Bundle(max(x.ms for x in found), found)
 
 
+def _probe(srcs: tuple, rels: tuple, right: list, probe: list, r: int, lo, index: list[dict]
+           ) -> tuple | None:
+    """The heaps (or ordered-index ranges) of the live runs a transition adopts from each
+    source ``srcs`` for event ``r``, or None when one source has none."""
+    kids = []
+    for j, p in enumerate(srcs):
+        h = index[p].get(right[j][r])
+        if h is None or h.ms < lo:
+            return None
+        if rels[j] is not None:  # the ordered index: the runs whose key is in range
+            v = probe[j][r]
+            h = None if v is None else _in_range(h, rels[j], v, lo)
+            if h is None:
+                return None
+        kids.append(h)
+    return tuple(kids)
+
+
 def _adopt_each(sub: dict, rel, v, q: int, pos: int, t, ft, lo, new: list, carried: list) -> None:
     """A chain step over a nested index ``sub`` (carried values -> heap): one new node per
     live carried value, adopting its runs (with ``rel``, those in range of ``v``)."""
@@ -282,8 +305,9 @@ def _adopt_each(sub: dict, rel, v, q: int, pos: int, t, ft, lo, new: list, carri
             carried.append(ck)
 
 
-#: ``_update``'s value for an index that is a heap, not an ordered index
-_NO_TREE = object()
+#: How ``_update`` finds a run's key in an index slot: the event's key column, a key built
+#: per run (carried values), or that key nested under the probe key
+_KEY_COLUMN, _KEY_PER_RUN, _KEY_NESTED = 0, 1, 2
 
 
 def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
@@ -396,6 +420,8 @@ class HashJoinEngine:
         self._generic += [bool(s.carried) for s in pcea.states]
         self._slots = [((q,) if q not in pcea.finals else ()) + ((n + q,) if s.step.loop else ())
                        for q, s in enumerate(pcea.states)]
+        self._key_mode = [_KEY_COLUMN if not g else _KEY_NESTED if nested else _KEY_PER_RUN
+                          for g, nested in zip(self._generic, self._nest, strict=True)]
         self._parts: dict[tuple | None, _Partition] = {}
         self._fifo: deque = deque()  # time windows: one FIFO for all partitions
         self._ftime = NO_LOWER  # latest window time seen (an upper bound for later nulls)
@@ -406,6 +432,10 @@ class HashJoinEngine:
         self._entries = 0
         self._peak = 0
         self.ops = Ops()
+        #: what ``_fire`` and ``_update`` read per event, in one attribute each
+        self._fire_with = (self._sources, self._carry, self._rels, self._loops, self._active,
+                           self.ops)
+        self._update_with = (self._final, self._slots, self._key_mode, self.ops)
 
     # ------------------------------------------------------------------ description
 
@@ -531,7 +561,6 @@ class HashJoinEngine:
                     tuple((i, None) for i in range(len(state.carried))))
             else:
                 left[len(pcea.states) + q] = rloop[q]
-        self._rloop = rloop
         for q, t in enumerate(pcea.transitions):
             probe.append([None] * len(t.sources))
             for j, p in enumerate(t.sources):
@@ -555,7 +584,14 @@ class HashJoinEngine:
                 continue
             got = frame.select(pair[0].alias("k"), pair[1].alias("p"))
             self._lorder[q], self._lprobe[q] = got["k"].to_list(), got["p"].to_list()
-        return act, right, left, probe, order
+        #: what ``_fire_loop`` reads per event, in one attribute
+        self._loop_with = (len(pcea.states), rloop, self._lrels, self._lprobe, self._nest,
+                           self.ops)
+        # per index slot, the compared values of an ordered index (None: a heap)
+        n = len(pcea.states)
+        tree_of = [order[s] if self._ordered[s] else None for s in range(n)] + [
+            self._lorder[q] if self._lrels[q] is not None else None for q in range(n)]
+        return act, right, left, probe, tree_of
 
     # ------------------------------------------------------------------ the loop
 
@@ -568,20 +604,11 @@ class HashJoinEngine:
         """``run`` in columns, about ``size`` matches per batch. When candidates may repeat a
         match (``PCEA.dedupe``) or LIMIT keeps some, each event's candidates stay in one
         batch and ``strategies.report`` decides, as for the CEA executor."""
-        frame = self._prepare(frame)
-        if frame.height == 0:
-            return
-        act, right, left, probe, order = self._columns(frame)
-        positions = frame[POS].to_list()
-        times = frame[_WTIME].to_list() if self._timed else None
-        keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
-            if self.partition_by else None
-        groups = self._loop(act, right, left, probe, order, positions, times, keys)
-        distinct = self.pcea.dedupe is not None
-        if not distinct and self.limit is None:  # nothing to decide per event: stream them
+        groups = self._candidates(frame)
+        if self._streams:  # nothing to decide per event
             batches = as_batches((m for group in groups for m in group), size)
         else:
-            batches = (report(b, self.strategy, self.limit, distinct)
+            batches = (report(b, self.strategy, self.limit, self.pcea.dedupe is not None)
                        for b in as_batches(groups, size, whole=True))
         for batch in batches:
             self._matches += len(batch)
@@ -589,8 +616,30 @@ class HashJoinEngine:
                 yield batch
 
     def count(self, frame: pl.DataFrame) -> int:
-        """How many matches ``run(frame)`` yields."""
-        return sum(len(b) for b in self.run_batches(frame))
+        """How many matches ``run(frame)`` yields (without building them when nothing is
+        decided per event)."""
+        if not self._streams:
+            return sum(len(b) for b in self.run_batches(frame))
+        n = sum(1 for group in self._candidates(frame) for _ in group)
+        self._matches += n
+        return n
+
+    @property
+    def _streams(self) -> bool:
+        """Every candidate is a match: no repeat to drop, no LIMIT."""
+        return self.pcea.dedupe is None and self.limit is None
+
+    def _candidates(self, frame: pl.DataFrame) -> Iterator[Iterator[Match]]:
+        """Per event of ``frame`` that completes runs, its candidate matches (``_loop``)."""
+        frame = self._prepare(frame)
+        if frame.height == 0:
+            return iter(())
+        act, right, left, probe, tree_of = self._columns(frame)
+        positions = frame[POS].to_list()
+        times = frame[_WTIME].to_list() if self._timed else None
+        keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
+            if self.partition_by else None
+        return self._loop(act, right, left, probe, tree_of, positions, times, keys)
 
     def finish(self) -> Iterator[MatchBatch]:
         """Nothing: every match is reported at the event that ends it."""
@@ -608,11 +657,12 @@ class HashJoinEngine:
             out = self._active[mask] = tuple(s for s in range(len(self.pcea.states)) if mask >> s & 1)
         return out
 
-    def _loop(self, act, right, left, probe, order, positions, times, keys
+    def _loop(self, act, right, left, probe, tree_of, positions, times, keys
               ) -> Iterator[Iterator[Match]]:
-        """Algorithm 1 over the frame's events (``right``/``left``/``probe``/``order``: the
-        per-row keys ``_columns`` computes); per event that completes runs, the iterator of
-        its candidate matches (``_emit``), consumed before the next event."""
+        """Algorithm 1 over the frame's events (``right``/``left``/``probe``/``tree_of``:
+        the per-row keys and compared values ``_columns`` computes); per event that
+        completes runs, the iterator of its candidate matches (``_emit``), consumed before
+        the next event."""
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
@@ -639,7 +689,7 @@ class HashJoinEngine:
                     self._evict(fifo.popleft(), lo)
             new, carried = fire(a, r, pos, t, ft, lo, part.index, right, probe)
             finals = update(new, carried, r, ft, lo, part.index, fifo if windowed else None,
-                            left, order)
+                            left, tree_of)
             if finals and (not timed or t is not None):
                 yield self._emit(finals, lo, pos, part.key)
 
@@ -648,10 +698,10 @@ class HashJoinEngine:
         """FireTransitions for event ``r`` in the states of ``mask``: the new nodes (every
         transition reads the indices as they were before this event) and, when some state
         carries keys, each new node's carried values (else None)."""
-        sources, carry, rels, ops = self._sources, self._carry, self._rels, self.ops
+        sources, carry, rels, loops, active, ops = self._fire_with
         new: list[Node] = []
         carried = None
-        for q in self._states_of(mask):
+        for q in active.get(mask) or self._states_of(mask):
             srcs = sources[q]
             if not srcs:
                 new.append(Node(ft, pos, q, t))
@@ -665,47 +715,37 @@ class HashJoinEngine:
                 if sub and (rel is None or v is not None):
                     _adopt_each(sub, rel, v, q, pos, t, ft, lo, new, carried)
                     ops.probes += len(sub)
+            elif len(srcs) == 1 and rels[q][0] is None:  # the common join: one heap
+                h = index[srcs[0]].get(right[q][0][r])
+                if h is not None and h.ms >= lo:
+                    new.append(extend(q, pos, t, ft, (h,)))
+                    if carried is not None:
+                        carried.append(())
+                ops.probes += 1
             else:
-                kids = self._probe(q, r, lo, index, right, probe)
+                kids = _probe(srcs, rels[q], right[q], probe[q], r, lo, index)
                 if kids is not None:
                     new.append(extend(q, pos, t, ft, kids))
                     if carried is not None:
                         carried.append(())
                 ops.probes += len(srcs)
-            if self._loops[q]:
+            if loops[q]:
                 carried = self._fire_loop(q, r, pos, t, ft, lo, index, new, carried)
         ops.extends += len(new)
         return new, carried
-
-    def _probe(self, q: int, r: int, lo, index: list[dict], right, probe) -> tuple | None:
-        """The heaps (or ordered-index ranges) of the live runs ``q``'s transition adopts
-        from each source for event ``r``, or None when one source has none."""
-        kids = []
-        rels = self._rels[q]
-        for j, p in enumerate(self._sources[q]):
-            h = index[p].get(right[q][j][r])
-            if h is None or h.ms < lo:
-                return None
-            if rels[j] is not None:  # the ordered index: the runs whose key is in range
-                v = probe[q][j][r]
-                h = None if v is None else _in_range(h, rels[j], v, lo)
-                if h is None:
-                    return None
-            kids.append(h)
-        return tuple(kids)
 
     def _fire_loop(self, q: int, r: int, pos: int, t, ft, lo, index: list[dict],
                    new: list[Node], carried: list | None) -> list | None:
         """``(E AS y)+``: the nodes adopting the runs whose last iteration has this event's
         key (with a register, only those whose value is in range); returns ``carried``."""
-        n = len(self.pcea.states)
-        sub = index[n + q].get(self._rloop[q][r])
-        self.ops.probes += 1
-        lrel = self._lrels[q]
-        lv = None if lrel is None else self._lprobe[q][r]
+        n, rloop, lrels, lprobe, nest, ops = self._loop_with
+        sub = index[n + q].get(rloop[q][r])
+        ops.probes += 1
+        lrel = lrels[q]
+        lv = None if lrel is None else lprobe[q][r]
         if sub is None or (lrel is not None and lv is None):
             return carried
-        if self._nest[n + q]:
+        if nest[n + q]:
             if carried is None:
                 carried = [()] * len(new)
             _adopt_each(sub, lrel, lv, q, pos, t, ft, lo, new, carried)
@@ -720,52 +760,47 @@ class HashJoinEngine:
         return carried
 
     def _update(self, new: list[Node], carried: list | None, r: int, ft, lo,
-                index: list[dict], fifo: deque | None, left, order) -> list[Node]:
+                index: list[dict], fifo: deque | None, left, tree_of) -> list[Node]:
         """UpdateIndices: each new node goes into the index its consumer probes (and the
-        loop's for an iterated step); returns the new nodes of final states. ``fifo``
-        (windowed runs) remembers each update for ``_evict``."""
-        final, slots, n = self._final, self._slots, len(self.pcea.states)
+        loop's for an iterated step) under its key: a heap ``union``, or with a compared
+        value (``tree_of[slot]``) an ordered-index ``insert``. Returns the new nodes of
+        final states. ``fifo`` (windowed runs) remembers each update for ``_evict``."""
+        final, slots, key_mode, ops = self._update_with
         finals = []
         for i, node in enumerate(new):
             q = node.state
             if final[q]:
                 finals.append(node)
             for slot in slots[q]:
-                if slot < n:
-                    v = order[slot][r] if self._ordered[slot] else _NO_TREE
-                else:
-                    v = self._lorder[slot - n][r] if self._lrels[slot - n] is not None else _NO_TREE
-                if v is None:
+                col = tree_of[slot]
+                v = None if col is None else col[r]
+                if col is not None and v is None:
                     continue  # no value to compare: never adopted through this index
-                top = index[slot]
-                k, d, pk = self._insert(top, slot, node, v, r, carried[i] if carried else (),
-                                        lo, left)
+                top = d = index[slot]
+                pk = None
+                if key_mode[slot] == _KEY_COLUMN:
+                    k = left[slot][r]
+                else:  # a key per run; nested: H[slot][probe key][carried values]
+                    k, kc = left[slot](r, carried[i] if carried else ())
+                    if key_mode[slot] == _KEY_NESTED:
+                        pk, d = k, top.get(k)
+                        if d is None:
+                            d = top[pk] = {}
+                        k = kc
+                h = d.get(k)
+                if h is None:
+                    self._entries += 1
+                    self._peak = max(self._peak, self._entries)
+                if col is not None:  # the ordered index (a TNode tree)
+                    d[k] = insert(h, node, v, lo, ops)
+                elif h is None:  # a new heap: ``union`` with the empty heap, without the call
+                    d[k] = node
+                    ops.new_heap()
+                else:
+                    d[k] = union(h, node, lo, ops)
                 if fifo is not None:
                     fifo.append((ft, top, k, d, pk))
         return finals
-
-    def _insert(self, top: dict, slot: int, node: Node, v, r: int, ck: tuple, lo, left
-                ) -> tuple:
-        """Add ``node`` to index ``top`` (``H[slot]``) under its key: a heap ``union``, or with
-        ``v`` (the compared value) an ordered-index ``insert``. Returns where it went: the
-        key, the dict holding it, and the probe key of a nested index (else None)."""
-        pk = None
-        if self._generic[slot]:
-            k, kc = left[slot](r, ck)
-            d = top
-            if self._nest[slot]:
-                pk, d = k, top.get(k)
-                if d is None:
-                    d = top[pk] = {}
-                k = kc
-        else:
-            k, d = left[slot][r], top
-        h = d.get(k)
-        if h is None:
-            self._entries += 1
-            self._peak = max(self._peak, self._entries)
-        d[k] = union(h, node, lo, self.ops) if v is _NO_TREE else insert(h, node, v, lo, self.ops)
-        return k, d, pk
 
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
