@@ -229,9 +229,9 @@ class TrailingAbsence:
             ended = [(key, m, self._end) for key, m in waiting]
             done = self._decide(ended) if self.site is not None else [m for _, m, _ in ended]
             if done:
-                ended = self._reported([Match(m.start, self._end, m.events, m.partition)
-                                        for m in done]).matches()
-                yield batch_of(sorted(ended, key=lambda m: repr((m.start, m.events, m.partition))))
+                opened = self._reported([Match(m.start, self._end, m.events, m.partition)
+                                         for m in done]).matches()
+                yield batch_of(sorted(opened, key=lambda m: repr((m.start, m.events, m.partition))))
         self._rows = None
 
     def _advance(self, frame: pl.DataFrame, candidates) -> list:
