@@ -76,7 +76,7 @@ def _compile_all() -> dict:
     for name, no_nrt in _JIT.items():
         f = g[name]
         copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
-        copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, __name__, f.__doc__
+        copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, f.__module__, f.__doc__
         opts = {"_nrt": False} if no_nrt else {}
         if name in _INLINE:
             opts["inline"] = "always"
