@@ -1,69 +1,33 @@
 """The `cer` command line: parse options, call one function per command, render.
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage or input error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
-Input mistakes (query or log) are rendered as diagnostics, never as tracebacks; an unexpected
-exception becomes a one-line message unless ``--debug`` asks for the traceback.
+Input mistakes (query or log) are rendered as diagnostics (``cer_cli/diagnostics.py``), never
+as tracebacks; an unexpected exception becomes a one-line message unless ``--debug`` asks for
+the traceback. A match runs through the driver (``engine/driver.py``).
 """
 
 from __future__ import annotations
 
-import errno
 import functools
 import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
 
 from cer_cli import __version__, signals
+from cer_cli.diagnostics import error_line as _error_line
+from cer_cli.diagnostics import render_diagnostic, user_errors
+from cer_cli.diagnostics import stderr as _stderr
+from cer_cli.diagnostics import stdout as _stdout
+from cer_cli.diagnostics import table_console as _table_console
 from cer_cli.io.files import OutputError, ReaderGone, output_descriptor
-from cer_cli.query.ast import Span
-from cer_cli.query.errors import QueryError, line_col
+from cer_cli.query.errors import QueryError
 
-if TYPE_CHECKING:  # rich is imported where something is printed through it (start-up, #15)
-    from rich.console import Console
-
+if TYPE_CHECKING:
+    from cer_cli.io.contract import TimeOptions
     from cer_cli.query.ast import Query
     from cer_cli.query.checks import CheckReport
-
-EXIT_RUNTIME = 1
-EXIT_INPUT = 2
-
-
-def _stderr() -> Console:
-    # Created per call so that redirected streams (tests, pipes) are honoured.
-    from rich.console import Console
-
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
-
-
-def _stdout(**options) -> Console:
-    """The console of ``--format table`` and ``cer explain``. rich ends the process with exit
-    code 1 when standard output's reader leaves; cer's rule is a quiet exit 0 (``ReaderGone``)."""
-    from rich.console import Console
-
-    console = Console(**{"highlight": False, "soft_wrap": True, **options})
-
-    def reader_gone() -> None:
-        console.quiet = True
-        raise ReaderGone(errno.EPIPE, "standard output is a closed pipe")
-
-    console.on_broken_pipe = reader_gone  # type: ignore[method-assign]
-    return console
-
-
-def _table_console(fmt: str) -> Console | None:
-    """What ``write_matches`` prints a table on; other formats never load rich."""
-    return _stdout(soft_wrap=False) if fmt == "table" else None
-
-
-def _error_line(console: Console, label: str, style: str, message: str) -> None:
-    """``label: message`` with the label styled (``error: ...``, ``  hint: ...``)."""
-    from rich.text import Text
-
-    console.print(Text(label, style=style) + Text(message))
 
 
 #: Set by the ``cer`` entry point (``__main__``), which starts with the garbage collector
@@ -82,109 +46,6 @@ def _resume_gc() -> None:
         _GC_PAUSED = False
         gc.freeze()
         gc.enable()
-
-
-def render_diagnostic(
-    console: Console,
-    severity: str,
-    message: str,
-    span: Span | None,
-    source: str | None,
-    filename: str | None,
-    hints: list[str] | tuple[str, ...] = (),
-) -> None:
-    """Print ``file:line:col: severity: message``, the source line with a caret, then hints."""
-    from rich.text import Text
-
-    where = filename or "query"
-    colour = "red" if severity == "error" else "yellow"
-    if span is not None and source is not None:
-        line, col = line_col(source, span.start)
-        text = source.split("\n")[line - 1]
-        end_line, end_col = line_col(source, span.end)
-        width = max(1, (end_col if end_line == line else len(text) + 1) - col)
-        head = Text(f"{where}:{line}:{col}: ", style="bold")
-        console.print(head + Text(f"{severity}:", style=f"bold {colour}") + Text(f" {message}"))
-        text, caret, width = _excerpt(text, col - 1, width)
-        console.print(Text(f"  {text}"))
-        console.print(Text("  " + " " * caret + "^" * width, style=f"bold {colour}"))
-    else:
-        console.print(
-            Text(f"{where}: ", style="bold")
-            + Text(f"{severity}:", style=f"bold {colour}")
-            + Text(f" {message}")
-        )
-    for hint in hints:
-        console.print(Text("  hint: ", style="cyan") + Text(hint))
-
-
-#: Longest source line a diagnostic shows whole; a longer one (a generated query) is cut
-#: around the caret.
-EXCERPT_CHARS = 160
-
-
-def _excerpt(text: str, start: int, width: int) -> tuple[str, int, int]:
-    """``text`` cut to at most ~EXCERPT_CHARS around ``start`` (marked with …), and where
-    the caret now starts and how wide it is."""
-    if len(text) <= EXCERPT_CHARS:
-        return text, start, width
-    left = max(0, start - EXCERPT_CHARS // 4)
-    right = min(len(text), left + EXCERPT_CHARS)
-    cut = ("…" if left else "") + text[left:right] + ("…" if right < len(text) else "")
-    caret = start - left + (1 if left else 0)
-    return cut, caret, max(1, min(width, right - start))
-
-
-def render_query_error(error: QueryError) -> None:
-    render_diagnostic(
-        _stderr(), "error", error.message, error.span, error.source, error.filename, error.hints
-    )
-
-
-@contextmanager
-def user_errors(debug: bool) -> Iterator[None]:
-    """Turn every failure into a rendered message and the right exit code.
-
-    QueryError and the reader's LogError are the user's mistakes (exit 2); anything else is
-    ours (exit 1), shown as one line unless ``debug``.
-    """
-    try:
-        yield
-    except QueryError as e:
-        render_query_error(e)
-        sys.exit(EXIT_INPUT)
-    except ReaderGone:  # standard output's reader left (`| head -1`): a quiet end
-        sys.exit(0)
-    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
-        raise
-    except Exception as e:
-        signals.check()  # an exception caused by a swallowed signal ends as the signal
-        if isinstance(e, OutputError) or (type(e).__name__ == "SparkError"
-                                          and hasattr(e, "exit_code")):
-            console = _stderr()
-            _error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
-            for hint in e.hints:  # type: ignore[attr-defined]
-                _error_line(console, "  hint: ", "cyan", hint)
-            sys.exit(e.exit_code)  # type: ignore[attr-defined]
-        if _is_log_error(e):
-            console = _stderr()
-            _error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
-            for hint in e.hints:  # type: ignore[attr-defined]
-                _error_line(console, "  hint: ", "cyan", hint)
-            sys.exit(EXIT_INPUT)
-        if debug:
-            raise
-        _error_line(_stderr(), "error: ", "bold red", f"internal error: {type(e).__name__}: {e}")
-        _error_line(_stderr(), "  hint: ", "cyan", "run with --debug for the traceback")
-        sys.exit(EXIT_RUNTIME)
-
-
-def _is_log_error(error: Exception) -> bool:
-    try:
-        from cer_cli.io.read import LogError
-    except ImportError:
-        return False
-    return isinstance(error, LogError)
 
 
 def read_query_text(path: str | None, expr: str | None) -> tuple[str, str]:
@@ -209,8 +70,8 @@ def parse_and_check(
     text: str,
     filename: str,
     logs: tuple[str, ...],
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
 ) -> tuple[Query, CheckReport]:
     """Parse ``text``, bind it to the logs' schema when logs are given, run the static checks."""
     from cer_cli.query.checks import check_query
@@ -222,7 +83,7 @@ def parse_and_check(
         if logs:
             from cer_cli.io.read import read_schema
 
-            schema = read_schema(list(logs), type_column=type_column, time_column=time_column)
+            schema = read_schema(list(logs), type_column=type_column, time_column=times)
         report = check_query(query, schema)
     except QueryError as e:
         raise e.with_source(text, filename) from None
@@ -280,7 +141,7 @@ _log_options = [
 
 def _with_log_options(f):
     """Add the log options; the command receives ``type_column`` (the values given) and
-    ``time_column`` (``contract.TimeOptions``: column, unit and format), which the readers
+    ``times`` (``contract.TimeOptions``: column, unit and format), which the readers
     (local and Spark) take as they are."""
 
     @functools.wraps(f)
@@ -289,7 +150,7 @@ def _with_log_options(f):
 
         times = TimeOptions(tuple(time_column), tuple(time_unit), tuple(time_format))
         return f(*args, type_column=tuple(type_column) or None,
-                 time_column=times if times != TimeOptions() else None, **kwargs)
+                 times=times if times != TimeOptions() else None, **kwargs)
 
     for option in reversed(_log_options):
         wrapper = option(wrapper)
@@ -304,8 +165,8 @@ def _with_log_options(f):
 def check_command(
     args: tuple[str, ...],
     expr: str | None,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     debug: bool,
 ) -> None:
     """Check a query without running it.
@@ -325,7 +186,7 @@ def check_command(
     with user_errors(debug):
         path, logs = (None, args) if expr is not None else (args[0] if args else None, args[1:])
         text, filename = read_query_text(path, expr)
-        query, report = parse_and_check(text, filename, logs, type_column, time_column)
+        query, report = parse_and_check(text, filename, logs, type_column, times)
         from cer_cli.query.printer import to_text
 
         click.echo("ok")
@@ -360,8 +221,8 @@ def explain_command(
     args: tuple[str, ...],
     expr: str | None,
     fmt: str,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     spark: bool,
     debug: bool,
 ) -> None:
@@ -384,7 +245,7 @@ def explain_command(
     with user_errors(debug):
         path, logs = _split_args(args, expr)
         text, filename = read_query_text(path, expr)
-        compiled, log = _compile(text, filename, logs, type_column, time_column)
+        compiled, log = _compile(text, filename, logs, type_column, times)
         _resume_gc()  # explaining with logs runs the query over them
         data = explanation(compiled, log)
         if spark:
@@ -392,7 +253,7 @@ def explain_command(
         render(data, fmt, _stdout())
 
 
-def _compile(text, filename, logs, type_column, time_column, batch_size=None, warm_up=False):
+def _compile(text, filename, logs, type_column, times, batch_size=None, warm_up=False):
     """Read the logs' schema (if any), then parse, check and compile the query; with
     ``warm_up``, a large log's compiled kernel starts loading while the log is read."""
     from cer_cli.api import compile_query
@@ -403,7 +264,7 @@ def _compile(text, filename, logs, type_column, time_column, batch_size=None, wa
     log = None
     if logs:
         log = read_events(
-            list(logs), type_column=type_column, time_column=time_column, batch_size=batch_size
+            list(logs), type_column=type_column, time_column=times, batch_size=batch_size
         )
     compiled = compile_query(text, schema=None if log is None else log.schema, filename=filename)
     return compiled, log
@@ -412,9 +273,6 @@ def _compile(text, filename, logs, type_column, time_column, batch_size=None, wa
 OUTPUT_BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
                        ".parquet": "parquet"}
 BATCH_ROWS = 262_144
-SLICE_ROWS = 65_536
-#: --count feeds the engine bigger slices: fewer per-slice costs (atoms, symbol mapping).
-COUNT_SLICE_ROWS = BATCH_ROWS
 
 
 @cli.command("match")
@@ -465,8 +323,8 @@ def match_command(
     output: str | None,
     fmt: str | None,
     shape: str,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     limit: int | None,
     count: bool,
     progress: bool | None,
@@ -538,14 +396,14 @@ def match_command(
                 "master": master,
                 "conf": _spark_conf(spark_conf),
                 "type_column": type_column,
-                "time_column": time_column,
+                "time_column": times,
             }
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
                        count, allow_unbounded, shape=shape)
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
-        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS,
+        compiled, log = _compile(text, filename, logs, type_column, times, BATCH_ROWS,
                                  warm_up=True)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
@@ -555,8 +413,8 @@ def match_command(
 
 def _warm_up(logs) -> None:
     """A log large enough for the compiled kernel: start loading it now, while the log is
-    read (``engine.run.warm_up_jit``)."""
-    from cer_cli.engine.run import warm_up_jit
+    read (``engine.jit.warm_up_jit``)."""
+    from cer_cli.engine.jit import warm_up_jit
     from cer_cli.io.read import estimate_events
 
     warm_up_jit(estimate_events(list(logs)))
@@ -653,18 +511,21 @@ def _refuse_unbounded(compiled, filename) -> None:
 
 
 def _wide_variables(compiled, shape):
-    """The wide shape's variables of the query (``cer_cli.frames.wide_variables``)."""
+    """The wide shape's variables of the query (``query.scope.wide_variables``)."""
     if shape != "wide":
         return None
-    from cer_cli.frames import wide_variables
+    from cer_cli.query.scope import wide_variables
 
     return wide_variables(compiled.query)
 
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
                open_ends=False, filename=None) -> None:
+    """Run the plan over the log with the driver (``engine.driver``) and print the count or
+    write the matches; a progress bar on stderr unless ``progress`` says otherwise."""
     import time
 
+    from cer_cli.engine.driver import run_batches, run_count
     from cer_cli.events import first_matches
 
     if not count:  # the writers load pyarrow: --count does without them
@@ -672,18 +533,9 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
 
     _resume_gc()
     console = functools.cache(_stderr)  # one console; rich loads only if something is printed
-    for message, span in compiled.report.warnings:
-        render_diagnostic(console(), "warning", message, span, compiled.text, None)
-    for message in compiled.rewritten.warnings:
-        render_diagnostic(console(), "warning", message, None, None, None)
-    memory = memory_warning(compiled, log.n_events, count)
-    if memory is not None:
-        render_diagnostic(console(), "warning", memory, None, None, None)
-    growth = growth_warning(compiled, count, limit)
-    if growth is not None:
-        render_diagnostic(console(), "warning", growth, None, None, None,
-                          ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
-                           " (n per event), --limit N, or --count to only count them"])
+    _warn_before_run(console, compiled, log.n_events, count, limit,
+                     "add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n (n per"
+                     " event), --limit N, or --count to only count them")
     started = time.perf_counter()
     # By default the bar shows only when matches do not stream to the same terminal.
     to_terminal = not count and output is None and sys.stdout.isatty()
@@ -691,69 +543,22 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
     executor = compiled.executor(open_ends=open_ends)
-    finish = getattr(executor, "finish", lambda: iter(()))  # a trailing absence's open matches
-    stats = {"events": 0, "matches": 0}
-
-    def advance(events: int, matches: int = 0) -> None:
-        stats["events"] = events
-        stats["matches"] += matches
-        if bar is not None:  # --limit writes only the first `limit` of the last batch
-            shown = stats["matches"] if limit is None else min(stats["matches"], limit)
-            bar.update(task, completed=events, matches=shown)
-
-    def batches():  # whole MatchBatches, written column-wise (--limit cuts the last one)
-        for frame in frames:
-            for offset in range(0, frame.height, SLICE_ROWS):
-                part = frame.slice(offset, SLICE_ROWS)
-                done = stats["events"]
-                for b in executor.run_batches(part):
-                    # one slice may take minutes of enumeration: the bar follows each batch
-                    advance(_enumerated(b, stats["events"], done + part.height), len(b))
-                    yield b
-                signals.check()
-                advance(done + part.height)
-        for b in finish():
-            advance(stats["events"], len(b))
-            yield b
-
-    bar = task = None
-    if show:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("[bold]matching"),
-            BarColumn(),
-            TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
-            TimeElapsedColumn(),
-            console=console(),
-            transient=console().is_terminal,  # forced on a pipe: one final line
-        )
-        task = bar.add_task("match", total=log.n_events, matches=0)
-        bar.start()
-
-    def counted() -> int:  # --count without --limit: the engine counts, no Match objects
-        n = 0
-        for frame in frames:  # whole read batches: nothing waits for output between slices
-            for offset in range(0, frame.height, COUNT_SLICE_ROWS):
-                part = frame.slice(offset, COUNT_SLICE_ROWS)
-                n += executor.count(part)
-                signals.check()
-                stats["events"] += part.height
-                if bar is not None:
-                    bar.update(task, completed=stats["events"], matches=n)
-        n += sum(len(b) for b in finish())
-        return n
-
+    bar = _ProgressBar(console(), log.n_events, limit) if show else None
     try:
-        stream = batches() if limit is None else first_matches(batches(), limit)
         if count:
-            n = counted() if limit is None else sum(len(b) for b in stream)
+            if limit is None:  # the executor counts: no Match objects
+                n = run_count(executor, frames, bar)
+            else:
+                n = sum(len(b) for b in first_matches(run_batches(executor, frames, bar), limit))
             if bar is not None:
                 bar.stop()
                 bar = None
             sys.set_int_max_str_digits(0)  # exact counts of exponential queries have thousands of digits
             click.echo(n)
         else:
+            stream = run_batches(executor, frames, bar)
+            if limit is not None:
+                stream = first_matches(stream, limit)
             names = [g[0] for g in compiled.query.partition_by]
             write_matches(stream, lookup, fmt, output, console=_table_console(fmt),
                           partition_names=names, started=started, shape=shape,
@@ -765,13 +570,48 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
             bar.stop()
 
 
-def _enumerated(batch, read: int, slice_end: int) -> int:
-    """Events read for the progress bar once ``batch`` is out: a match is reported at the
-    event that ends it, so the batch's latest end is the event being enumerated (positions
-    count events from 0); never back, never past the slice being run."""
-    if not len(batch):
-        return read
-    return max(read, min(slice_end, int(batch.end.max()) + 1))
+def _warn_before_run(console, compiled, n_events: int, count: bool, limit: int | None,
+                     growth_hint: str) -> None:
+    """The check's and the rewrite's warnings, then memory and output growth for this run."""
+    for message, span in compiled.report.warnings:
+        render_diagnostic(console(), "warning", message, span, compiled.text, None)
+    for message in compiled.rewritten.warnings:
+        render_diagnostic(console(), "warning", message, None, None, None)
+    memory = memory_warning(compiled, n_events, count)
+    if memory is not None:
+        render_diagnostic(console(), "warning", memory, None, None, None)
+    growth = growth_warning(compiled, count, limit)
+    if growth is not None:
+        render_diagnostic(console(), "warning", growth, None, None, None, [growth_hint])
+
+
+class _ProgressBar:
+    """The bar on stderr: events read of ``total`` and matches so far (with ``--limit``,
+    the matches written: at most ``limit``). Called as the driver's ``progress``."""
+
+    def __init__(self, console, total: int, limit: int | None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.limit = limit
+        self.matches = 0
+        self.bar = Progress(
+            TextColumn("[bold]matching"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=console.is_terminal,  # forced on a pipe: one final line
+        )
+        self.task = self.bar.add_task("match", total=total, matches=0)
+        self.bar.start()
+
+    def __call__(self, events: int, matches: int) -> None:
+        self.matches += matches
+        shown = self.matches if self.limit is None else min(self.matches, self.limit)
+        self.bar.update(self.task, completed=events, matches=shown)
+
+    def stop(self) -> None:
+        self.bar.stop()
 
 
 #: `cer match` warns that memory grows (with the log or with keys) only on logs of at least
@@ -794,6 +634,8 @@ def growth_warning(compiled, count: bool, limit: int | None) -> str | None:
 def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
     """``EventLookup.for_log``'s bounds from the plan's ``output_window``, plus the slice
     the engine is fed."""
+    from cer_cli.engine.driver import SLICE_ROWS
+
     w = compiled.output_window
     return (None if w.events is None else w.events + SLICE_ROWS), w.horizon
 
@@ -824,8 +666,8 @@ def plot_command(
     output: str,
     fmt: str | None,
     title: str | None,
-    type_column: str | None,
-    time_column: str | None,
+    type_column: tuple[str, ...] | None,
+    times: TimeOptions | None,
     allow_unbounded: bool,
     debug: bool,
 ) -> None:
@@ -856,24 +698,15 @@ def plot_command(
         fmt = plot_format(output, fmt)
         _check_output(output, fmt, False, path, logs)
         require_matplotlib()
-        compiled, log = _compile(text, filename, logs, type_column, time_column, BATCH_ROWS,
+        compiled, log = _compile(text, filename, logs, type_column, times, BATCH_ROWS,
                                  warm_up=True)
         if not allow_unbounded:
             _refuse_unbounded(compiled, filename)
         _resume_gc()
-        console = functools.cache(_stderr)
-        for message, span in compiled.report.warnings:
-            render_diagnostic(console(), "warning", message, span, compiled.text, None)
-        for message in compiled.rewritten.warnings:
-            render_diagnostic(console(), "warning", message, None, None, None)
-        memory = memory_warning(compiled, log.n_events, False)
-        if memory is not None:
-            render_diagnostic(console(), "warning", memory, None, None, None)
-        growth = growth_warning(compiled, False, None)
-        if growth is not None:  # the plot keeps a sample, but every match is enumerated
-            render_diagnostic(console(), "warning", growth, None, None, None,
-                              ["add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n"
-                               " (n per event)"])
+        # the plot keeps a sample, but every match is enumerated
+        _warn_before_run(functools.cache(_stderr), compiled, log.n_events, False, None,
+                         "add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n (n per"
+                         " event)")
         if title is None:
             query = filename if expr is None else " ".join(text.split())
             query = query if len(query) <= 80 else query[:79] + "…"
@@ -881,15 +714,9 @@ def plot_command(
         from cer_cli.io.write import EventLookup
 
         lookup = EventLookup.for_log(log, *_lookup_bounds(compiled))
-        executor = compiled.executor()
+        from cer_cli.engine.driver import run_batches
 
-        def batches():
-            for frame in lookup.tap(log.batches()):
-                for offset in range(0, frame.height, SLICE_ROWS):
-                    yield from executor.run_batches(frame.slice(offset, SLICE_ROWS))
-                    signals.check()
-
-        n = write_plot(batches(), lookup, output, fmt, title=title,
+        n = write_plot(run_batches(compiled.executor(), lookup.tap(log.batches())), lookup, output, fmt, title=title,
                        partition_names=[g[0] for g in compiled.query.partition_by])
         if output != "-":
             click.echo(f"{n:,} match{'' if n == 1 else 'es'} plotted to {output}", err=True)

@@ -9,8 +9,9 @@ to the engine. Besides the log's own columns it carries reserved columns (prefix
 
 * ``TYPE`` — event type name (str);
 * ``STREAM`` — stream name (str), the file stem or the ``NAME=`` given on the command line;
-* ``TIME`` — the event time as an integer (nanoseconds for datetimes, the raw value for
-  numeric time columns) or null when the log has no time column;
+* ``TIME`` — the event time: int64 nanoseconds since the epoch for datetimes (and numbers
+  with a ``--time-unit``), the raw value for other numeric time columns (int64, or float64
+  for a float column: ``io.contract.time_storage``), null when the log has no time column;
 * ``ROW`` — 0-based data row in its file;
 * ``POS`` — 0-based position in the merged, time-ordered stream.
 """
@@ -164,10 +165,12 @@ def batch_of(matches) -> MatchBatch:
 BATCH_EVENTS = 1 << 18
 
 
-def as_batches(items, size: int, events: int = BATCH_EVENTS):
+def as_batches(items, size: int, events: int = BATCH_EVENTS, whole: bool = False):
     """``items`` (``Match`` objects, ``MatchBatch``es, or both) as ``MatchBatch``es, packing
     ``Match`` objects ``size`` at a time, or fewer so as to report at most ``events``
-    events (a larger match is a batch of its own). ``MatchBatch``es pass as they are."""
+    events (a larger match is a batch of its own). ``MatchBatch``es pass as they are. With
+    ``whole``, the items are groups of ``Match`` objects (one triggering event's
+    candidates), and a group is never split between two batches."""
     pending: list[Match] = []
     held = 0
     for x in items:
@@ -176,15 +179,17 @@ def as_batches(items, size: int, events: int = BATCH_EVENTS):
                 yield batch_of(pending)
                 pending, held = [], 0
             yield x
-        else:
-            if pending and held + len(x.events) > events:
-                yield batch_of(pending)
-                pending, held = [], 0
-            pending.append(x)
-            held += len(x.events)
-            if len(pending) >= size or held >= events:
-                yield batch_of(pending)
-                pending, held = [], 0
+            continue
+        group = list(x) if whole else (x,)
+        n = sum(len(m.events) for m in group)
+        if pending and held + n > events:
+            yield batch_of(pending)
+            pending, held = [], 0
+        pending.extend(group)
+        held += n
+        if len(pending) >= size or held >= events:
+            yield batch_of(pending)
+            pending, held = [], 0
     if pending:
         yield batch_of(pending)
 

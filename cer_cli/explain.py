@@ -19,6 +19,7 @@ from rich.text import Text
 
 from cer_cli.compiler.construct import describe
 from cer_cli.compiler.predicates import describe_atom
+from cer_cli.engine.driver import run_count
 from cer_cli.io.read import EventLog
 from cer_cli.plan import Plan
 from cer_cli.query.printer import to_text
@@ -57,7 +58,7 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
         out["plan"]["output_growth"] = compiled.output_growth
     if log is not None:
         executor = compiled.executor()
-        matches = sum(executor.count(frame) for frame in log.batches())
+        matches = run_count(executor, log.batches())
         s = executor.stats
         out["plan"]["time"] = log.time_texts()  # per log: its time column and unit
         out["run"] = {

@@ -20,13 +20,14 @@ from __future__ import annotations
 import polars as pl
 
 from cer_cli.api import compile_query
+from cer_cli.engine.driver import run_batches, run_count
 from cer_cli.io.contract import TimeOptions
 from cer_cli.io.read import EventLog, read_frame
 from cer_cli.io.write import SHAPES, EventLookup, match_frame
 from cer_cli.plan import Plan
 from cer_cli.query.scope import wide_variables
 
-__all__ = ["count", "match", "wide_variables"]
+__all__ = ["count", "match"]
 
 Frame = pl.DataFrame | pl.LazyFrame
 def _read(frame: Frame, type_column, time_column, time_unit, stream: str) -> EventLog:
@@ -68,7 +69,7 @@ def match(
     lookup.add(events)
     names = [g[0] for g in compiled.query.partition_by]
     variables = wide_variables(compiled.query) if shape == "wide" else None
-    return match_frame(compiled.executor().run_batches(events), lookup, shape, variables, names)
+    return match_frame(run_batches(compiled.executor(), events), lookup, shape, variables, names)
 
 
 def count(
@@ -83,7 +84,7 @@ def count(
     """The number of matches of ``query`` over ``frame``, counted without enumerating them
     (what ``cer match --count`` prints)."""
     log = _read(frame, type_column, time_column, time_unit, stream)
-    return _compile(query, log).executor().count(log.frame())
+    return run_count(_compile(query, log).executor(), log.frame())
 
 
 @pl.api.register_dataframe_namespace("cer")

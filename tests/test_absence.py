@@ -111,12 +111,12 @@ def test_absence_beside_predicates_that_do_not_become_partition_by_equals_refere
         text, events):
     """Once refused ('needs them to become PARTITION BY'): an absence, between or
     trailing, with predicates between events that stay predicates."""
-    from cer_cli.plan import finish
+    from cer_cli.engine.driver import run_matches
 
     query = parse(text)
     check_query(query, schema_of(events))
     ex = plan(query).executor()
-    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    got = list(run_matches(ex, events_frame(events)))
     want = (reference.trailing_matches(query, events) if query.trailing is not None
             else reference.reference_matches(query, events))
     reference.assert_same_matches(got, want)
@@ -217,9 +217,9 @@ def test_trailing_absence_without_an_event_past_the_deadline_is_open():
     q = parse("A ; !B WITHIN 5 seconds")
     assert list(plan(q).run(events_frame(events))) == []
     ex = plan(q).executor(open_ends=True)
-    got = list(ex.run(events_frame(events)))
-    from cer_cli.plan import finish
-    got += list(finish(ex))
+    from cer_cli.engine.driver import run_matches
+
+    got = list(run_matches(ex, events_frame(events)))
     want = reference.trailing_matches(q, events, open_ends=True)
     reference.assert_same_matches(got, want)
     assert [(m.start, m.end) for m in got] == [(0, 2)]  # end 2: one past the last position
@@ -253,10 +253,10 @@ def _trailing_queries(draw):
 @given(_trailing_queries(), streams(max_size=9), st.booleans())
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_trailing_absence_equals_reference(query, events, open_ends):
-    from cer_cli.plan import finish
+    from cer_cli.engine.driver import run_matches
 
     ex = plan(query).executor(open_ends=open_ends)
-    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    got = list(run_matches(ex, events_frame(events)))
     want = reference.trailing_matches(query, events, open_ends=open_ends)
     reference.assert_same_matches(got, want)
     assert [m.end for m in got] == sorted(m.end for m in got)  # in order of the reporting event
@@ -296,10 +296,10 @@ def test_correlated_absence_equals_reference(trailing, data, events):
         check_query(query, schema_of(events))
     except QueryError:
         assume(False)  # e.g. 'a' defined on both sides
-    from cer_cli.plan import finish
+    from cer_cli.engine.driver import run_matches
 
     ex = plan(query).executor()
-    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    got = list(run_matches(ex, events_frame(events)))
     if trailing:
         want = reference.trailing_matches(query, events)
     else:
@@ -483,7 +483,7 @@ def test_trailing_correlated_absence_equals_reference(query, events, cuts, open_
     """The engine decides each waiting match when its deadline passes, from the events it
     kept (over several frames: the cuts), and agrees with the reference; ``--open-absence
     report``'s matches too."""
-    from cer_cli.plan import finish
+    from cer_cli.engine.driver import run_matches
 
     try:
         check_query(query, schema_of(events))
@@ -492,8 +492,8 @@ def test_trailing_correlated_absence_equals_reference(query, events, cuts, open_
         assume(False)  # e.g. 'a' defined twice
     ex, frame = compiled.executor(open_ends=open_ends), events_frame(events)
     bounds = [0, *sorted({c for c in cuts if c < frame.height}), frame.height]
-    got = [m for lo, hi in zip(bounds, bounds[1:], strict=False)
-           for m in ex.run(frame.slice(lo, hi - lo))] + list(finish(ex))
+    got = list(run_matches(ex, [frame.slice(lo, hi - lo)
+                                for lo, hi in zip(bounds, bounds[1:], strict=False)]))
     want = reference.trailing_matches(query, events, open_ends=open_ends)
     reference.assert_same_matches(got, want)
     assert [m.end for m in got] == sorted(m.end for m in got)
@@ -625,12 +625,12 @@ def _time_is_ts(events: list[dict]) -> list[dict]:
 @given(_trailing_queries(), streams(max_size=9), st.integers(0, 3), st.booleans())
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_trailing_absence_within_the_time_column_equals_reference(query, events, n, open_ends):
-    from cer_cli.plan import finish
+    from cer_cli.engine.driver import run_matches
 
     events = _time_is_ts(events)
     query = dataclasses.replace(query, within=ast.AttributeWindow(n, "ts"))
     ex = plan(query).executor(open_ends=open_ends)
-    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    got = list(run_matches(ex, events_frame(events)))
     want = reference.trailing_matches(query, events, open_ends=open_ends)
     reference.assert_same_matches(got, want)
 

@@ -3,7 +3,7 @@
 
 Memory is measured as the peak RSS of a subprocess (``resource.getrusage``) at two sizes
 of the same workload: bounded means the peak barely moves while the log or the output
-grows several times (never a timing). The CLI runs stay under ``kernel.JIT_MIN_EVENTS``
+grows several times (never a timing). The CLI runs stay under ``jit.JIT_MIN_EVENTS``
 events with ``CER_JIT=0``, so that numba is never loaded or compiled in them.
 """
 
@@ -21,8 +21,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from cer_cli import cli as cli_module
 from cer_cli.cli import cli
+from cer_cli.engine import driver
 from cer_cli.events import Match, as_batches, batch_of
 from cer_cli.io import read as read_module
 from cer_cli.io import write as write_module
@@ -243,7 +243,7 @@ def test_progress_bar_advances_during_one_slices_enumeration(tmp_path, monkeypat
 
     monkeypatch.setattr(Progress, "update", update)
     log = blocks_csv(tmp_path / "p.csv", 10, 14)  # 140 events, 8,191 matches per B
-    assert 140 < cli_module.SLICE_ROWS
+    assert 140 < driver.SLICE_ROWS
     out = CliRunner().invoke(cli, ["match", "-e", "A+ ; B WITHIN 14 EVENTS", str(log),
                                    "--format", "jsonl", "-o", str(tmp_path / "o.jsonl"),
                                    "--progress"])

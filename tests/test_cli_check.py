@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from cer_cli import cli as cli_module
+from cer_cli import diagnostics
 from cer_cli.cli import cli
 
 
@@ -126,7 +126,7 @@ def test_rendered_caret_spans_the_offending_text():
     out = StringIO()
     source = "T AS x\nFILTER x.tmpp > 1"
     start = source.index("x.tmpp")
-    cli_module.render_diagnostic(
+    diagnostics.render_diagnostic(
         Console(file=out, width=200), "error", "bad", Span(start, start + 6), source, "q", ["h"]
     )
     assert out.getvalue().splitlines() == [

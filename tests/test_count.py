@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cer_cli.engine import jit as J
 from cer_cli.engine import kernel as K
 from cer_cli.plan import plan
 from cer_cli.query import ast
@@ -30,7 +31,7 @@ from tests.test_engine_props import cea_queries, expected
 from tests.test_kernel import _cut, _engine
 
 ROOT = Path(__file__).resolve().parents[1]
-UNCOMPILED = os.environ.get("NUMBA_DISABLE_JIT") == "1" or not K.HAVE_NUMBA
+UNCOMPILED = os.environ.get("NUMBA_DISABLE_JIT") == "1" or not J.HAVE_NUMBA
 EXAMPLES = int(os.environ.get("CER_KERNEL_EXAMPLES", "300"))
 PROPS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -16,8 +16,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cer_cli"
 #: import its own folder or a strictly lower rank.
 #: ``signals`` (the entry point's signal handling) imports nothing from cer_cli: rank 0.
 #: ``frames`` (the DataFrame API) runs queries through ``api``: just above it, below the CLI.
+#: ``diagnostics`` (what the CLI prints for a failure, and its exit code) is the CLI's own.
 RANK = {"events": 0, "signals": 0, "query": 1, "io": 1, "compiler": 2, "engine": 3, "plan": 4,
-        "spark": 5, "api": 6, "explain": 6, "frames": 6.5, "cli": 7, "__init__": 8}
+        "spark": 5, "api": 6, "explain": 6, "frames": 6.5, "diagnostics": 6.8, "cli": 7,
+        "__init__": 8}
 #: io reads logs and writes matches: it may import only events (not the query language).
 ONLY = {"io": {"events", "io"}}
 

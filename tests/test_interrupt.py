@@ -1,8 +1,8 @@
 """A run stuck in one event's astronomically many complex events still obeys Ctrl-C and
 SIGTERM, and streams its output in bounded memory (issue #14 items 6 and 9): the compiled
-kernel hands control back to Python every work budget (``kernel.BUDGET_UNITS``), where
+kernel hands control back to Python every work budget (``kernel_state.BUDGET_UNITS``), where
 the signal handlers run, and resumes its enumeration mid-event after flushing output
-arrays that stay at their cap (``kernel.OUT_CAP``).
+arrays that stay at their cap (``kernel_state.OUT_CAP``).
 
 Each test runs ``python -m cer_cli match`` in a subprocess that would never end on its
 own (hard timeouts catch a hang), signals it once it is deep in the kernel and checks the

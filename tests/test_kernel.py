@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 
 from cer_cli.compiler.cea import CEA, GAtom, GTrue, Transition
 from cer_cli.compiler.predicates import Alphabet
+from cer_cli.engine import jit as J
 from cer_cli.engine import kernel as K
+from cer_cli.engine import kernel_state
 from cer_cli.engine.run import Engine
 from cer_cli.plan import plan
 from cer_cli.query import ast
@@ -133,7 +135,7 @@ def test_kernel_grows_its_tables_and_resets_the_move_table(monkeypatch):
     query = parse("SELECT * WHERE (A AS x)+ ; B ; C FILTER x[v < 3] PARTITION BY [id] WITHIN 30 EVENTS")
     roomy = plan(query).executor()
     want = [m for f in _cut(frame, [1000, 2000]) for m in roomy.run(f)]
-    monkeypatch.setattr(K, "TABLE_CELLS", 1)
+    monkeypatch.setattr(kernel_state, "TABLE_CELLS", 1)
     tight = plan(query).executor(compact_min=64)
     got = [m for f in _cut(frame, [1000, 2000]) for m in tight.run(f)]
     assert got == want and len(want) > 100
@@ -233,7 +235,7 @@ def test_work_budget_returns_to_python_within_one_event():
             assert calls["n"] > 16 if budget else calls["n"] < 10
 
 
-@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1" or not K.HAVE_NUMBA,
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1" or not J.HAVE_NUMBA,
                     reason="already running uncompiled")
 def test_uncompiled_kernel_is_the_same_code():
     root = Path(__file__).resolve().parents[1]
@@ -246,7 +248,7 @@ def test_uncompiled_kernel_is_the_same_code():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.mark.skipif(not K.HAVE_NUMBA, reason="counts the compiled kernel's skips")
+@pytest.mark.skipif(not J.HAVE_NUMBA, reason="counts the compiled kernel's skips")
 def test_events_that_move_no_state_are_skipped():
     """In A ; B ; C every D (and, with no run open, every B or C) moves each live state to
     itself: the kernel skips it after one table check, and the matches stay exact."""

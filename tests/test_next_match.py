@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from cer_cli.compiler.correlation import AbsenceSite, Site
 from cer_cli.compiler.next_match import plan_next_match
 from cer_cli.engine import next_match as N
+from cer_cli.engine.driver import run_matches
 from cer_cli.events import Match
-from cer_cli.plan import Method, finish, plan
+from cer_cli.plan import Method, plan
 from cer_cli.query.checks import check_query
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
@@ -87,7 +88,7 @@ def chains(draw, max_steps: int = 4, next_form: float = 0.7, shorthand: bool = F
 
 def _run(query, events, executor=None) -> list:
     ex = executor if executor is not None else plan(query).executor()
-    return list(ex.run(events_frame(events))) + list(finish(ex))
+    return list(run_matches(ex, events_frame(events)))
 
 
 def _check(query, events, got) -> None:
@@ -302,7 +303,7 @@ def test_next_match_before_a_trailing_absence_equals_reference(text, events, ope
     compiled = plan(query)
     assert Method.NEXT_MATCH in compiled.correlation
     ex = compiled.executor(open_ends=open_ends)
-    got = list(ex.run(events_frame(events))) + list(finish(ex))
+    got = list(run_matches(ex, events_frame(events)))
     reference.assert_same_matches(got, reference.trailing_matches(query, events,
                                                                   open_ends=open_ends))
 

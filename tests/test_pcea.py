@@ -258,6 +258,58 @@ def test_projection_deduplicates_and_limit_keeps_latest_starts():
     assert sorted(m.start for m in got) == [1, 2]
 
 
+def test_hash_join_keys_are_equal_exactly_when_the_predicate_holds():
+    """The keys are ``compiler.predicates``' values, so ``=`` joins what it relates and
+    nothing else: a boolean never equals an integer, nor an instant its nanoseconds (Python
+    equals ``True`` with ``1``), whichever attribute of a class an event holds; an integer
+    equals a decimal and a float of the same value; NaN equals nothing."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import polars as pl
+
+    def run(text: str, a: pl.Series, b: pl.Series) -> list:
+        frame = events_frame([{"type": "A"}, {"type": "B"}]).with_columns(x=a, y=b)
+        compiled = compile_query(text)
+        assert compiled.executor_kind == "hash join"
+        return [(m.start, m.end) for m in compiled.run(frame)]
+
+    join = "SELECT * WHERE A AS a ; B AS b FILTER a.x = b.y"
+    both = "SELECT * WHERE A AS a ; B AS b FILTER a.x = b.y AND a.x = a.y"
+    assert run(join, pl.Series([True, None]), pl.Series([None, 1])) == []
+    assert run(join, pl.Series([dt.datetime(1970, 1, 1, 0, 0, 0, 1), None]),
+               pl.Series([None, 1000])) == []
+    assert run(join, pl.Series([1, None]), pl.Series([None, 1.0])) == [(0, 1)]
+    assert run(join, pl.Series([2, None]), pl.Series([None, Decimal("2.00")])) == [(0, 1)]
+    assert run(join, pl.Series([True, None]), pl.Series([None, True])) == [(0, 1)]
+    assert run(both, pl.Series([1.0, 1.0]), pl.Series([1, 1])) == [(0, 1)]
+    assert run(both, pl.Series([float("nan"), 1.0]), pl.Series([float("nan"), 1])) == []
+    assert run(both, pl.Series([True, None]), pl.Series([1, 1])) == []
+
+
+def test_the_hash_join_reports_through_the_cea_executors_strategies(monkeypatch):
+    """De-duplication and LIMIT are ``strategies.report``'s, for the hash join as for the
+    CEA executor (one rule each): distinct matches, the latest starts first."""
+    from cer_cli.engine import pcea as engine_pcea
+    from cer_cli.engine import strategies
+
+    calls = []
+
+    def spy(batch, strategy, limit, distinct=False):
+        calls.append((strategy, limit, distinct))
+        return strategies.report(batch, strategy, limit, distinct)
+
+    monkeypatch.setattr(engine_pcea, "report", spy)
+    events = ev("A:id=1 A:id=1 B:id=2 A:id=1 B:id=1 C:id=1 B:id=1")
+    text = "SELECT a, c WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id LIMIT 2"
+    compiled = compile_query(text)
+    assert compiled.executor_kind == "hash join" and compiled.rewritten.pcea.dedupe is not None
+    got = list(compiled.run(events_frame(events)))
+    assert calls and all(c == ("ALL", 2, True) for c in calls)
+    reference.check_limited(got, parse(text), events)
+    assert [(m.start, m.end) for m in got] == [(3, 5), (1, 5)]
+
+
 def test_partition_by_and_events_windows_count_in_the_partition():
     text = "SELECT * WHERE A AS a ; B AS b FILTER a.v = b.v PARTITION BY [id] WITHIN 1 EVENTS"
     events = [{"type": "A", "id": 1, "v": 0}, {"type": "A", "id": 2, "v": 0},

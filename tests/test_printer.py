@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
-from cer_cli.query.printer import quote_name, to_text
+from cer_cli.query.printer import groups_text, quote_name, shown, to_text, window_span
+from cer_cli.query.scope import strip_var
 from tests import gen_ast
 
 _FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,3 +117,29 @@ def test_mutated_queries_raise_only_query_errors(query, data):
         parse(text)
     except QueryError as e:
         assert e.span is not None and e.line is not None
+
+
+def test_shown_is_to_text_without_its_outer_parentheses():
+    """The one printer quotes predicates and formulas in messages and ``cer explain``: the
+    canonical text without the outer parentheses (parentheses inside strings and quoted
+    names do not count); a predicate whose variable was erased (an atom of the alphabet)
+    reads its attributes by bare name."""
+    q = parse("SELECT * WHERE T AS x ; H AS y FILTER x.tmp > 40 AND x.`a(b` = 'c)(' AND x.id = y.id")
+    pred = q.formula.predicate
+    assert shown(pred) == to_text(pred)[1:-1]
+    assert shown(pred.left.right) == "x[(`a(b` = 'c)(')]"
+    assert shown(pred.right) == "x.id = y.id"
+    assert shown(strip_var(pred.left)) == "(tmp > 40) AND (`a(b` = 'c)(')"
+    assert shown(q.formula.formula) == "(T AS x) ; (H AS y)"
+    assert shown(ast.AttrRef("x", "v")) == "x.v"
+
+
+def test_groups_and_windows_have_one_text():
+    """PARTITION BY groups and a window's reach are printed once, for the query text,
+    the executors' descriptions and the Spark fan-out."""
+    q = parse("SELECT * WHERE A ; B PARTITION BY [id, `user id`], [k] WITHIN 5 seconds")
+    assert groups_text(q.partition_by) == "[id, user id], [k]"
+    assert "PARTITION BY [id, `user id`], [k]" in to_text(q)
+    assert window_span(q.within) == "5000000000 ns of event time"
+    assert window_span(ast.EventsWindow(3)) == "3 events"
+    assert window_span(ast.AttributeWindow(2, "seq")) == "2 of attribute seq"

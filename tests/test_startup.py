@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cer_cli.engine import kernel as K
+from cer_cli.engine import jit as J
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numba", "polars", "pyarrow", "rich", "lark", "matplotlib")
@@ -158,7 +158,7 @@ def test_match_on_a_small_log_does_not_import_pyarrow(tmp_path):
     assert "pyarrow" in loaded
 
 
-@pytest.mark.skipif(not K.HAVE_NUMBA, reason="needs numba")
+@pytest.mark.skipif(not J.HAVE_NUMBA, reason="needs numba")
 def test_cer_jit_forces_the_compiled_kernel(tmp_path):
     loaded, proc = _loaded(["match", "-e", "A ; B ; C", str(_log(tmp_path, 3)), "--count"],
                            CER_JIT="1")
@@ -178,12 +178,12 @@ def test_a_run_switches_to_the_compiled_kernel_once_large(monkeypatch):
     want = [plain.count(frame.slice(0, 30)), plain.count(frame.slice(30))]
     assert plain._k.jit is False and want[0] > 0 and want[1] > 0
     monkeypatch.delenv("CER_JIT")
-    monkeypatch.setattr(K, "JIT_MIN_EVENTS", 60)
+    monkeypatch.setattr(J, "JIT_MIN_EVENTS", 60)
     ex = compile_query("A ; B ; C WITHIN 5 EVENTS").executor()
     assert ex.count(frame.slice(0, 30)) == want[0]
     assert ex._k.jit is None and ex._k._fns == {}
     assert ex.count(frame.slice(30)) == want[1]
-    assert ex._k.jit is True and ex._k._fns is K.compiled()
+    assert ex._k.jit is True and ex._k._fns is J.compiled()
 
 
 def test_bench_writes_only_ignored_files(monkeypatch):
@@ -203,27 +203,25 @@ def test_a_large_log_starts_loading_the_compiled_kernel_early(monkeypatch):
     """A run expected to be large (``estimate_events``) starts numba's import in a
     background thread, to overlap the read of the log (issue #15); a small one, or
     ``CER_JIT=0``, does not."""
-    from cer_cli.engine import run
-
     started = []
-    monkeypatch.setattr(run, "_load_jit", lambda: started.append(True))
+    monkeypatch.setattr(J, "_load_jit", lambda: started.append(True))
     monkeypatch.delenv("CER_JIT", raising=False)
-    assert run.warm_up_jit(K.JIT_MIN_EVENTS - 1) is None
-    thread = run.warm_up_jit(K.JIT_MIN_EVENTS)
-    if K.HAVE_NUMBA:
+    assert J.warm_up_jit(J.JIT_MIN_EVENTS - 1) is None
+    thread = J.warm_up_jit(J.JIT_MIN_EVENTS)
+    if J.HAVE_NUMBA:
         thread.join()
         assert started == [True] and thread.daemon
     else:
         assert thread is None
     monkeypatch.setenv("CER_JIT", "0")
-    assert run.warm_up_jit(10**9) is None
+    assert J.warm_up_jit(10**9) is None
 
 
-@pytest.mark.skipif(not K.HAVE_NUMBA, reason="needs numba")
+@pytest.mark.skipif(not J.HAVE_NUMBA, reason="needs numba")
 def test_match_on_a_large_log_loads_numba_and_counts_the_same(tmp_path):
     """The whole path: a log past ``JIT_MIN_EVENTS`` runs compiled (warmed up in the
     background) and counts what the uncompiled run counts."""
-    log = _log(tmp_path, K.JIT_MIN_EVENTS + 3)
+    log = _log(tmp_path, J.JIT_MIN_EVENTS + 3)
     args = ["match", "-e", "A ; B ; C WITHIN 5 EVENTS", str(log), "--count"]
     loaded, proc = _loaded(args)
     assert proc.returncode == 0 and "numba" in loaded, proc.stderr

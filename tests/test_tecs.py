@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cer_cli.engine import kernel as K
-from cer_cli.engine.kernel import BOTTOM, KIND, LAB, MX, OUTPUT, POS, UNION, A, B
+from cer_cli.engine.kernel import BOTTOM, KIND, LAB, MX, NPOS, OUTPUT, UNION, A, B
 
 NO_WINDOW = None
 
@@ -84,9 +84,9 @@ def semantics(t: Tecs, n: int) -> Counter:
     nodes = t.nodes
     k = t.kind(n)
     if k == BOTTOM:
-        return Counter({(int(nodes[n, POS]), int(t.mt[n]), ()): 1})
+        return Counter({(int(nodes[n, NPOS]), int(t.mt[n]), ()): 1})
     if k == OUTPUT:
-        mark = (int(nodes[n, POS]), int(nodes[n, LAB]))
+        mark = (int(nodes[n, NPOS]), int(nodes[n, LAB]))
         return Counter({(s, tm, tuple(sorted(ev + (mark,)))): c for (s, tm, ev), c in semantics(t, nodes[n, A]).items()})
     return semantics(t, nodes[n, A]) + semantics(t, nodes[n, B])
 

@@ -52,7 +52,8 @@ from cer_cli.events import STREAM, TYPE
 from cer_cli.query import ast
 from cer_cli.query.checks import LIKE_SYNTAX_HINT, iso_datetime, like_pattern_error
 from cer_cli.query.errors import QueryError
-from cer_cli.query.scope import pred_vars, strip_var
+from cer_cli.query.printer import shown
+from cer_cli.query.scope import bottom_up, operands, pred_vars, strip_var
 
 # --------------------------------------------------------------------------- atoms
 
@@ -302,17 +303,26 @@ def _decimal_text(expr: pl.Expr) -> pl.Expr:
 
 
 def key_expressions(columns: list[str], schema: Mapping[str, pl.DataType]) -> list[pl.Expr | None]:
-    """The values of ``columns`` (the attributes of one equality class of a hash join), as
-    expressions whose Python values (``to_list``) are equal, and hash equal, exactly when
-    ``=`` holds between them: exact integers and decimals (Python's ``Decimal`` equals and
-    hashes as the integer it equals), all as float64 when the class also holds floats,
-    instants as integers of nanoseconds. None for a column the frame lacks or cannot
-    compare (its key is null: it joins nothing)."""
-    values = [_column(c, schema[c]) if c in schema else None for c in columns]
+    """The values of ``columns`` (the attributes of one equality class of a hash join) as
+    ``value_expression`` reads them, as expressions whose Python values (``to_list``) are
+    equal, and hash equal, exactly when ``=`` holds between them (``comparison_pair``):
+    exact integers and decimals (Python's ``Decimal`` equals and hashes as the integer it
+    equals), all as float64 when the class also holds floats, instants as integers of
+    nanoseconds. In a class that mixes kinds ``=`` never relates (a boolean and an integer,
+    an instant and a number), each value that is not a number becomes text tagged with its
+    kind: Python would equal ``True`` with ``1`` and an instant with its integer. None for a
+    column the frame lacks or cannot compare (its key is null: it joins nothing)."""
+    values = [value_expression(ast.AttrRef("", c), schema) for c in columns]
     kinds = {v[1] for v in values if v is not None}
     floats = "float" in kinds and len(kinds & _NUMBERS) > 1
-    return [None if v is None else v[0].cast(pl.Float64) if floats and v[1] in _NUMBERS
-            else v[0] for v in values]
+    mixed = len({"number" if k in _NUMBERS else k for k in kinds}) > 1
+
+    def key(expr: pl.Expr, kind: str) -> pl.Expr:
+        if kind in _NUMBERS:
+            return expr.cast(pl.Float64) if floats else expr
+        return pl.concat_str(pl.lit(f"{kind}:"), expr.cast(pl.String)) if mixed else expr
+
+    return [None if v is None else key(*v) for v in values]
 
 
 def _wide(expr: pl.Expr, kind: str) -> pl.Expr:
@@ -348,7 +358,7 @@ def _check_width(node: ast.Expr, schema: Mapping[str, pl.DataType], column: Colu
     """Refuse integer arithmetic that could leave 128 bits (it would not be exact)."""
     if _magnitude(node, schema, column) >= _WIDE_LIMIT:
         raise QueryError(
-            f"integer arithmetic '{describe_expr(node)}' may exceed 128 bits, where it would"
+            f"integer arithmetic '{shown(node)}' may exceed 128 bits, where it would"
             " not be exact", node.span,
             hints=["split the product, or make one operand a float (e.g. 2.0) to compute"
                    " approximately"])
@@ -440,21 +450,6 @@ def _strict(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
     return _atom_expr(pred, schema, column)
 
 
-def _operands(pred: ast.Predicate) -> list[ast.Expr]:
-    """The value expressions inside a predicate; it is undefined if any of them is null."""
-    if isinstance(pred, (ast.And, ast.Or)):
-        return _operands(pred.left) + _operands(pred.right)
-    if isinstance(pred, ast.Not):
-        return _operands(pred.operand)
-    if isinstance(pred, ast.Compare):
-        return [pred.left, pred.right]
-    if isinstance(pred, ast.InRange):
-        return [pred.operand, pred.low, pred.high]
-    if isinstance(pred, (ast.Like, ast.InSet, ast.InInterval)):
-        return [pred.operand]
-    return []
-
-
 def _never_null(expr: pl.Expr | None) -> pl.Expr:
     rows = pl.repeat(True, pl.len(), dtype=pl.Boolean)  # one value per row, even for constants
     return rows & False if expr is None else rows & expr.fill_null(False)
@@ -472,7 +467,7 @@ def predicate_expression(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
     one combination of events per row, e.g. ``column=lambda r: f"{r.var}.{r.attr}"``.
     """
     expr = _strict(pred, schema, column)
-    values = [_value(e, schema, column) for e in _operands(pred)]
+    values = [_value(e, schema, column) for e in operands(pred)]
     if expr is None or any(v is None for v in values):
         return _never_null(None)
     for v in values:
@@ -616,7 +611,8 @@ class Alphabet:
         if isinstance(guard, GAtom):
             return describe_atom(self.atoms[guard.index])
         if isinstance(guard, GNot):
-            return f"NOT {self.describe_guard(guard.operand)}"
+            inner = self.describe_guard(guard.operand)
+            return f"NOT ({inner})" if " AND " in inner or " OR " in inner else f"NOT {inner}"
         parts = [self.describe_guard(g) for g in guard.operands]
         if isinstance(guard, GAnd):
             return " AND ".join(f"({p})" if " OR " in p else p for p in parts) or "TRUE"
@@ -624,59 +620,19 @@ class Alphabet:
 
 
 def _collect(formula: ast.Formula, atoms: dict[Atom, None]) -> None:
-    if isinstance(formula, ast.EventType):
-        atoms[TypeTest(formula.name)] = None
-        if formula.stream is not None:
-            atoms[StreamTest(formula.stream)] = None
-        return
-    if isinstance(formula, ast.Filter):
-        _collect(formula.formula, atoms)
-        if len(pred_vars(formula.predicate)) <= 1 and not isinstance(formula.predicate, ast.BoolConst):
-            atoms[AttrTest(strip_var(formula.predicate))] = None
-        return
-    for child in vars(formula).values():
-        if isinstance(child, (ast.EventType, ast.As, ast.Seq, ast.FOr, ast.Plus, ast.Filter, ast.FNot)):
-            _collect(child, atoms)
+    """The atoms of ``formula``'s event types and unary filters, each after those inside it
+    (ψ of ``; !ψ ;`` and the atom of ``NOT`` included: the CEA tests them too)."""
+    for f in bottom_up(formula):
+        if isinstance(f, ast.EventType):
+            atoms[TypeTest(f.name)] = None
+            if f.stream is not None:
+                atoms[StreamTest(f.stream)] = None
+        elif (isinstance(f, ast.Filter) and len(pred_vars(f.predicate)) <= 1
+              and not isinstance(f.predicate, ast.BoolConst)):
+            atoms[AttrTest(strip_var(f.predicate))] = None
 
 
 # --------------------------------------------------------------------------- text
-
-
-def describe_expr(node: ast.Expr) -> str:
-    if isinstance(node, ast.Literal) and isinstance(node.value, bool):
-        return "TRUE" if node.value else "FALSE"
-    if isinstance(node, ast.Literal):
-        return repr(node.value) if isinstance(node.value, str) else str(node.value)
-    if isinstance(node, ast.AttrRef):
-        return node.attr if not node.var else f"{node.var}.{node.attr}"
-    if isinstance(node, ast.Neg):
-        return f"-{describe_expr(node.operand)}"
-    return f"({describe_expr(node.left)} {node.op} {describe_expr(node.right)})"
-
-
-def describe_predicate(pred: ast.Predicate) -> str:
-    if isinstance(pred, ast.BoolConst):
-        return "TRUE" if pred.value else "FALSE"
-    if isinstance(pred, ast.And):
-        return f"({describe_predicate(pred.left)} AND {describe_predicate(pred.right)})"
-    if isinstance(pred, ast.Or):
-        return f"({describe_predicate(pred.left)} OR {describe_predicate(pred.right)})"
-    if isinstance(pred, ast.Not):
-        return f"NOT {describe_predicate(pred.operand)}"
-    if isinstance(pred, ast.Compare):
-        return f"{describe_expr(pred.left)} {pred.op} {describe_expr(pred.right)}"
-    if isinstance(pred, ast.Like):
-        return f"{describe_expr(pred.operand)} LIKE {pred.pattern!r}"
-    neg = "NOT " if getattr(pred, "negated", False) else ""
-    if isinstance(pred, ast.InSet):
-        values = ", ".join(describe_expr(v) for v in pred.values)
-        return f"{describe_expr(pred.operand)} {neg}IN {{{values}}}"
-    if isinstance(pred, ast.InInterval):
-        lo = "" if pred.low is None else describe_expr(pred.low)
-        hi = "" if pred.high is None else describe_expr(pred.high)
-        return f"{describe_expr(pred.operand)} {neg}IN {{{lo}..{hi}}}"
-    return (f"{describe_expr(pred.operand)} IN RANGE "
-            f"({describe_expr(pred.low)}, {describe_expr(pred.high)})")
 
 
 def describe_atom(atom: Atom) -> str:
@@ -684,4 +640,4 @@ def describe_atom(atom: Atom) -> str:
         return f"type = {atom.name}"
     if isinstance(atom, StreamTest):
         return f"stream = {atom.name}"
-    return describe_predicate(atom.predicate)
+    return shown(atom.predicate)

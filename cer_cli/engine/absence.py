@@ -46,6 +46,7 @@ from cer_cli.compiler.predicates import AttrTest, StreamTest, TypeTest, atom_exp
 from cer_cli.engine.executor import prepare_frame, window_bound
 from cer_cli.engine.post_filter import MATCH_ID as _MATCH
 from cer_cli.engine.post_filter import gap_hits
+from cer_cli.engine.strategies import dedupe, project
 from cer_cli.events import KEY, POS, STREAM, TIME, TYPE, Match, MatchBatch, as_matches, batch_of
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
@@ -92,6 +93,19 @@ def _check_time_attribute(frame: pl.DataFrame, w: ast.AttributeWindow) -> None:
                    " WITHIN n EVENTS"])
 
 
+def trailing_method(site) -> tuple[str, str]:
+    """How a trailing ψ compared with the match (``AbsenceSite``) is checked, and its cost:
+    what ``describe`` and the plan's per-predicate methods say."""
+    if site.method == "bisect":
+        return (f"bisect on {site.etype.label}.{site.key[0].attr}",
+                "per match O(log n): the first ψ event after φ's last event with the match's"
+                " value, by an as-of join on ψ's events sorted by (partition, value, position);"
+                " n: the events kept, each partition's last window")
+    return ("scan of the window",
+            "per match, every ψ event between φ's last event and the deadline is tested:"
+            " O(ψ events in the window); memory: each partition's last window of events")
+
+
 class TrailingAbsence:
     """The executor of ``φ ; !ψ``: ``inner`` evaluates φ (any ``Executor``), this one holds
     its matches until their deadline passes (see the module docstring)."""
@@ -125,18 +139,15 @@ class TrailingAbsence:
     def describe(self) -> str:
         if self.site is not None:
             site = self.site
-            how = (f"bisect on {site.etype.label}.{site.key[0].attr}: an as-of join by"
-                   " (partition, value), O(log n) per match" if site.method == "bisect" else
-                   "scan of the window: every ψ event between φ's last event and the deadline"
-                   " tested, O(ψ events in the window) per match")
+            how, cost = trailing_method(site)
             return "\n".join([
                 self.inner.describe(),
                 "trailing absence compared with the match (ψ reads"
                 f" {', '.join(sorted(site.match_vars))}): each match of φ waits until its"
                 " deadline τ(first event) + W passes, then is reported at the first event of"
                 " its partition past it unless an event between φ's last event and that one"
-                f" satisfies ψ with the match's bindings ({how}); memory: the waiting matches"
-                " and each partition's events of its last window",
+                f" satisfies ψ with the match's bindings ({how}: {cost}); memory: the waiting"
+                " matches and each partition's events of its last window",
             ])
         return "\n".join([
             self.inner.describe(),
@@ -191,7 +202,16 @@ class TrailingAbsence:
             out = self._decide(out)
             self._prune()
         if out:
-            yield batch_of(out)
+            yield self._reported(out)
+
+    def _reported(self, matches: list[Match]) -> MatchBatch:
+        """The due matches as reported: without the variables only a correlated ψ reads,
+        once each (φ's matches with one start and one map that ended at different events
+        became one match at the reporting event)."""
+        batch = batch_of(matches)
+        if self.site is not None and self.select is not None:
+            batch = project(batch, self.select)
+        return dedupe(batch)
 
     def _remember_locals(self, prepared: pl.DataFrame) -> None:
         """For ``WITHIN n EVENTS`` over an inner executor whose batches lack ``start_local``:
@@ -236,9 +256,10 @@ class TrailingAbsence:
             # a correlated ψ already seen still blocks: the window is open after it
             ended = [(key, m, self._end) for key, m in waiting]
             done = self._decide(ended) if self.site is not None else [m for _, m, _ in ended]
-            once = {(m.start, m.events, m.partition): m for m in done}
-            if once:
-                yield batch_of([Match(s, self._end, e, p) for s, e, p in sorted(once, key=repr)])
+            if done:
+                opened = self._reported([Match(m.start, self._end, m.events, m.partition)
+                                         for m in done]).matches()
+                yield batch_of(sorted(opened, key=lambda m: repr((m.start, m.events, m.partition))))
         self._rows = None
 
     def _advance(self, frame: pl.DataFrame, candidates) -> list:
@@ -269,17 +290,9 @@ class TrailingAbsence:
             taus.append(t)
             heap = waiting.get(key)
             if heap:
-                if heap[0][0] < t:
-                    # φ's matches with one start and one map (ending at different events)
-                    # become one match [start, p]: reported once
-                    seen = set()
-                    while heap and heap[0][0] < t:
-                        m = heapq.heappop(heap)[2]
-                        if corr:
-                            out.append((key, m, p))
-                        elif (m.start, m.events) not in seen:
-                            seen.add((m.start, m.events))
-                            out.append(Match(m.start, p, m.events, m.partition))
+                while heap and heap[0][0] < t:
+                    m = heapq.heappop(heap)[2]
+                    out.append((key, m, p) if corr else Match(m.start, p, m.events, m.partition))
                 if not corr and psi[n]:
                     heap.clear()
             for deadline, m in candidates.get(p, ()):
@@ -309,8 +322,8 @@ class TrailingAbsence:
 
     def _decide(self, due: list) -> list[Match]:
         """The due matches ``(partition, match of φ, reporting position)`` that no event
-        between φ's last event and the reporting one blocks (ψ with their bindings), with
-        the variables only ψ reads dropped, once each."""
+        between φ's last event and the reporting one blocks (ψ with their bindings), ended
+        at the reporting position."""
         if not due:
             return []
         site, rows = self.site, self._rows
@@ -328,18 +341,8 @@ class TrailingAbsence:
             cands = (cands.with_columns(pl.Series("__at", at, dtype=pl.Int64))
                      .join(table, left_on="__at", right_on=POS, how="left").drop("__at"))
         blocked = set(gap_hits(site, cands.sort(_MATCH), rows).tolist())
-        out, seen = [], set()
-        for i, (_, m, r) in enumerate(due):
-            if i in blocked:
-                continue
-            events = m.events
-            if self.select is not None:
-                events = tuple((p, kept) for p, labels in events
-                               if (kept := tuple(x for x in labels if x in self.select)))
-            if (m.start, r, events, m.partition) not in seen:
-                seen.add((m.start, r, events, m.partition))
-                out.append(Match(m.start, r, events, m.partition))
-        return out
+        return [Match(m.start, r, m.events, m.partition)
+                for i, (_, m, r) in enumerate(due) if i not in blocked]
 
     def _count_only(self, frame: pl.DataFrame) -> None:
         part = self._partition_ids(frame)

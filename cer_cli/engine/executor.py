@@ -1,5 +1,6 @@
 """What every executor shares: the ``Executor`` protocol, its statistics, and the
 column-wise preparation of an event frame (FROM, PARTITION BY keys, the window time).
+``engine/driver.py`` runs any executor over a log through this protocol.
 
 ``Engine`` (Algorithm 1 over a CEA, ``engine/run.py``) and ``HashJoinEngine`` (the PCEA hash
 join, ``engine/pcea.py``) both implement ``Executor`` and both import this module, never
@@ -17,6 +18,7 @@ import polars as pl
 from cer_cli.events import ROW, STREAM, TIME, Match, MatchBatch
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
+from cer_cli.query.printer import window_span
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,12 @@ class Executor(Protocol):
 
     def count(self, frame: pl.DataFrame) -> int:
         """How many matches ``run(frame)`` would yield."""
+        ...
+
+    def finish(self) -> Iterator[MatchBatch]:
+        """What the executor still reports once the log has ended (a trailing absence's
+        open matches, when asked for); nothing for an executor without open matches. The
+        pass is over afterwards."""
         ...
 
     @property
@@ -182,8 +190,5 @@ def window_text(w: ast.Window | None, kept: str) -> str:
     """The window as ``describe`` prints it; ``kept`` names what lives until it closes."""
     if w is None:
         return f"no window: {kept} are kept for the whole log"
-    if isinstance(w, ast.EventsWindow):
-        return f"window {w.count} events (positions in the partition's stream)"
-    if isinstance(w, ast.DurationWindow):
-        return f"window {w.nanoseconds} ns of event time"
-    return f"window {w.amount} of attribute {w.attr}"
+    where = " (positions in the partition's stream)" if isinstance(w, ast.EventsWindow) else ""
+    return f"window {window_span(w)}{where}"

@@ -1,12 +1,12 @@
 """The one evaluator of a CEA: Algorithm 1 of CORE (§4.3), tECS compaction and windowed
 enumeration (Algorithm 2), over numpy arrays.
 
-Written over typed arrays so numba can compile it (``cache=True``: compiled once per
-machine). The module's names are the plain functions; ``compiled()`` imports numba and
-returns the compiled ones, which a run asks for only when its input is large
-(``want_jit``), so small logs never pay numba's import and cache load. Without numba, or
-with ``NUMBA_DISABLE_JIT=1``, the very same functions run as plain Python, which is slow but
-lets the tests exercise this code with and without compilation.
+Written over typed arrays so numba can compile it. This module holds only those functions,
+as plain Python, and the constants of their arrays' layout; ``engine/jit.py`` compiles them
+(``cache=True``: once per machine) when a run is large, and ``engine/kernel_state.py``
+(``KernelState``) owns the arrays, calls ``run_events`` and answers what it asks for. Without
+numba, or with ``NUMBA_DISABLE_JIT=1``, the very same functions run as plain Python, which
+is slow but lets the tests exercise this code with and without compilation.
 
 The tECS (timed enumerable compact set, CORE §4.1–4.2 and App. B) is a DAG of three node
 kinds: a *bottom* is where a run started (its position, its window time, and in field ``B``
@@ -26,11 +26,11 @@ committing it by swapping row indices (T' never gets copied back), windowed enum
 from the final det-states (skipped at once when the table holds none), CONSUME BY, and
 compaction when the node arrays doubled since the last one. With a LIMIT
 (``st[LIMIT_K]``) the loop stops instead of enumerating (``NEED_LIMIT``) and the caller
-enumerates only the event's k latest starts, best-first (``latest_first``).
+enumerates only the event's k latest starts, best-first (``kernel_state.latest_first``).
 
 Layout (all owned by ``KernelState``):
 
-* tECS nodes: ``nodes[n] = (kind, pos, mx, a, b, lab)`` (int64) and ``mt[n]`` (int64 or
+* tECS nodes: ``nodes[n] = (kind, npos, mx, a, b, lab)`` (int64) and ``mt[n]`` (int64 or
   float64, the window-time dtype); ``st[NN]`` nodes are in use. The arrays double when full.
 * Per partition ``p`` the Algorithm-1 table in row ``r = prow[p]``, in insertion order:
   ``tlen[r]`` entries, entry ``k`` is det-state ``tstate[r, k]`` with union-list
@@ -64,96 +64,14 @@ candidates the loop returns ``NEED_DECIDE`` without consuming, and the caller co
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import threading
-
 import numpy as np
 
-from cer_cli import signals
-
-#: numba is imported only when a run asks for the compiled kernel (``compiled``): importing
-#: it and loading the cached machine code costs ~1 s, more than a small log takes uncompiled.
-HAVE_NUMBA = importlib.util.find_spec("numba") is not None
-
-#: name -> compile without reference counting? (the functions ``compiled`` compiles)
-_JIT: dict[str, bool] = {}
-#: the functions numba inlines into their callers (see ``njit_inline``)
-_INLINE: set[str] = set()
-_PLAIN: dict = {}  # name -> the plain function (to tell when a test replaced the name)
-
-
-def njit(f):
-    """Mark ``f`` for compilation; the module keeps the plain function (see ``compiled``)."""
-    _JIT[f.__name__], _PLAIN[f.__name__] = False, f
-    return f
-
-
-def njit_plain(f):
-    """``njit`` without numba's reference counting (``_nrt=False``): such a function
-    cannot allocate, and in exchange pays nothing for the arrays it passes around —
-    with counting on, the atomic increments per call cost more than the algorithm."""
-    _JIT[f.__name__], _PLAIN[f.__name__] = True, f
-    return f
-
-
-def njit_inline(f):
-    """``njit_plain``, and inlined into its callers (numba's ``inline="always"``): the
-    tECS and union-list helpers run several times per event, and an array argument of a
-    compiled call is passed as some seven machine words, so a call to ``_add`` with its
-    three arrays cost about as much as the node it creates."""
-    _INLINE.add(f.__name__)
-    return njit_plain(f)
-
-
-_compiled: dict | None = None
-_compiling = threading.Lock()
-
-
-def compiled() -> dict:
-    """The numba-compiled kernel functions by name (compiled with ``cache=True`` on first
-    call, then loaded from numba's cache). They are copies of this module's functions over a
-    copy of its globals in which every marked name is the compiled version, so compiled
-    code calls compiled code; the module's own names stay plain Python. Without numba, or
-    with ``NUMBA_DISABLE_JIT=1``, the plain functions themselves (so tests can patch them)."""
-    global _compiled
-    with _compiling:
-        if _compiled is None:
-            _compiled = _compile_all()
-    return _compiled
-
-
-def _compile_all() -> dict:
-    if not HAVE_NUMBA or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
-        return {}
-    import types
-
-    import numba
-
-    g = dict(globals())
-    for name, no_nrt in _JIT.items():
-        f = globals()[name]
-        copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
-        copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, __name__, f.__doc__
-        opts = {"_nrt": False} if no_nrt else {}
-        if name in _INLINE:
-            opts["inline"] = "always"
-        g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
-    return {name: g[name] for name in _JIT}
-
-
-#: A run switches to the compiled functions once it has seen this many events (before
-#: that, plain Python costs less than numba's import and cache load, ~0.5-1 s).
-JIT_MIN_EVENTS = 20_000
-
-
-def jit_forced() -> bool | None:
-    """``CER_JIT=1`` / ``CER_JIT=0``: always / never compiled; otherwise ``None`` (by size)."""
-    forced = os.environ.get("CER_JIT", "")
-    return forced == "1" if forced in ("0", "1") else None
+from cer_cli.engine.jit import njit, njit_inline, njit_plain
 
 BOTTOM, OUTPUT, UNION = 0, 1, 2
-KIND, POS, MX, A, B, LAB = 0, 1, 2, 3, 4, 5
+#: the columns of a tECS node: its kind, its event's position (``NPOS``), its max-start as a
+#: position, its children, its label set
+KIND, NPOS, MX, A, B, LAB = 0, 1, 2, 3, 4, 5
 UNKNOWN = -2
 
 # st[...] slots: scalar state shared with the caller.
@@ -173,7 +91,7 @@ def _add(nodes, mt, st, kind, pos, mx, t, a, b, lab):
     array: numba reference-counts every array a call returns, which cost ~30 ns per call."""
     n = st[NN]
     nodes[n, KIND] = kind
-    nodes[n, POS] = pos
+    nodes[n, NPOS] = pos
     nodes[n, MX] = mx
     nodes[n, A] = a
     nodes[n, B] = b
@@ -377,7 +295,7 @@ def _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed):
             if k == UNION:
                 b = remap[b]
             nodes[nn, KIND] = k
-            nodes[nn, POS] = nodes[x, POS]
+            nodes[nn, NPOS] = nodes[x, NPOS]
             nodes[nn, MX] = nodes[x, MX]
             nodes[nn, A] = a
             nodes[nn, B] = b
@@ -418,6 +336,8 @@ SPARE, NSLOTS = 35, 36
 UPDATE, ENUMERATE = 0, 2
 NEED_ROOM, NEED_WIDTH, NEED_OUT, NEED_COMPACT, NEED_DECIDE, NEED_LIMIT = 2, 3, 4, 5, 6, 7
 NEED_YIELD = 8
+#: ``_update``'s answer for an event that changes no table (not a status of ``run_events``)
+IDLE = -1
 
 
 @njit
@@ -509,7 +429,7 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune,
                         st[NEED_SCRATCH] = ne + d
                         status = -1
                         break
-                    o_start[nm] = nodes[x, POS]
+                    o_start[nm] = nodes[x, NPOS]
                     o_end[nm] = pos
                     o_part[nm] = part
                     o_sloc[nm] = nodes[x, B]
@@ -527,7 +447,7 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune,
                     st[NEED_PATH] = d + 1
                     status = -1
                     break
-                path_pos[d] = nodes[x, POS]
+                path_pos[d] = nodes[x, NPOS]
                 path_lab[d] = nodes[x, LAB]
                 d += 1
                 x = nodes[x, A]
@@ -570,6 +490,183 @@ def _enumerate(nodes, mt, st, tstate, ulen, ul, final, p, ns, pos, local, prune,
     return reported
 
 
+@njit_inline
+def _update(i, cols, positions, keys, times, hastime, by_events, has_bound, bound, initial,
+            final, tunm, toff, tcnt, mq, ml, nodes, mt, st, now, ctx,
+            tstate, tlen, ulen, ul, prow, pcount, slot_of, one):
+    """Algorithm 1 (CORE §4.3) for event ``i``: its partition's table T (row ``prow[p]``)
+    read, pruned by the window, and the new table T' built in the spare row
+    (``st[SPARE]``), then committed by swapping the two rows (T' is never copied back).
+    Returns ``DONE`` (committed; the event's partition, row, position and pruning are in
+    ``st`` for ``_ended``), ``IDLE`` (the event changes no table: only its partition's
+    count advanced), or ``NEED_MOVE``/``NEED_ROOM``/``NEED_WIDTH`` with the event undone."""
+    c = cols[i]
+    pos = positions[i]
+    p = keys[i]
+    r = prow[p]
+    st[WORK] += 1 + tlen[r]
+    local = pcount[p]
+    if by_events:
+        t = local
+        ht = True
+    else:
+        t = times[i]
+        ht = hastime[i]
+    prune = has_bound and ht
+    tau = t - bound
+    # One pass over T (row r), building T' in the spare row. T is only pruned (idempotent)
+    # until the commit, so a move not known yet or too small a node array undoes the event
+    # (its nodes are dropped) and returns; the caller fills the move or grows the arrays
+    # and the event is done again from the start.
+    sp = st[SPARE]
+    nstate = tstate[sp]
+    nulen = ulen[sp]
+    nul = ul[sp]
+    nn0 = st[NN]
+    alloc0 = st[ALLOC]
+    cap = nodes.shape[0]
+    ns = 0
+    status = DONE
+    q = initial
+    unm = tunm[q, c]
+    cnt0 = tcnt[q, c]
+    if unm == UNKNOWN:  # asked even without a window time: the move table fills alike
+        st[MISS_STATE] = q
+        st[MISS_COL] = c
+        return NEED_MOVE
+    # an event that moves every live det-state to itself, unmarked, starts nothing
+    # and ends nothing changes no table: only its partition's count advances
+    idle = (not ht) or (unm < 0 and cnt0 == 0)
+    if ht and (unm >= 0 or cnt0 > 0):
+        need = 5 + 4 * cnt0  # nodes: the bottom, and ``_exec``'s bound per list
+        if nn0 + need > cap:
+            st[NEED_NODES] = nn0 + need
+            return NEED_ROOM
+        st[WORK] += need
+        one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
+        ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                   unm, toff[q, c], cnt0, mq, ml, one, 1, pos)
+    for k in range(tlen[r]):
+        if ns < 0:
+            break
+        length = ulen[r, k]
+        if prune:
+            if length == 0 or mt[ul[r, k, 0]] < tau:
+                continue  # the head has the list's max-start: all of it expired
+            if mt[ul[r, k, length - 1]] < tau:  # drop expired entries, in place
+                m = 0
+                for e in range(length):
+                    x = ul[r, k, e]
+                    if mt[x] >= tau:
+                        ul[r, k, m] = x
+                        m += 1
+                ulen[r, k] = m
+                length = m
+        q = tstate[r, k]
+        unm = tunm[q, c]
+        cnt0 = tcnt[q, c]
+        if unm == UNKNOWN:
+            st[MISS_STATE] = q
+            st[MISS_COL] = c
+            status = NEED_MOVE
+            break
+        need = length + 4 * cnt0 + 3
+        if st[NN] + need > cap:
+            st[NEED_NODES] = st[NN] + need
+            status = NEED_ROOM
+            break
+        st[WORK] += need
+        if idle and (unm != q or cnt0 > 0 or final[q]):
+            idle = False
+        ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
+                   unm, toff[q, c], cnt0, mq, ml, ul[r, k], length, pos)
+    if ns < 0:  # a union-list outgrew the rows' width
+        for q in range(slot_of.shape[0]):
+            slot_of[q] = -1
+        st[NEED_SCRATCH] = ul.shape[2] + 1
+        status = NEED_WIDTH
+    else:
+        for k in range(ns):
+            slot_of[nstate[k]] = -1
+    if status != DONE or idle:  # undo: T is intact, T' and its nodes are dropped
+        st[NN] = nn0
+        st[ALLOC] = alloc0
+        if status != DONE:
+            return status
+        pcount[p] = local + 1
+        if ht:
+            now[0] = t
+            st[HAVE_NOW] = 1
+        st[EVENTS] += 1
+        st[SKIPPED] += 1
+        return IDLE
+    # ---- commit: the new table replaces the old one by swapping rows
+    pcount[p] = local + 1
+    if ht:
+        now[0] = t
+        st[HAVE_NOW] = 1
+    prow[p] = sp
+    tlen[sp] = ns
+    tlen[r] = 0
+    st[SPARE] = r
+    st[P_PART] = p
+    st[P_ROW] = sp
+    st[P_POS] = pos
+    st[P_PRUNE] = 1 if prune else 0
+    ctx[0] = tau
+    st[EVENTS] += 1
+    return DONE
+
+
+@njit_inline
+def _ended(i, by_events, hastime, emit, count_paths, final, nodes, mt, st, ctx,
+           tstate, tlen, ulen, ul, pcount, cnt, cst,
+           es_node, es_depth, path_pos, path_lab,
+           o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab):
+    """How many complex events end at the committed event ``i``: windowed enumeration
+    (Algorithm 2) from the final det-states of its table (``st[P_ROW]``), or LIMIT k's
+    number once the caller enumerated its latest starts, or (count only, no window) the
+    sum of node counts. Negative when the caller must act first (``-NEED_LIMIT``,
+    ``-NEED_BIGCOUNT``, ``-NEED_YIELD``, ``-NEED_OUT``; the call then resumes)."""
+    r = st[P_ROW]
+    prune = st[P_PRUNE] == 1
+    reported = 0
+    ended = st[E_ON] != 0  # a final det-state in the table (or an enumeration resumes)
+    if not ended:
+        for k in range(tlen[r]):
+            if final[tstate[r, k]]:
+                ended = True
+                break
+    if (by_events or hastime[i]) and st[LIMIT_K] > 0:
+        # LIMIT k: the caller enumerates the k latest starts (``latest_first``)
+        if st[LIMIT_DONE] > 0:
+            reported = st[LIMIT_DONE] - 1
+            st[LIMIT_DONE] = 0
+        elif st[LIMIT_K] > 1 and ended:
+            return -NEED_LIMIT
+    elif count_paths and hastime[i]:
+        # count only, no window: sum node counts instead of enumerating
+        if cst[C_BIG] > 0:  # the caller counted this event (and added all but 1)
+            reported = cst[C_BIG] - 1
+            cst[C_BIG] = 0
+        else:
+            reported = _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, r, tlen[r])
+            if reported < 0 or st[MATCHES] + reported > BIG:
+                return -NEED_BIGCOUNT
+        cst[C_COUNTED] += 1
+    elif (by_events or hastime[i]) and ended:  # (no final det-state: nothing ends)
+        reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, r, tlen[r],
+                              st[P_POS], pcount[st[P_PART]] - 1, prune, ctx[0], emit,
+                              es_node, es_depth, path_pos, path_lab,
+                              o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
+        if reported == -2:
+            st[WORK] = 0
+            return -NEED_YIELD
+        if reported < 0:
+            return -NEED_OUT
+    return reported
+
+
 @njit_plain
 def run_events(
     i, stop, cols, positions, keys, times, hastime, by_events, has_bound, bound, consume, emit,
@@ -598,172 +695,38 @@ def run_events(
     partition's row; committing T' is then a swap of the two row indices, not a copy of
     every live union-list. T is left untouched until the swap, so an event whose new
     union-list outgrows the rows' width (``NEED_WIDTH``) is simply undone (its nodes
-    dropped) and redone once the caller widened ``ul``."""
+    dropped) and redone once the caller widened ``ul``.
+
+    Per event: ``_update`` (Algorithm 1), then ``_ended`` (what ends at it), then CONSUME BY
+    and compaction. The shape is numba's, not the algorithm's: one flat list of arrays and
+    scalars (a jitclass or a tuple of arrays would be reference-counted per call), a
+    resumable loop that returns a status instead of growing an array or raising (an array
+    re-bound in a loop costs atomic reference counts per iteration), the state across
+    returns in ``st``, and helpers inlined (``njit_inline``: an array argument of a
+    compiled call is some seven machine words)."""
     while True:
-        phase = st[PHASE]
-        if phase == UPDATE:
+        if st[PHASE] == UPDATE:
             if i >= stop:
                 return DONE, i
             if st[BUDGET] > 0 and st[WORK] >= st[BUDGET]:  # let Python run (signals)
                 st[WORK] = 0
                 return NEED_YIELD, i
-            c = cols[i]
-            pos = positions[i]
-            p = keys[i]
-            r = prow[p]
-            st[WORK] += 1 + tlen[r]
-            local = pcount[p]
-            if by_events:
-                t = local
-                ht = True
-            else:
-                t = times[i]
-                ht = hastime[i]
-            prune = has_bound and ht
-            tau = t - bound
-            # ---- Algorithm 1 (evaluate.advance) in one pass over T (row r), building T' in
-            # the spare row. T is only pruned (idempotent) until the commit, so a move not
-            # known yet or too small a node array undoes the event (its nodes are dropped)
-            # and returns; the caller fills the move or grows the arrays and the event is
-            # done again from the start.
-            sp = st[SPARE]
-            nstate = tstate[sp]
-            nulen = ulen[sp]
-            nul = ul[sp]
-            nn0 = st[NN]
-            alloc0 = st[ALLOC]
-            cap = nodes.shape[0]
-            ns = 0
-            status = DONE
-            q = initial
-            unm = tunm[q, c]
-            cnt0 = tcnt[q, c]
-            if unm == UNKNOWN:  # asked even without a window time, as advance does
-                st[MISS_STATE] = q
-                st[MISS_COL] = c
-                return NEED_MOVE, i
-            # an event that moves every live det-state to itself, unmarked, starts nothing
-            # and ends nothing changes no table: only its partition's count advances
-            idle = (not ht) or (unm < 0 and cnt0 == 0)
-            if ht and (unm >= 0 or cnt0 > 0):
-                need = 5 + 4 * cnt0  # nodes: the bottom, and ``_exec``'s bound per list
-                if nn0 + need > cap:
-                    st[NEED_NODES] = nn0 + need
-                    return NEED_ROOM, i
-                st[WORK] += need
-                one[0] = _add(nodes, mt, st, BOTTOM, pos, pos, t, -1, local, -1)
-                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                           unm, toff[q, c], cnt0, mq, ml, one, 1, pos)
-            for k in range(tlen[r]):
-                if ns < 0:
-                    break
-                length = ulen[r, k]
-                if prune:
-                    if length == 0 or mt[ul[r, k, 0]] < tau:
-                        continue  # the head has the list's max-start: all of it expired
-                    if mt[ul[r, k, length - 1]] < tau:  # drop expired entries, in place
-                        m = 0
-                        for e in range(length):
-                            x = ul[r, k, e]
-                            if mt[x] >= tau:
-                                ul[r, k, m] = x
-                                m += 1
-                        ulen[r, k] = m
-                        length = m
-                q = tstate[r, k]
-                unm = tunm[q, c]
-                cnt0 = tcnt[q, c]
-                if unm == UNKNOWN:
-                    st[MISS_STATE] = q
-                    st[MISS_COL] = c
-                    status = NEED_MOVE
-                    break
-                need = length + 4 * cnt0 + 3
-                if st[NN] + need > cap:
-                    st[NEED_NODES] = st[NN] + need
-                    status = NEED_ROOM
-                    break
-                st[WORK] += need
-                if idle and (unm != q or cnt0 > 0 or final[q]):
-                    idle = False
-                ns = _exec(nodes, mt, st, nul, nulen, nstate, slot_of, ns,
-                           unm, toff[q, c], cnt0, mq, ml, ul[r, k], length, pos)
-            if ns < 0:  # a union-list outgrew the rows' width
-                for q in range(slot_of.shape[0]):
-                    slot_of[q] = -1
-                st[NEED_SCRATCH] = ul.shape[2] + 1
-                status = NEED_WIDTH
-            else:
-                for k in range(ns):
-                    slot_of[nstate[k]] = -1
-            if status != DONE or idle:  # undo: T is intact, T' and its nodes are dropped
-                st[NN] = nn0
-                st[ALLOC] = alloc0
-                if status != DONE:
-                    return status, i
-                pcount[p] = local + 1
-                if ht:
-                    now[0] = t
-                    st[HAVE_NOW] = 1
-                st[EVENTS] += 1
-                st[SKIPPED] += 1
+            status = _update(i, cols, positions, keys, times, hastime, by_events, has_bound,
+                             bound, initial, final, tunm, toff, tcnt, mq, ml, nodes, mt, st,
+                             now, ctx, tstate, tlen, ulen, ul, prow, pcount, slot_of, one)
+            if status == IDLE:
                 i += 1
-                continue
-            # ---- commit: the new table replaces the old one by swapping rows
-            pcount[p] = local + 1
-            if ht:
-                now[0] = t
-                st[HAVE_NOW] = 1
-            prow[p] = sp
-            tlen[sp] = ns
-            tlen[r] = 0
-            st[SPARE] = r
-            st[P_PART] = p
-            st[P_ROW] = sp
-            st[P_POS] = pos
-            st[P_PRUNE] = 1 if prune else 0
-            ctx[0] = tau
-            st[EVENTS] += 1
-            st[PHASE] = ENUMERATE
+            elif status == DONE:
+                st[PHASE] = ENUMERATE
+            else:
+                return status, i
         else:
-            # ---- windowed enumeration (Algorithm 2) from the final det-states
-            p = st[P_PART]
-            r = st[P_ROW]
-            prune = st[P_PRUNE] == 1
-            reported = 0
-            ended = st[E_ON] != 0  # a final det-state in the table (or an enumeration resumes)
-            if not ended:
-                for k in range(tlen[r]):
-                    if final[tstate[r, k]]:
-                        ended = True
-                        break
-            if (by_events or hastime[i]) and st[LIMIT_K] > 0:
-                # LIMIT k: the caller enumerates the k latest starts (``latest_first``)
-                if st[LIMIT_DONE] > 0:
-                    reported = st[LIMIT_DONE] - 1
-                    st[LIMIT_DONE] = 0
-                elif st[LIMIT_K] > 1 and ended:
-                    return NEED_LIMIT, i
-            elif count_paths and hastime[i]:
-                # count only, no window: sum node counts instead of enumerating
-                if cst[C_BIG] > 0:  # the caller counted this event (and added all but 1)
-                    reported = cst[C_BIG] - 1
-                    cst[C_BIG] = 0
-                else:
-                    reported = _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, r, tlen[r])
-                    if reported < 0 or st[MATCHES] + reported > BIG:
-                        return NEED_BIGCOUNT, i
-                cst[C_COUNTED] += 1
-            elif (by_events or hastime[i]) and ended:  # (no final det-state: nothing ends)
-                reported = _enumerate(nodes, mt, st, tstate, ulen, ul, final, r, tlen[r],
-                                      st[P_POS], pcount[p] - 1, prune, ctx[0], emit,
-                                      es_node, es_depth, path_pos, path_lab,
-                                      o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
-                if reported == -2:
-                    st[WORK] = 0
-                    return NEED_YIELD, i
-                if reported < 0:
-                    return NEED_OUT, i
+            reported = _ended(i, by_events, hastime, emit, count_paths, final, nodes, mt, st,
+                              ctx, tstate, tlen, ulen, ul, pcount, cnt, cst,
+                              es_node, es_depth, path_pos, path_lab,
+                              o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab)
+            if reported < 0:
+                return -reported, i
             st[PHASE] = UPDATE
             if reported:
                 st[MATCHES] += reported
@@ -773,7 +736,7 @@ def run_events(
                     for pp in range(tlen.shape[0]):
                         tlen[pp] = 0
                 elif consume == CONSUME_PARTITION:
-                    tlen[r] = 0
+                    tlen[st[P_ROW]] = 0
             i += 1
             # ---- memory: compact when the arrays doubled since the last compaction
             if st[NN] > st[NEXT_COMPACT]:
@@ -835,473 +798,3 @@ def _count_event(nodes, st, cnt, cst, tstate, ulen, ul, final, p, ns):
                 return -1
             total += c
     return total
-
-
-# ---------------------------------------------------------------------------- LIMIT k
-
-
-def latest_first(nodes, mt, tstate, ulen, ul, final, p, ns, prune, etau, k):
-    """The first ``k`` complex events of ``_enumerate``'s order stably sorted by start,
-    latest first — what ``strategies.limit_latest`` keeps — found best-first, without
-    enumerating the others: O(k · d · (d + log h)) for paths of depth d and a heap of h.
-
-    A heap entry is a node still to walk with the partial path above it, keyed by
-    ``(-max-start, root, turns)``: ``root`` is the rank of its union-list entry in
-    ``_enumerate``'s order and ``turns`` encodes the left/right choices from the root as
-    the negated runs of left turns before each right turn, which compares like the choice
-    strings (left < right) — the depth-first order. Popping an entry walks its left spine to
-    a bottom (the same max-start, and the least choice string among the entries tied on it),
-    pushing each in-window right child. Every node's max-start is its left spine's start and
-    in the window when the node is, so each pop yields one complex event. Returns
-    ``(start, start_local, path)`` triples, ``path`` a linked list ``(pos, lab, rest)`` of
-    the marked events from the earliest."""
-    import heapq
-
-    heap = []
-    rank = 0
-    for kk in range(ns):
-        if not final[tstate[p, kk]]:
-            continue
-        for e in range(ulen[p, kk]):
-            root = int(ul[p, kk, e])
-            if not prune or mt[root] >= etau:
-                heap.append((-int(nodes[root, MX]), rank, (), root, None))
-            rank += 1
-    heapq.heapify(heap)
-    out = []
-    while heap and len(out) < k:
-        _, r, turns, x, path = heapq.heappop(heap)
-        left = 0
-        while True:
-            kind = nodes[x, KIND]
-            if kind == BOTTOM:
-                out.append((int(nodes[x, POS]), int(nodes[x, B]), path))
-                break
-            if kind == OUTPUT:
-                path = (int(nodes[x, POS]), int(nodes[x, LAB]), path)
-            else:
-                b = int(nodes[x, B])
-                if not prune or mt[b] >= etau:
-                    heapq.heappush(heap, (-int(nodes[b, MX]), r, turns + (-left,), b, path))
-                left += 1
-            x = int(nodes[x, A])
-    return out
-
-
-# ---------------------------------------------------------------------------- the caller's side
-
-#: Past this many (det-state × symbol column) cells the move table is cleared between
-#: batches (like ``LazyDFA``'s cache reset): it only costs recomputing moves.
-TABLE_CELLS = 1 << 22
-#: Output arrays hold this many complex events (and 4× as many marked events); with
-#: ``split`` they never grow past it unless one complex event alone is larger.
-OUT_CAP = 1 << 14
-#: ``run_events`` returns to Python after about this many units of work (events and
-#: enumerated nodes; ~10 ms compiled), so that signal handlers run (Ctrl-C acts at once).
-BUDGET_UNITS = 1 << 20
-
-
-class KernelState:
-    """Everything ``run_events`` reads and writes, kept across batches, plus the lazy fill of
-    the dense move table from a ``LazyDFA``. ``float_times``: window times are float64
-    (otherwise int64: positions, nanoseconds, integer attributes). ``decide``: CONSUME BY
-    waits for the caller (``NEED_DECIDE``; see the module doc). ``limit``: report (and count)
-    only each event's ``limit`` latest starts (``latest_first``), in the order
-    ``strategies.limit_latest`` keeps them; CONSUME BY applies if one is reported."""
-
-    def __init__(self, dfa, by_events: bool, bound, consume: str, compact_min: int,
-                 float_times: bool, decide: bool = False, limit: int | None = None,
-                 split: bool = False, out_cap: int = OUT_CAP, budget: int = BUDGET_UNITS,
-                 jit: bool | None = None) -> None:
-        self.dfa = dfa
-        #: compiled (``compiled``) if True, plain if False; ``None``: plain until the run has
-        #: seen ``JIT_MIN_EVENTS`` events, compiled from then on (both use the same arrays).
-        self.jit = jit
-        self._fns = compiled() if jit else {}
-        self.split = split
-        self.out_cap = max(1, out_cap)
-        self.ev_cap = 4 * self.out_cap
-        #: the most complex events the output arrays ever held at once (``out_cap`` unless
-        #: one event had to leave whole, or a single complex event was larger)
-        self.out_peak = 0
-        self.decide = decide
-        self.by_events = by_events
-        self.has_bound = bound is not None
-        self.float_times = float_times
-        self.tdtype = np.float64 if float_times else np.int64
-        self.bound = self.tdtype(0 if bound is None else bound)
-        self.consume_policy = {"ANY": CONSUME_ANY, "PARTITION": CONSUME_PARTITION}.get(consume, CONSUME_NONE)
-        self.nodes = np.zeros((1024, 6), np.int64)
-        self.mt = np.zeros(1024, self.tdtype)
-        self.st = np.zeros(NSLOTS, np.int64)
-        self.st[NEXT_COMPACT] = self.st[COMPACT_MIN] = compact_min
-        self.st[LIMIT_K] = 0 if limit is None else limit + 1
-        self.st[BUDGET] = budget
-        self.st[SPLIT] = 1 if split else 0
-        self.now = np.zeros(1, self.tdtype)
-        self.n_states = 0
-        self.final = np.zeros(0, np.bool_)
-        # table rows: partition p's is prow[p]; the one more row, st[SPARE], receives the
-        # next event's new table (see ``run_events``)
-        self.tstate = np.zeros((2, 4), np.int64)
-        self.tlen = np.zeros(2, np.int64)
-        self.ulen = np.zeros((2, 4), np.int64)
-        self.ul = np.zeros((2, 4, 4), np.int64)
-        self.prow = np.zeros(1, np.int64)
-        self.st[SPARE] = 1
-        self.pcount = np.zeros(1, np.int64)
-        # counting without enumerating (no window): node counts, -1 past ``BIG``; and the
-        # Python-int side for what does not fit in int64
-        self.cnt = np.zeros(1024, np.int64)
-        self.cst = np.zeros(CSLOTS, np.int64)
-        self.cst[C_EPOCH] = -1
-        self.big = 0  # matches beyond st[MATCHES] (see ``matches``)
-        self._memo: dict[int, int] = {}
-        self._memo_at = (-1, 0)  # (compaction number, nodes done) of ``_memo``
-        self.colmap = np.full(0, -1, np.int64)  # global symbol id -> column
-        self.col_sym: list[int] = []
-        self.tunm = np.full((4, 8), UNKNOWN, np.int64)
-        self.toff = np.zeros((4, 8), np.int64)
-        self.tcnt = np.zeros((4, 8), np.int64)
-        self.mq = np.zeros(64, np.int64)
-        self.ml = np.zeros(64, np.int64)
-        self.nmarks = 0
-        self.ctx = np.zeros(1, self.tdtype)
-        # per-event scratch: the new table's index of each det-state, the enumeration stacks
-        self.slot_of = np.full(0, -1, np.int64)
-        self.one = np.zeros(1, np.int64)
-        self.es_node = np.zeros(64, np.int64)
-        self.es_depth = np.zeros(64, np.int64)
-        self.path_pos = np.zeros(64, np.int64)
-        self.path_lab = np.zeros(64, np.int64)
-        # outputs, flushed to the caller when full
-        self._reset_out()
-        self._states()
-
-    def _fn(self, name: str):
-        """The kernel function ``name`` this state runs: compiled if ``jit``, unless the
-        module's name was replaced (tests wrap ``run_events`` to count calls)."""
-        f = globals()[name]
-        return self._fns.get(name, f) if f is _PLAIN[name] else f
-
-    def _reset_out(self) -> None:
-        """Output arrays at the cap (room for ``out_cap`` complex events)."""
-        m, e = self.out_cap + 1, self.ev_cap
-        self.o_start = np.zeros(m, np.int64)
-        self.o_end = np.zeros(m, np.int64)
-        self.o_part = np.zeros(m, np.int64)
-        self.o_sloc = np.zeros(m, np.int64)
-        self.o_eloc = np.zeros(m, np.int64)
-        self.o_off = np.zeros(m + 1, np.int64)
-        self.o_pos = np.zeros(e, np.int64)
-        self.o_lab = np.zeros(e, np.int64)
-
-    # ------------------------------------------------------------------ sizing
-
-    def _states(self) -> None:
-        """Make every array indexed by det-state cover the det-states interned so far."""
-        n = len(self.dfa.states)
-        if n == self.n_states:
-            return
-        self.final = np.array([self.dfa.is_final(q) for q in range(n)], np.bool_)
-        self.n_states = n
-        if n + 1 > len(self.slot_of):
-            self.slot_of = np.full(2 * (n + 1), -1, np.int64)
-        rows = self.tunm.shape[0]
-        if n > rows:
-            new = max(n, 2 * rows)
-            self.tunm = _pad(self.tunm, 0, new, UNKNOWN)
-            self.toff = _pad(self.toff, 0, new, 0)
-            self.tcnt = _pad(self.tcnt, 0, new, 0)
-        if n > self.tstate.shape[1]:
-            new = max(n, 2 * self.tstate.shape[1])
-            self.tstate = _pad(self.tstate, 1, new, 0)
-            self.ulen = _pad(self.ulen, 1, new, 0)
-            self.ul = _pad(self.ul, 1, new, 0)
-
-    def partitions(self, n: int) -> None:
-        """Room for partition ids ``< n``: the new partitions get new (empty) table rows."""
-        old = len(self.prow)
-        if n > old:
-            new = max(n, 2 * old)
-            rows = self.tlen.shape[0]  # old + 1: every partition's row and the spare one
-            self.tstate = _pad(self.tstate, 0, rows + new - old, 0)
-            self.ulen = _pad(self.ulen, 0, rows + new - old, 0)
-            self.ul = _pad(self.ul, 0, rows + new - old, 0)
-            self.tlen = _pad(self.tlen, 0, rows + new - old, 0)
-            self.prow = np.concatenate([self.prow, np.arange(rows, rows + new - old, dtype=np.int64)])
-            self.pcount = _pad(self.pcount, 0, new, 0)
-
-    def use_float_times(self) -> None:
-        """Switch window times to float64 (a batch brought non-integer times)."""
-        if not self.float_times:
-            self.float_times = True
-            self.tdtype = np.float64
-            self.mt = self.mt.astype(np.float64)
-            self.now = self.now.astype(np.float64)
-            self.ctx = self.ctx.astype(np.float64)
-            self.bound = np.float64(self.bound)
-
-    def columns(self, syms: np.ndarray) -> np.ndarray:
-        """Move-table columns of the global symbol ids ``syms`` (new columns on demand)."""
-        top = int(syms.max()) + 1 if len(syms) else 0
-        if top > len(self.colmap):
-            self.colmap = _pad(self.colmap, 0, max(top, 2 * len(self.colmap)), -1)
-        # the symbols present, by a mask over the (few) symbol ids rather than np.unique
-        # over the batch (a sort: ~10 ns per event)
-        present = np.zeros(top, np.bool_)
-        present[syms] = True
-        ids = np.flatnonzero(present)
-        if len(ids) and self.colmap[ids].min() < 0:
-            new = ids[self.colmap[ids] < 0]
-            if (len(self.col_sym) + len(new)) * self.tunm.shape[0] > TABLE_CELLS and self.col_sym:
-                self.tunm[:] = UNKNOWN
-                self.colmap[:] = -1
-                self.col_sym = []
-                self.nmarks = 0
-                new = ids
-            for s in new.tolist():
-                self.colmap[s] = len(self.col_sym)
-                self.col_sym.append(s)
-            width = len(self.col_sym)
-            if width > self.tunm.shape[1]:
-                w = max(width, 2 * self.tunm.shape[1])
-                self.tunm = _pad(self.tunm, 1, w, UNKNOWN)
-                self.toff = _pad(self.toff, 1, w, 0)
-                self.tcnt = _pad(self.tcnt, 1, w, 0)
-        return self.colmap[syms]
-
-    def fill(self, state: int, col: int) -> None:
-        """Compute one move with the LazyDFA and store it in the table."""
-        unmarked, marks = self.dfa.step(state, self.col_sym[col])
-        self._states()
-        k = self.nmarks
-        if k + len(marks) > len(self.mq):
-            size = max(k + len(marks), 2 * len(self.mq))
-            self.mq = _pad(self.mq, 0, size, 0)
-            self.ml = _pad(self.ml, 0, size, 0)
-        for j, (q, lab) in enumerate(marks):
-            self.mq[k + j] = q
-            self.ml[k + j] = lab
-        self.nmarks = k + len(marks)
-        self.toff[state, col] = k
-        self.tcnt[state, col] = len(marks)
-        self.tunm[state, col] = unmarked
-
-    # ------------------------------------------------------------------ running
-
-    def run(self, syms, positions, keys, times, hastime, emit: bool, chunk: int = 1 << 16):
-        """Feed one batch; yields ``(outputs, pending)`` whenever the output arrays fill up or
-        ``chunk`` events are done, when ``emit`` (nothing otherwise; see ``st[MATCHES]``).
-        ``outputs`` is ``(start, end, part, sloc, eloc, off, pos, lab)`` (fresh copies).
-        ``pending`` is -1, or (with ``decide``) the partition whose event — the last one in
-        ``outputs``, alone there — awaits the decision: call ``consume(pending)`` before
-        resuming if that event reports a match."""
-        self._states()
-        cols = self.columns(syms)
-        n = len(cols)
-        if self.jit is None and int(self.st[EVENTS]) + n >= JIT_MIN_EVENTS:
-            self.jit, self._fns = True, compiled()
-        if times is None:  # no window, or an EVENTS one (times are then partition indices)
-            times = np.zeros(n, self.tdtype)
-            hastime = np.ones(n, np.bool_)
-        st = self.st
-        st[N_OUT] = st[N_EV] = 0
-        # count by node counts, never enumerating: count only, no window, no LIMIT
-        count_paths = not emit and not self.has_bound and st[LIMIT_K] == 0
-        i = 0
-        while i < n or st[PHASE] != UPDATE:
-            stop = min(n, i + chunk) if emit else n
-            st[NEED_ES] = st[NEED_PATH] = 0
-            if len(self.cnt) < len(self.mt):  # node counts beside the nodes
-                self.cnt = _pad(self.cnt, 0, len(self.mt), 0)
-            status, i = self._fn("run_events")(
-                i, stop, cols, positions, keys, times, hastime, self.by_events,
-                self.has_bound, self.bound, self.consume_policy, emit, self.decide,
-                self.dfa.initial, self.final, self.tunm, self.toff, self.tcnt, self.mq, self.ml,
-                self.nodes, self.mt, st, self.now, self.ctx,
-                self.tstate, self.tlen, self.ulen, self.ul, self.prow, self.pcount,
-                self.slot_of, self.one,
-                self.es_node, self.es_depth, self.path_pos, self.path_lab,
-                self.o_start, self.o_end, self.o_part, self.o_sloc, self.o_eloc, self.o_off,
-                self.o_pos, self.o_lab,
-                count_paths, self.cnt, self.cst,
-            )
-            signals.check()  # the kernel returned (NEED_YIELD at least every ~2^20 steps)
-            if status == NEED_BIGCOUNT:
-                self._big_count()
-            elif status == NEED_LIMIT:
-                found = self._latest()
-                if emit:
-                    need_m, need_e = len(found), sum(_depth(m[2]) for m in found)
-                    if st[N_OUT] and (st[N_OUT] + need_m >= len(self.o_start)
-                                      or st[N_OUT] + need_m > self.out_cap
-                                      or st[N_EV] + need_e > len(self.o_pos)):
-                        yield self._flush(), -1
-                    self._grow_out(need_m + 1, need_e)
-                    self._write(found, int(st[P_POS]), int(st[P_PART]))
-                st[LIMIT_DONE] = len(found) + 1
-            elif status == NEED_DECIDE:
-                yield self._flush(), int(st[P_PART])
-                if st[NN] > st[NEXT_COMPACT]:  # the check the loop skipped by returning
-                    self.compact()
-            elif status == NEED_MOVE:
-                self.fill(int(st[MISS_STATE]), int(st[MISS_COL]))
-            elif status == NEED_COMPACT:
-                self.compact()
-            elif status == NEED_ROOM:
-                need = int(st[NEED_NODES])
-                if need > len(self.mt):
-                    size = max(need, 2 * len(self.mt))
-                    self.nodes = _pad(self.nodes, 0, size, 0)
-                    self.mt = _pad(self.mt, 0, size, 0)
-            elif status == NEED_WIDTH:
-                self.ul = _pad(self.ul, 2, max(int(st[NEED_SCRATCH]), 2 * self.ul.shape[2]), 0)
-            elif status == NEED_YIELD:
-                pass  # back in Python once per budget: a pending Ctrl-C raises here
-            elif status == NEED_OUT:
-                if st[NEED_ES]:
-                    self.es_node = _pad(self.es_node, 0, 2 * len(self.es_node), 0)
-                    self.es_depth = _pad(self.es_depth, 0, 2 * len(self.es_depth), 0)
-                elif st[NEED_PATH]:
-                    self.path_pos = _pad(self.path_pos, 0, 2 * len(self.path_pos), 0)
-                    self.path_lab = _pad(self.path_lab, 0, 2 * len(self.path_lab), 0)
-                elif st[N_OUT] and (self.split or not st[E_ON]):
-                    yield self._flush(), -1  # the enumeration resumes (or restarts) after it
-                elif self.split:  # one complex event alone is larger than the arrays
-                    self._grow_out(0, int(st[NEED_SCRATCH]))
-                else:  # one event's complex events must leave together: they need room
-                    self._grow_out(2 * len(self.o_start), max(int(st[NEED_SCRATCH]), 2 * len(self.o_pos)))
-            elif emit and st[N_OUT]:
-                yield self._flush(), -1
-        if emit and st[N_OUT]:
-            yield self._flush(), -1
-
-    def _grow_out(self, m: int, e: int) -> None:
-        """Output arrays for at least ``m`` complex events (``o_off`` one more) and ``e``
-        marked events."""
-        if m > len(self.o_start):
-            m = max(m, 2 * len(self.o_start))
-            self.o_start = _pad(self.o_start, 0, m, 0)
-            self.o_end = _pad(self.o_end, 0, m, 0)
-            self.o_part = _pad(self.o_part, 0, m, 0)
-            self.o_sloc = _pad(self.o_sloc, 0, m, 0)
-            self.o_eloc = _pad(self.o_eloc, 0, m, 0)
-            self.o_off = _pad(self.o_off, 0, m + 1, 0)
-        if e > len(self.o_pos):
-            e = max(e, 2 * len(self.o_pos))
-            self.o_pos = _pad(self.o_pos, 0, e, 0)
-            self.o_lab = _pad(self.o_lab, 0, e, 0)
-
-    def _latest(self):
-        """``latest_first`` for the event the kernel stopped at (``NEED_LIMIT``)."""
-        st = self.st
-        r = int(st[P_ROW])
-        return latest_first(self.nodes, self.mt, self.tstate, self.ulen, self.ul, self.final, r,
-                            int(self.tlen[r]), st[P_PRUNE] == 1, self.ctx[0], int(st[LIMIT_K]) - 1)
-
-    def _write(self, found, pos: int, p: int) -> None:
-        """Append ``latest_first``'s complex events ending at ``pos`` to the outputs, as
-        ``_enumerate`` would (the arrays are big enough)."""
-        st = self.st
-        nm, ne = int(st[N_OUT]), int(st[N_EV])
-        local = int(self.pcount[p]) - 1
-        for start, sloc, path in found:
-            self.o_start[nm] = start
-            self.o_end[nm] = pos
-            self.o_part[nm] = p
-            self.o_sloc[nm] = sloc
-            self.o_eloc[nm] = local
-            while path is not None:
-                self.o_pos[ne], self.o_lab[ne], path = path
-                ne += 1
-            nm += 1
-            self.o_off[nm] = ne
-        st[N_OUT] = nm
-        st[N_EV] = ne
-
-    @property
-    def matches(self) -> int:
-        """Complex events counted so far (a Python int: it may exceed int64)."""
-        return int(self.st[MATCHES]) + self.big
-
-    def _big_count(self) -> None:
-        """``NEED_BIGCOUNT``: count the current event with Python ints. The nodes whose count
-        is too big (-1 in ``cnt``) get theirs in ``_memo``, in ascending order (children
-        first), once per node until a compaction renumbers them. The kernel adds 1 to
-        ``st[MATCHES]`` for a non-zero count (so that CONSUME BY fires); ``big`` the rest."""
-        st, cnt, nodes, memo = self.st, self.cnt, self.nodes, self._memo
-        epoch, done = self._memo_at
-        if epoch != int(st[COMPACTIONS]):
-            memo.clear()
-            done = 0
-        nn = int(st[NN])
-
-        def value(x: int) -> int:
-            c = int(cnt[x])
-            return memo[x] if c < 0 else c
-
-        for x in (np.flatnonzero(cnt[done:nn] < 0) + done).tolist():
-            a, b = int(nodes[x, A]), int(nodes[x, B])
-            memo[x] = value(a) if nodes[x, KIND] == OUTPUT else value(a) + value(b)
-        self._memo_at = (int(st[COMPACTIONS]), nn)
-        r = int(st[P_ROW])
-        total = sum(value(int(self.ul[r, k, e])) for k in range(int(self.tlen[r]))
-                    if self.final[self.tstate[r, k]] for e in range(int(self.ulen[r, k])))
-        self.big += max(total - 1, 0)
-        self.cst[C_BIG] = 2 if total else 1
-
-    def consume(self, p: int) -> None:
-        """CONSUME BY after partition ``p``'s event reported a match: forget the partial
-        matches of every partition (ANY) or of ``p`` (PARTITION)."""
-        if self.consume_policy == CONSUME_ANY:
-            self.tlen[:] = 0
-        elif self.consume_policy == CONSUME_PARTITION:
-            self.tlen[self.prow[p]] = 0
-
-    def compact(self) -> None:
-        """Compact the tECS now (also what ``NEED_COMPACT`` does)."""
-        self._fn("_compact_all")(
-            self.nodes, self.mt, self.st, self.tstate, self.tlen, self.ulen, self.ul,
-            self.prow, self.pcount, self.now, self.by_events, self.has_bound, self.bound)
-
-    def lowest_start(self) -> int | None:
-        """The earliest start position of any stored partial match (``None``: none). After
-        ``compact`` every stored bottom is live and in its window, so no future complex
-        event holds a position below this one."""
-        nn = int(self.st[NN])
-        nodes = self.nodes[:nn]
-        starts = nodes[nodes[:, KIND] == BOTTOM, POS]
-        return int(starts.min()) if len(starts) else None
-
-    def _flush(self):
-        """The outputs gathered so far (copies), and empty output arrays."""
-        nm, ne = int(self.st[N_OUT]), int(self.st[N_EV])
-        self.out_peak = max(self.out_peak, nm)
-        out = (self.o_start[:nm].copy(), self.o_end[:nm].copy(), self.o_part[:nm].copy(),
-               self.o_sloc[:nm].copy(), self.o_eloc[:nm].copy(),
-               self.o_off[: nm + 1].copy(), self.o_pos[:ne].copy(), self.o_lab[:ne].copy())
-        self.st[N_OUT] = self.st[N_EV] = 0
-        if len(self.o_start) > self.out_cap + 1 or len(self.o_pos) > self.ev_cap:
-            self._reset_out()  # back to the cap after an event that had to leave whole
-        return out
-
-
-def _depth(path) -> int:
-    n = 0
-    while path is not None:
-        path = path[2]
-        n += 1
-    return n
-
-
-def _pad(arr: np.ndarray, axis: int, size: int, value) -> np.ndarray:
-    """``arr`` grown along ``axis`` to ``size``, new cells set to ``value``."""
-    shape = list(arr.shape)
-    old = shape[axis]
-    if size <= old:
-        return arr
-    shape[axis] = size
-    out = np.full(shape, value, arr.dtype)
-    out[tuple(slice(0, old) if d == axis else slice(None) for d in range(arr.ndim))] = arr
-    return out

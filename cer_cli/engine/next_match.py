@@ -27,7 +27,6 @@ Matches come out in the order of their last event (then of their first).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 from collections.abc import Iterator
@@ -40,8 +39,10 @@ from cer_cli.compiler.next_match import NextMatch, step_formula
 from cer_cli.compiler.predicates import comparison_pair, value_expression
 from cer_cli.engine.absence import psi_expression
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
+from cer_cli.engine.strategies import report
 from cer_cli.events import POS, Match, MatchBatch, as_matches
 from cer_cli.query import ast
+from cer_cli.query.printer import groups_text
 
 _KEY = "__cer_nm_key"
 _WTIME = "__cer_nm_time"
@@ -213,13 +214,13 @@ _lock = threading.Lock()
 
 def _scanner(events: int):
     """``_scan``, numba-compiled (cached) once a run is large, as ``engine.kernel`` decides
-    (``CER_JIT``, ``kernel.JIT_MIN_EVENTS``); plain Python otherwise or without numba."""
+    (``CER_JIT``, ``jit.JIT_MIN_EVENTS``); plain Python otherwise or without numba."""
     global _compiled
-    from cer_cli.engine import kernel as K
+    from cer_cli.engine import jit
 
-    forced = K.jit_forced()
-    want = forced if forced is not None else events >= K.JIT_MIN_EVENTS
-    if not want or importlib.util.find_spec("numba") is None or os.environ.get(
+    forced = jit.jit_forced()
+    want = forced if forced is not None else events >= jit.JIT_MIN_EVENTS
+    if not want or not jit.HAVE_NUMBA or os.environ.get(
             "NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         return _scan
     with _lock:
@@ -333,7 +334,7 @@ class NextMatchScan:
             "  " + nm.describe(),
             f"  {window_text(self.window, 'runs still scanning')}; "
             + ("one scan per key of PARTITION BY "
-               + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+               + groups_text(self.partition_by)
                if self.partition_by else "a single stream"),
             f"  strategy {self.strategy}: every match; limit "
             + (f"{self.limit} per triggering event, latest start first" if self.limit is not None
@@ -355,6 +356,10 @@ class NextMatchScan:
 
     def count(self, frame: pl.DataFrame) -> int:
         return sum(len(b) for b in self.run_batches(frame))
+
+    def finish(self) -> Iterator[MatchBatch]:
+        """Nothing: every match is reported at the event that ends it."""
+        return iter(())
 
     def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
         """The matches of ``frame``'s events in order of their last event, a slice of
@@ -536,33 +541,22 @@ class NextMatchScan:
 
     def _batch(self, o: np.ndarray) -> MatchBatch | None:
         """The matches (rows: positions of the steps, start and end local indices,
-        partition) in order of their last event, after LIMIT and de-duplication."""
+        partition) in order of their last event, after the strategies' report step
+        (de-duplication when a middle step is not reported, LIMIT), as every executor."""
         if len(o) == 0:
             return None
         S = self._S
-        if self._dedupe:
-            shown = o.copy()
-            for k in range(S):
-                if not self._labels[k]:
-                    shown[:, k] = -1
-            _, keep = np.unique(shown[:, :S], axis=0, return_index=True)
-            o = o[np.sort(keep)]
-        order = np.lexsort((-o[:, 0], o[:, S - 1]))  # by end, latest start first
-        o = o[order]
-        if self.limit is not None:
-            ends = o[:, S - 1]
-            starts = np.flatnonzero(np.r_[True, ends[1:] != ends[:-1]])
-            rank = np.arange(len(o)) - np.repeat(starts, np.diff(np.r_[starts, len(o)]))
-            o = o[rank < self.limit]
-        o = o[np.lexsort((o[:, 0], o[:, S - 1]))]
+        o = o[np.lexsort((o[:, 0], o[:, S - 1]))]  # by end, then start
         m = len(o)
         shown = self._shown
         r = len(shown)
-        self._matches += m
         labelsets = tuple(self._labels[k] for k in shown)
         partitions = ({i: k for k, i in self._keys.items()} if self.partition_by else {})
-        return MatchBatch(
+        batch = report(MatchBatch(
             o[:, 0].copy(), o[:, S - 1].copy(), o[:, S + 2].copy(),
             np.arange(m + 1, dtype=np.int64) * r,
             o[:, shown].reshape(-1).copy(), np.tile(np.arange(r, dtype=np.int64), m),
-            labelsets, partitions, o[:, S].copy(), o[:, S + 1].copy())
+            labelsets, partitions, o[:, S].copy(), o[:, S + 1].copy()),
+            self.strategy, self.limit, distinct=self._dedupe)
+        self._matches += len(batch)
+        return batch

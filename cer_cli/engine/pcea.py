@@ -52,12 +52,23 @@ from cer_cli.compiler.predicates import (
     atom_expression,
     comparison_pair,
     key_expressions,
+    predicate_expression,
     value_expression,
 )
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
-from cer_cli.events import POS, STREAM, TYPE, Match, MatchBatch, as_batches
+from cer_cli.engine.strategies import report
+from cer_cli.events import (
+    POS,
+    STREAM,
+    TYPE,
+    Match,
+    MatchBatch,
+    as_batches,
+    as_matches,
+)
 from cer_cli.query import ast
+from cer_cli.query.printer import groups_text
 from cer_cli.query.scope import strip_var
 
 NO_LOWER = -math.inf
@@ -103,6 +114,13 @@ class Ops:
     tree_inserts: int = 0  # runs inserted into ordered indexes
     tree_nodes: int = 0  # ordered-index nodes made by them (path copies, splits, deletions)
 
+    def new_heap(self) -> None:
+        """A union that starts a heap: one node, the new run's."""
+        self.unions += 1
+        self.union_nodes += 1
+        if not self.max_union_nodes:
+            self.max_union_nodes = 1
+
 
 def extend(state: int, pos: int, time, start_time, prod: tuple) -> Node:
     """A fresh node for the runs ending at ``pos`` in ``state`` that adopt one run from
@@ -124,9 +142,7 @@ def union(h: Node | None, x: Node, lo, ops: Ops | None = None) -> Node:
     node on the path is copied with its bit flipped (Braun-style balance)."""
     if h is None or h.ms < lo:
         if ops is not None:
-            ops.unions += 1
-            ops.union_nodes += 1
-            ops.max_union_nodes = max(ops.max_union_nodes, 1)
+            ops.new_heap()
         return x
     carry, cur = x, h
     root = parent = None
@@ -249,6 +265,51 @@ def tree_runs(t: TNode, lo) -> Iterator[tuple[Node, ...]]:
             yield from runs(x, lo)
 
 
+def _in_range(h, rel: str, v, lo):
+    """The runs of the ordered index ``h`` whose key is ``rel v`` (``engine.ordered.pieces``:
+    O(log w) subtrees and payloads), adopted together as one ``Bundle``; None if none."""
+    found = pieces(h, rel, v, lo)
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else Bundle(max(x.ms for x in found), found)
+
+
+def _probe(srcs: tuple, rels: tuple, right: list, probe: list, r: int, lo, index: list[dict]
+           ) -> tuple | None:
+    """The heaps (or ordered-index ranges) of the live runs a transition adopts from each
+    source ``srcs`` for event ``r``, or None when one source has none."""
+    kids = []
+    for j, p in enumerate(srcs):
+        h = index[p].get(right[j][r])
+        if h is None or h.ms < lo:
+            return None
+        if rels[j] is not None:  # the ordered index: the runs whose key is in range
+            v = probe[j][r]
+            h = None if v is None else _in_range(h, rels[j], v, lo)
+            if h is None:
+                return None
+        kids.append(h)
+    return tuple(kids)
+
+
+def _adopt_each(sub: dict, rel, v, q: int, pos: int, t, ft, lo, new: list, carried: list) -> None:
+    """A chain step over a nested index ``sub`` (carried values -> heap): one new node per
+    live carried value, adopting its runs (with ``rel``, those in range of ``v``)."""
+    for ck, h in sub.items():
+        if h.ms >= lo:
+            if rel is not None:
+                h = _in_range(h, rel, v, lo)
+                if h is None:
+                    continue
+            new.append(extend(q, pos, t, ft, (h,)))
+            carried.append(ck)
+
+
+#: How ``_update`` finds a run's key in an index slot: the event's key column, a key built
+#: per run (carried values), or that key nested under the probe key
+_KEY_COLUMN, _KEY_PER_RUN, _KEY_NESTED = 0, 1, 2
+
+
 def _product(prod: tuple, k: int, lo) -> Iterator[tuple[Node, ...]]:
     if k == len(prod) - 1:
         yield from adopted(prod[k], lo)
@@ -359,6 +420,8 @@ class HashJoinEngine:
         self._generic += [bool(s.carried) for s in pcea.states]
         self._slots = [((q,) if q not in pcea.finals else ()) + ((n + q,) if s.step.loop else ())
                        for q, s in enumerate(pcea.states)]
+        self._key_mode = [_KEY_COLUMN if not g else _KEY_NESTED if nested else _KEY_PER_RUN
+                          for g, nested in zip(self._generic, self._nest, strict=True)]
         self._parts: dict[tuple | None, _Partition] = {}
         self._fifo: deque = deque()  # time windows: one FIFO for all partitions
         self._ftime = NO_LOWER  # latest window time seen (an upper bound for later nulls)
@@ -369,6 +432,10 @@ class HashJoinEngine:
         self._entries = 0
         self._peak = 0
         self.ops = Ops()
+        #: what ``_fire`` and ``_update`` read per event, in one attribute each
+        self._fire_with = (self._sources, self._carry, self._rels, self._loops, self._active,
+                           self.ops)
+        self._update_with = (self._final, self._slots, self._key_mode, self.ops)
 
     # ------------------------------------------------------------------ description
 
@@ -376,7 +443,7 @@ class HashJoinEngine:
         w = self.window
         window = window_text(w, "runs")
         parts = (
-            "one index per PARTITION BY key " + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            "one index per PARTITION BY key " + groups_text(self.partition_by)
             if self.partition_by else "a single index"
         )
         return "\n".join([
@@ -411,8 +478,10 @@ class HashJoinEngine:
         return frame
 
     def _step_mask(self, s: int, schema) -> pl.Expr:
-        """The unary predicate U of state ``s``: type, stream, filters, and every attribute
-        of its equality classes present (a missing one fails the equality)."""
+        """The unary predicate U of state ``s``: type, stream, filters, and its equality
+        classes: every attribute of a class has a value, equal to the class's other
+        attributes of the same event — ``attrs[0] = a`` as any predicate means it (an absent,
+        null or NaN attribute fails it, ``attrs[0] = attrs[0]`` included)."""
         step = self.pcea.states[s].step
         expr = pl.col(TYPE) == step.name
         if step.stream is not None:
@@ -423,13 +492,10 @@ class HashJoinEngine:
             else:
                 expr = expr & atom_expression(AttrTest(strip_var(p)), schema)
         for _, attrs in self.pcea.states[s].classes:
+            first = ast.AttrRef("", attrs[0])
             for a in attrs:
-                if a not in schema:
-                    return pl.lit(False)
-                present = pl.col(a).is_not_null()
-                if schema[a].is_float():
-                    present = present & ~pl.col(a).is_nan()
-                expr = expr & present
+                expr = expr & predicate_expression(ast.Compare("=", first, ast.AttrRef("", a)),
+                                                   schema)
         return expr.fill_null(False)
 
     def _columns(self, frame: pl.DataFrame):
@@ -443,30 +509,22 @@ class HashJoinEngine:
         # with_columns, not select: when no attribute a step reads is in the frame every
         # mask is a literal, and only with_columns broadcasts it to one value per row
         act = frame.with_columns(pl.sum_horizontal(masks).alias(_ACT))[_ACT].to_list()
-        values: dict[tuple[int, int], list] = {}
-        # each class's keys as predicates compare them (int with decimal exactly, with a
-        # float as floats): Python's == and hash on the listed values then agree with `=`
+        # each class's key as predicates' ``=`` relates it (``key_expressions``): Python's
+        # == and hash on the listed values then agree with ``=``; an event taking a state
+        # holds equal values for the state's attributes of a class (``_step_mask``), so the
+        # first one is the key
         in_class: dict[int, dict[str, None]] = {}
         for state in pcea.states:
             for cls, attrs in state.classes:
                 in_class.setdefault(cls, {}).update(dict.fromkeys(attrs))
         keyed = {cls: dict(zip(attrs, key_expressions(list(attrs), schema), strict=True))
                  for cls, attrs in in_class.items()}
-        for s, state in enumerate(pcea.states):
-            for cls, attrs in state.classes:
-                if attrs[0] not in schema:
-                    values[s, cls] = [None] * n
-                    continue
-                exprs = [keyed[cls][a] for a in attrs]
-                got = frame.select(e.alias(f"k{i}") for i, e in enumerate(exprs) if e is not None)
-                cols = [[None] * n if e is None else got[f"k{i}"].to_list()
-                        for i, e in enumerate(exprs)]
-                values[s, cls] = cols[0]
-                if len(cols) > 1:  # several attributes of one event in a class: all equal
-                    bit = ~(1 << s)
-                    for r, vs in enumerate(zip(*cols, strict=True)):
-                        if any(v != vs[0] for v in vs[1:]):
-                            act[r] &= bit
+        exprs = {(s, cls): keyed[cls][attrs[0]] for s, state in enumerate(pcea.states)
+                 for cls, attrs in state.classes}
+        got = frame.select(e.alias(f"k{i}") for i, e in enumerate(exprs.values()) if e is not None)
+        values: dict[tuple[int, int], list] = {
+            sc: [None] * n if e is None else got[f"k{i}"].to_list()
+            for i, (sc, e) in enumerate(exprs.items())}
         const = [()] * n
 
         def keys(s: int, classes: tuple[int, ...]) -> list:
@@ -503,7 +561,6 @@ class HashJoinEngine:
                     tuple((i, None) for i in range(len(state.carried))))
             else:
                 left[len(pcea.states) + q] = rloop[q]
-        self._rloop = rloop
         for q, t in enumerate(pcea.transitions):
             probe.append([None] * len(t.sources))
             for j, p in enumerate(t.sources):
@@ -527,30 +584,66 @@ class HashJoinEngine:
                 continue
             got = frame.select(pair[0].alias("k"), pair[1].alias("p"))
             self._lorder[q], self._lprobe[q] = got["k"].to_list(), got["p"].to_list()
-        return act, right, left, probe, order
+        #: what ``_fire_loop`` reads per event, in one attribute
+        self._loop_with = (len(pcea.states), rloop, self._lrels, self._lprobe, self._nest,
+                           self.ops)
+        # per index slot, the compared values of an ordered index (None: a heap)
+        n = len(pcea.states)
+        tree_of = [order[s] if self._ordered[s] else None for s in range(n)] + [
+            self._lorder[q] if self._lrels[q] is not None else None for q in range(n)]
+        return act, right, left, probe, tree_of
 
     # ------------------------------------------------------------------ the loop
 
     def run(self, frame: pl.DataFrame) -> Iterator[Match]:
         """Matches of the events of ``frame`` (continuing from earlier frames), in order of
         their triggering event."""
+        yield from as_matches(self.run_batches(frame))
+
+    def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
+        """``run`` in columns, about ``size`` matches per batch. When candidates may repeat a
+        match (``PCEA.dedupe``) or LIMIT keeps some, each event's candidates stay in one
+        batch and ``strategies.report`` decides, as for the CEA executor."""
+        groups = self._candidates(frame)
+        if self._streams:  # nothing to decide per event
+            batches = as_batches((m for group in groups for m in group), size)
+        else:
+            batches = (report(b, self.strategy, self.limit, self.pcea.dedupe is not None)
+                       for b in as_batches(groups, size, whole=True))
+        for batch in batches:
+            self._matches += len(batch)
+            if len(batch):
+                yield batch
+
+    def count(self, frame: pl.DataFrame) -> int:
+        """How many matches ``run(frame)`` yields (without building them when nothing is
+        decided per event)."""
+        if not self._streams:
+            return sum(len(b) for b in self.run_batches(frame))
+        n = sum(1 for group in self._candidates(frame) for _ in group)
+        self._matches += n
+        return n
+
+    @property
+    def _streams(self) -> bool:
+        """Every candidate is a match: no repeat to drop, no LIMIT."""
+        return self.pcea.dedupe is None and self.limit is None
+
+    def _candidates(self, frame: pl.DataFrame) -> Iterator[Iterator[Match]]:
+        """Per event of ``frame`` that completes runs, its candidate matches (``_loop``)."""
         frame = self._prepare(frame)
         if frame.height == 0:
-            return
-        act, right, left, probe, order = self._columns(frame)
+            return iter(())
+        act, right, left, probe, tree_of = self._columns(frame)
         positions = frame[POS].to_list()
         times = frame[_WTIME].to_list() if self._timed else None
         keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
             if self.partition_by else None
-        yield from self._loop(act, right, left, probe, order, positions, times, keys)
+        return self._loop(act, right, left, probe, tree_of, positions, times, keys)
 
-    def run_batches(self, frame: pl.DataFrame, size: int = 10_000) -> Iterator[MatchBatch]:
-        """``run`` in columns, ``size`` matches per batch."""
-        yield from as_batches(self.run(frame), size)
-
-    def count(self, frame: pl.DataFrame) -> int:
-        """How many matches ``run(frame)`` yields."""
-        return sum(1 for _ in self.run(frame))
+    def finish(self) -> Iterator[MatchBatch]:
+        """Nothing: every match is reported at the event that ends it."""
+        return iter(())
 
     def _partition(self, key) -> _Partition:
         part = self._parts.get(key)
@@ -564,17 +657,16 @@ class HashJoinEngine:
             out = self._active[mask] = tuple(s for s in range(len(self.pcea.states)) if mask >> s & 1)
         return out
 
-    def _loop(self, act, right, left, probe, order, positions, times, keys) -> Iterator[Match]:
-        sources, final, ops = self._sources, self._final, self.ops
-        rels, ordered = self._rels, self._ordered
-        carry, generic, nest = self._carry, self._generic, self._nest
-        loop, slots, n = self._loops, self._slots, len(self.pcea.states)
-        rloop = self._rloop
-        lrels, lorder, lprobe = self._lrels, self._lorder, self._lprobe
+    def _loop(self, act, right, left, probe, tree_of, positions, times, keys
+              ) -> Iterator[Iterator[Match]]:
+        """Algorithm 1 over the frame's events (``right``/``left``/``probe``/``tree_of``:
+        the per-row keys and compared values ``_columns`` computes); per event that
+        completes runs, the iterator of its candidate matches (``_emit``), consumed before
+        the next event."""
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
-        states_of = self._states_of
+        fire, update = self._fire, self._update
         for r, pos in enumerate(positions):
             self._events += 1
             part = single if keys is None else self._partition(keys[r])
@@ -591,145 +683,124 @@ class HashJoinEngine:
             if not a:
                 continue
             lo = ft - bound if windowed else NO_LOWER
-            index = part.index
             fifo = part.fifo if by_events else self._fifo
             if windowed:
                 while fifo and fifo[0][0] < lo:
                     self._evict(fifo.popleft(), lo)
-            # FireTransitions: every transition reads the indices as they were before this event.
-            new = []
-            carried = None  # the carried values of each new node, when some state carries
-            for q in states_of(a):
-                srcs = sources[q]
-                rq = right[q]
-                if not srcs:
-                    new.append(Node(ft, pos, q, t))
+            new, carried = fire(a, r, pos, t, ft, lo, part.index, right, probe)
+            finals = update(new, carried, r, ft, lo, part.index, fifo if windowed else None,
+                            left, tree_of)
+            if finals and (not timed or t is not None):
+                yield self._emit(finals, lo, pos, part.key)
+
+    def _fire(self, mask: int, r: int, pos: int, t, ft, lo, index: list[dict], right, probe
+              ) -> tuple[list[Node], list | None]:
+        """FireTransitions for event ``r`` in the states of ``mask``: the new nodes (every
+        transition reads the indices as they were before this event) and, when some state
+        carries keys, each new node's carried values (else None)."""
+        sources, carry, rels, loops, active, ops = self._fire_with
+        new: list[Node] = []
+        carried = None
+        for q in active.get(mask) or self._states_of(mask):
+            srcs = sources[q]
+            if not srcs:
+                new.append(Node(ft, pos, q, t))
+                if carried is not None:
+                    carried.append(())
+            elif carry[q]:  # a chain step: one node per live carried value of its source
+                if carried is None:
+                    carried = [()] * len(new)
+                sub, rel = index[srcs[0]].get(right[q][0][r]), rels[q][0]
+                v = probe[q][0][r] if rel is not None else None
+                if sub and (rel is None or v is not None):
+                    _adopt_each(sub, rel, v, q, pos, t, ft, lo, new, carried)
+                    ops.probes += len(sub)
+            elif len(srcs) == 1 and rels[q][0] is None:  # the common join: one heap
+                h = index[srcs[0]].get(right[q][0][r])
+                if h is not None and h.ms >= lo:
+                    new.append(extend(q, pos, t, ft, (h,)))
                     if carried is not None:
                         carried.append(())
-                elif carry[q]:  # a chain step: one node per live carried value of its source
-                    if carried is None:
-                        carried = [()] * len(new)
-                    sub = index[srcs[0]].get(rq[0][r])
-                    rel = rels[q][0]
-                    if sub and rel is not None:
-                        v = probe[q][0][r]
-                        if v is None:
-                            sub = None
-                    if sub:
-                        for ck, h in sub.items():
-                            if h.ms >= lo:
-                                if rel is not None:  # the ordered index, per carried value
-                                    found = pieces(h, rel, v, lo)
-                                    if not found:
-                                        continue
-                                    h = found[0] if len(found) == 1 else Bundle(
-                                        max(x.ms for x in found), found)
-                                new.append(extend(q, pos, t, ft, (h,)))
-                                carried.append(ck)
-                        ops.probes += len(sub)
+                ops.probes += 1
+            else:
+                kids = _probe(srcs, rels[q], right[q], probe[q], r, lo, index)
+                if kids is not None:
+                    new.append(extend(q, pos, t, ft, kids))
+                    if carried is not None:
+                        carried.append(())
+                ops.probes += len(srcs)
+            if loops[q]:
+                carried = self._fire_loop(q, r, pos, t, ft, lo, index, new, carried)
+        ops.extends += len(new)
+        return new, carried
+
+    def _fire_loop(self, q: int, r: int, pos: int, t, ft, lo, index: list[dict],
+                   new: list[Node], carried: list | None) -> list | None:
+        """``(E AS y)+``: the nodes adopting the runs whose last iteration has this event's
+        key (with a register, only those whose value is in range); returns ``carried``."""
+        n, rloop, lrels, lprobe, nest, ops = self._loop_with
+        sub = index[n + q].get(rloop[q][r])
+        ops.probes += 1
+        lrel = lrels[q]
+        lv = None if lrel is None else lprobe[q][r]
+        if sub is None or (lrel is not None and lv is None):
+            return carried
+        if nest[n + q]:
+            if carried is None:
+                carried = [()] * len(new)
+            _adopt_each(sub, lrel, lv, q, pos, t, ft, lo, new, carried)
+        elif sub.ms >= lo:
+            if lrel is not None:
+                sub = _in_range(sub, lrel, lv, lo)
+                if sub is None:
+                    return carried
+            new.append(extend(q, pos, t, ft, (sub,)))
+            if carried is not None:
+                carried.append(())
+        return carried
+
+    def _update(self, new: list[Node], carried: list | None, r: int, ft, lo,
+                index: list[dict], fifo: deque | None, left, tree_of) -> list[Node]:
+        """UpdateIndices: each new node goes into the index its consumer probes (and the
+        loop's for an iterated step) under its key: a heap ``union``, or with a compared
+        value (``tree_of[slot]``) an ordered-index ``insert``. Returns the new nodes of
+        final states. ``fifo`` (windowed runs) remembers each update for ``_evict``."""
+        final, slots, key_mode, ops = self._update_with
+        finals = []
+        for i, node in enumerate(new):
+            q = node.state
+            if final[q]:
+                finals.append(node)
+            for slot in slots[q]:
+                col = tree_of[slot]
+                v = None if col is None else col[r]
+                if col is not None and v is None:
+                    continue  # no value to compare: never adopted through this index
+                top = d = index[slot]
+                pk = None
+                if key_mode[slot] == _KEY_COLUMN:
+                    k = left[slot][r]
+                else:  # a key per run; nested: H[slot][probe key][carried values]
+                    k, kc = left[slot](r, carried[i] if carried else ())
+                    if key_mode[slot] == _KEY_NESTED:
+                        pk, d = k, top.get(k)
+                        if d is None:
+                            d = top[pk] = {}
+                        k = kc
+                h = d.get(k)
+                if h is None:
+                    self._entries += 1
+                    self._peak = max(self._peak, self._entries)
+                if col is not None:  # the ordered index (a TNode tree)
+                    d[k] = insert(h, node, v, lo, ops)
+                elif h is None:  # a new heap: ``union`` with the empty heap, without the call
+                    d[k] = node
+                    ops.new_heap()
                 else:
-                    kids = []
-                    for j, p in enumerate(srcs):
-                        h = index[p].get(rq[j][r])
-                        if h is None or h.ms < lo:
-                            break
-                        rel = rels[q][j]
-                        if rel is not None:  # the ordered index: the runs whose key is in range
-                            v = probe[q][j][r]
-                            if v is None:
-                                break
-                            found = pieces(h, rel, v, lo)
-                            if not found:
-                                break
-                            h = found[0] if len(found) == 1 else Bundle(
-                                max(x.ms for x in found), found)
-                        kids.append(h)
-                    else:
-                        new.append(extend(q, pos, t, ft, tuple(kids)))
-                        if carried is not None:
-                            carried.append(())
-                    ops.probes += len(srcs)
-                if loop[q]:  # (E AS y)+: adopt the runs whose last iteration has this key
-                    sub = index[n + q].get(rloop[q][r])
-                    ops.probes += 1
-                    if sub is None:
-                        continue
-                    lrel = lrels[q]
-                    if lrel is not None:  # a register: only the previous iterations in range
-                        lv = lprobe[q][r]
-                        if lv is None:
-                            continue
-                    if nest[n + q]:
-                        if carried is None:
-                            carried = [()] * len(new)
-                        for ck, h in sub.items():
-                            if h.ms >= lo:
-                                if lrel is not None:
-                                    found = pieces(h, lrel, lv, lo)
-                                    if not found:
-                                        continue
-                                    h = found[0] if len(found) == 1 else Bundle(
-                                        max(x.ms for x in found), found)
-                                new.append(extend(q, pos, t, ft, (h,)))
-                                carried.append(ck)
-                    elif sub.ms >= lo:
-                        if lrel is not None:
-                            found = pieces(sub, lrel, lv, lo)
-                            if not found:
-                                continue
-                            sub = found[0] if len(found) == 1 else Bundle(
-                                max(x.ms for x in found), found)
-                        new.append(extend(q, pos, t, ft, (sub,)))
-                        if carried is not None:
-                            carried.append(())
-            ops.extends += len(new)
-            # UpdateIndices (the parent's index, and the loop's for an iterated step), then
-            # the matches of the final states.
-            finals = []
-            for i, node in enumerate(new):
-                q = node.state
-                if final[q]:
-                    finals.append(node)
-                for slot in slots[q]:
-                    tree = ordered[slot] if slot < n else lrels[slot - n] is not None
-                    if tree:
-                        v = order[slot][r] if slot < n else lorder[slot - n][r]
-                        if v is None:
-                            continue  # no value to compare: never adopted through this index
-                    pk = None
-                    top = index[slot]
-                    if generic[slot]:
-                        k, ck = left[slot](r, carried[i] if carried else ())
-                        d = top
-                        if nest[slot]:
-                            pk, d = k, top.get(k)
-                            if d is None:
-                                d = top[pk] = {}
-                            k = ck
-                    else:
-                        k, d = left[slot][r], top
-                    h = d.get(k)
-                    if tree:  # the ordered index (a TNode tree)
-                        if h is None:
-                            self._entries += 1
-                            if self._entries > self._peak:
-                                self._peak = self._entries
-                        d[k] = insert(h, node, v, lo, ops)
-                    elif h is None:
-                        self._entries += 1
-                        if self._entries > self._peak:
-                            self._peak = self._entries
-                        d[k] = node  # union with the empty heap
-                        ops.unions += 1
-                        ops.union_nodes += 1
-                        if not ops.max_union_nodes:
-                            ops.max_union_nodes = 1
-                    else:
-                        d[k] = union(h, node, lo, ops)
-                    if windowed:
-                        fifo.append((ft, top, k, d, pk))
-            if finals and (not timed or t is not None):
-                yield from self._emit(finals, lo, pos, part.key)
+                    d[k] = union(h, node, lo, ops)
+                if fifo is not None:
+                    fifo.append((ft, top, k, d, pk))
+        return finals
 
     def _evict(self, item, lo) -> None:
         """Forget an index entry whose last update left the window, if its heap is dead
@@ -744,14 +815,10 @@ class HashJoinEngine:
                 del top[pk]
 
     def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
-        """Enumerate the windowed runs of the new final nodes as matches (projected, and
-        de-duplicated when the PCEA may repeat one; the latest starts when LIMITed)."""
+        """The windowed runs of the new final nodes as candidate matches (projected; a tree's
+        runs in position order). Repeats and LIMIT are ``strategies.report``'s."""
         labels, sort = self._labels, self._sort
         windowed = self._bound is not None
-        dedupe = self.pcea.dedupe is not None
-        limit = self.limit
-        seen = set() if dedupe else None
-        batch = [] if limit is not None else None
         for root in finals:
             if root.ms < lo:
                 continue
@@ -762,20 +829,5 @@ class HashJoinEngine:
                 first = run[0]
                 if windowed and (first.time is None or first.time < lo):
                     continue  # attribute windows: the start lacks a time, or an inner null hid it
-                events = tuple((nd.pos, labels[nd.state]) for nd in run if labels[nd.state])
-                if seen is not None:
-                    ident = (first.pos, events)
-                    if ident in seen:
-                        continue
-                    seen.add(ident)
-                m = Match(first.pos, pos, events, key)
-                if batch is not None:
-                    batch.append(m)
-                else:
-                    self._matches += 1
-                    yield m
-        if batch:
-            batch.sort(key=lambda m: -m.start)
-            for m in batch[:limit]:
-                self._matches += 1
-                yield m
+                yield Match(first.pos, pos, tuple((nd.pos, labels[nd.state]) for nd in run
+                                                  if labels[nd.state]), key)

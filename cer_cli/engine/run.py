@@ -2,7 +2,7 @@
 Algorithms 1–2).
 
 ``Engine`` owns everything that persists across frames: the lazy det-automaton and the
-kernel state (``kernel.KernelState``: tECS node arrays and one Algorithm-1 table per
+kernel state (``kernel_state.KernelState``: tECS node arrays and one Algorithm-1 table per
 PARTITION BY key). ``run(frame)`` does the column-wise work with polars first — FROM
 filtering, partition key ids, window times, and the event symbols (``Alphabet.symbols``) —
 and then feeds the kernel, the one evaluator, which per event advances the event's
@@ -22,14 +22,13 @@ matches, so memory is bounded by the window and that cap, not by the matches of 
 Per-event cost is constant for a fixed query plus the size of the reported matches (with
 post-processing, of all windowed candidates ending at the event). ``LIMIT k`` under ALL/ANY
 without a post-filter is no post-processing: the kernel stops at each event with final
-states and ``kernel.latest_first`` enumerates only its k latest starts, best-first by
+states and ``kernel_state.latest_first`` enumerates only its k latest starts, best-first by
 max-start, in the order ``limit_latest`` would keep them. Feeding several frames one
 after another gives the same matches as feeding their concatenation.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -39,45 +38,16 @@ from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.determinize import LazyDFA
 from cer_cli.engine import kernel as K
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
-from cer_cli.engine.strategies import STRATEGY_COST, dedupe, limit_latest, project, select
+from cer_cli.engine.jit import jit_forced
+from cer_cli.engine.kernel_state import BUDGET_UNITS, OUT_CAP, KernelState
+from cer_cli.engine.strategies import STRATEGY_COST, project, report
 from cer_cli.events import KEY, POS, Match, MatchBatch, as_matches
 from cer_cli.query import ast
+from cer_cli.query.printer import groups_text
 
 _KEY = KEY
 _WTIME = "__cer_engine_time"
 MIN_COMPACT = 4096
-
-
-def warm_up_jit(events: int) -> threading.Thread | None:
-    """For a run expected to see ``events`` events: when that is enough for the compiled
-    kernel (``kernel.JIT_MIN_EVENTS``, unless ``CER_JIT`` decides), start loading it now,
-    in a background thread: numba's import and the set-up of its target context (~0.3 s,
-    issue #15) then overlap the reading of the log, during which the main thread mostly
-    waits in polars without the GIL. The run itself takes the functions from
-    ``kernel.compiled()`` as before (its lock makes it wait for this thread, never load
-    twice); a failure here is left for that call to meet and report."""
-    forced = K.jit_forced()
-    if forced is False or (forced is None and events < K.JIT_MIN_EVENTS) or not K.HAVE_NUMBA:
-        return None
-    thread = threading.Thread(target=_load_jit, name="cer-jit-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def _load_jit() -> None:
-    try:
-        if not K.compiled():  # numba disabled (NUMBA_DISABLE_JIT)
-            return
-        # What the first call of a cached function does before it loads its machine code:
-        # install numba's typing and lowering registries (numba 0.60-0.68 API).
-        from numba.core.compiler_lock import global_compiler_lock
-        from numba.core.registry import cpu_target
-
-        with global_compiler_lock:
-            cpu_target.typing_context.refresh()
-            cpu_target.target_context.refresh()
-    except Exception:  # noqa: BLE001, S110 - only a head start; the run loads what it needs
-        pass
 
 
 class Engine:
@@ -109,8 +79,8 @@ class Engine:
         compact_min: int = MIN_COMPACT,
         post_filter=None,
         report_groups: int | None = None,
-        out_cap: int = K.OUT_CAP,
-        budget: int = K.BUDGET_UNITS,
+        out_cap: int = OUT_CAP,
+        budget: int = BUDGET_UNITS,
     ) -> None:
         if strategy not in ast.STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}")
@@ -133,7 +103,7 @@ class Engine:
         self._out_cap = out_cap
         self._budget = budget
         #: Whether the kernel reports only each event's ``limit`` latest starts itself
-        #: (best-first, ``kernel.latest_first``): ALL/ANY without a post-filter.
+        #: (best-first, ``kernel_state.latest_first``): ALL/ANY without a post-filter.
         self._kernel_limit = limit is not None and strategy in ("ALL", "ANY") and post_filter is None
         #: Whether the kernel's candidates are filtered before they are reported.
         self._post_process = (strategy not in ("ALL", "ANY") or post_filter is not None
@@ -143,7 +113,7 @@ class Engine:
         #: (POS plus ``post.columns``), pruned when it doubled (``_prune_rows``).
         self._rows: pl.DataFrame | None = None
         self._next_prune = compact_min
-        self._k: K.KernelState | None = None
+        self._k: KernelState | None = None
 
     # ------------------------------------------------------------------ description
 
@@ -151,7 +121,7 @@ class Engine:
         """How this engine evaluates, and what it costs (printed by ``cer explain``)."""
         window = window_text(self.window, "partial matches")
         parts = (
-            "one evaluator per PARTITION BY key " + ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            "one evaluator per PARTITION BY key " + groups_text(self.partition_by)
             if self.partition_by
             else "a single evaluator"
         )
@@ -247,12 +217,12 @@ class Engine:
         bound = self._bound
         if bound is not None and not float_times:
             bound = int(bound)
-        self._k = K.KernelState(
+        self._k = KernelState(
             self.dfa, isinstance(self.window, ast.EventsWindow), bound, self.consume,
             self._compact_min, float_times, decide=self._post_process and self.consume != "NONE",
             limit=self.limit if self._kernel_limit else None,
             split=not self._post_process, out_cap=self._out_cap, budget=self._budget,
-            jit=K.jit_forced(),
+            jit=jit_forced(),
         )
 
     # ------------------------------------------------------------------ running
@@ -283,6 +253,10 @@ class Engine:
         for _ in self._k.run(*inputs, emit=False):
             pass
         return self._k.matches - before
+
+    def finish(self) -> Iterator[MatchBatch]:
+        """Nothing: every match is reported at the event that ends it."""
+        return iter(())
 
     def _produce(self, frame: pl.DataFrame) -> Iterator[MatchBatch]:
         frame = self._prepare(frame)
@@ -326,11 +300,7 @@ class Engine:
             elif post.hidden:
                 batch = project(batch, frozenset(v for ls in batch.labelsets for v in ls)
                                 - post.hidden)
-            batch = dedupe(batch)
-        batch = select(self.strategy, batch)
-        if self.limit is not None:
-            batch = limit_latest(batch, self.limit)
-        return batch
+        return report(batch, self.strategy, self.limit, distinct=post is not None)
 
     def _remember(self, frame: pl.DataFrame) -> None:
         """Keep the post-filter's attributes of ``frame``'s events (before the kernel reads it)."""

@@ -90,11 +90,25 @@ def select(strategy: str, batch: MatchBatch) -> MatchBatch:
     return batch.take(np.asarray(kept, dtype=np.int64))
 
 
+def report(batch: MatchBatch, strategy: str, limit: int | None,
+           distinct: bool = False) -> MatchBatch:
+    """What a batch of candidates reports, per triggering event (every executor's last
+    step): one match per distinct complex event when candidates may repeat one
+    (``distinct``: a post-filter's projection, a hash join's trees), the strategy's choice,
+    then LIMIT's latest starts."""
+    if distinct:
+        batch = dedupe(batch)
+    batch = select(strategy, batch)
+    if limit is not None:
+        batch = limit_latest(batch, limit)
+    return batch
+
+
 def limit_latest(batch: MatchBatch, n: int) -> MatchBatch:
     """LIMIT ``n`` per triggering event: the ``n`` latest starts of each group, latest
-    first (ties in enumeration order: a stable sort by start). Used after post-processing;
-    under ALL/ANY alone the kernel finds the same matches in the same order best-first
-    (``kernel.latest_first``) without enumerating the rest."""
+    first (ties in enumeration order: a stable sort by start) — the one statement of the
+    rule. Under ALL/ANY without post-processing the CEA's kernel finds the same matches in
+    the same order best-first (``kernel_state.latest_first``) without enumerating the rest."""
     if not len(batch):
         return batch
     bounds = groups(batch)

@@ -37,6 +37,7 @@ from cer_cli.compiler.cea import CEA
 from cer_cli.compiler.construct import compile_formula
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
+from cer_cli.engine.driver import run_matches
 from cer_cli.engine.post_filter import PostFilter
 from cer_cli.engine.run import Engine
 from cer_cli.events import TIME, Match, Schema
@@ -292,19 +293,7 @@ class Plan:
 
     def run(self, frames: pl.DataFrame | Iterable[pl.DataFrame]) -> Iterator[Match]:
         """Matches over one event frame or consecutive frames, in order of their last event."""
-        ex = self.executor()
-        for frame in (frames,) if isinstance(frames, pl.DataFrame) else frames:
-            yield from ex.run(frame)
-        yield from finish(ex)
-
-
-def finish(executor) -> Iterator[Match]:
-    """What an executor reports once the log has ended (a trailing absence's open matches,
-    when asked for), as ``Match`` objects; nothing for the others."""
-    from cer_cli.events import as_matches
-
-    done = getattr(executor, "finish", None)
-    return iter(()) if done is None else as_matches(done())
+        return run_matches(self.executor(), frames)
 
 
 def cea_projection(query: ast.Query, post: PostFilter | None,

@@ -33,8 +33,9 @@ from enum import StrEnum
 from cer_cli.compiler import correlation as rules
 from cer_cli.compiler.correlation import AbsenceSite, Site, partition_plan, predicate_class
 from cer_cli.compiler.rewrite import PassResult
+from cer_cli.engine.absence import trailing_method
 from cer_cli.query import ast
-from cer_cli.query.printer import to_text
+from cer_cli.query.printer import groups_text, to_text
 
 
 class Method(StrEnum):
@@ -339,11 +340,6 @@ def _trailing_step(site: AbsenceSite) -> Use:
     ), [method]
 
 
-def groups_text(groups) -> str:
-    """PARTITION BY groups as written: ``[id], [a, b]``."""
-    return ", ".join("[" + ", ".join(g) + "]" for g in groups)
-
-
 def absent_text(a: AbsenceSite) -> str:
     """An absence's comparisons with the match: ``!(B FILTER (b.v > a.v))``."""
     return f"!({a.etype.label} FILTER {to_text(a.predicate)})"
@@ -401,15 +397,7 @@ def _absence(a: AbsenceSite, within: ast.Window | None) -> PredicateMethod:
 
 def _trailing(site: AbsenceSite) -> PredicateMethod:
     """A trailing ψ's comparisons with the match (``trailing_absence_site``)."""
-    if site.method == "bisect":
-        how = f"bisect on {site.etype.label}.{site.key[0].attr}"
-        cost = ("per match O(log n): the first ψ event after φ's last event with the match's"
-                " value, by an as-of join on ψ's events sorted by (partition, value, position);"
-                " n: the events kept, each partition's last window")
-    else:
-        how = "scan of the window"
-        cost = ("per match, every ψ event between φ's last event and the deadline is tested:"
-                " O(ψ events in the window); memory: each partition's last window of events")
+    how, cost = trailing_method(site)
     return PredicateMethod(
         absent_text(site) + " (trailing)", Method.TRAILING, cost,
         "a comparison of the absent event with the match that no PARTITION BY key makes true:"

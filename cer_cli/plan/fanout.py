@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cer_cli.query import ast
+from cer_cli.query.printer import groups_text, window_span
 
 PARTITION = "partition"
 RANGES = "ranges"
@@ -52,7 +53,7 @@ class Fanout:
         """What ``cer explain --spark`` prints; with the log's ``n_events``, also whether
         Spark pays for itself on it (``spark_pays``)."""
         if self.kind == PARTITION:
-            keys = ", ".join("[" + ", ".join(g) + "]" for g in self.partition_by)
+            keys = groups_text(self.partition_by)
             how = [
                 f"spark plan: one engine per Spark partition, events shuffled by PARTITION BY {keys}",
                 "  each Spark partition is sorted by global position; a key's events all go to one",
@@ -98,13 +99,7 @@ def spark_pays(kind: str, n_events: int | None) -> list[str]:
 
 
 def _context(window: ast.Window | None) -> str:
-    if isinstance(window, ast.EventsWindow):
-        return f"the {window.count} preceding events (WITHIN {window.count} EVENTS)"
-    if isinstance(window, ast.DurationWindow):
-        return f"the preceding {window.nanoseconds} ns of event time"
-    if isinstance(window, ast.AttributeWindow):
-        return f"the preceding {window.amount} of attribute {window.attr}"
-    return "none"
+    return "none" if window is None else f"the preceding {window_span(window)}"
 
 
 def fanout(q: ast.Query, groups: tuple[tuple[str, ...], ...]) -> Fanout:

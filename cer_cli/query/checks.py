@@ -45,7 +45,10 @@ from cer_cli.query.ast import (
     Span,
 )
 from cer_cli.query.errors import QueryError, suggest
+from cer_cli.query.printer import to_text
 from cer_cli.query.scope import (
+    absent_formulas,
+    attr_refs,
     bound,
     filter_atoms,
     labels,
@@ -221,33 +224,10 @@ def check_well_formed(formula: Formula) -> None:
 
 def _var_span(atom: Predicate, v: str) -> Span | None:
     """Span of the first reference to ``v`` inside the atom, else the atom's."""
-    for ref in _attr_refs_of_atom(atom):
+    for ref in attr_refs(atom):
         if ref.var == v and ref.span is not None:
             return ref.span
     return atom.span
-
-
-def _attr_refs(expr: Expr) -> Iterator[AttrRef]:
-    match expr:
-        case AttrRef():
-            yield expr
-        case BinOp(_, left, right):
-            yield from _attr_refs(left)
-            yield from _attr_refs(right)
-        case Neg(operand):
-            yield from _attr_refs(operand)
-
-
-def _attr_refs_of_atom(atom: Predicate) -> Iterator[AttrRef]:
-    match atom:
-        case Compare(_, left, right):
-            yield from _attr_refs(left)
-            yield from _attr_refs(right)
-        case Like(operand, _) | InSet(operand, _) | InInterval(operand, _, _):
-            yield from _attr_refs(operand)
-        case InRange(operand, low, high):
-            for e in (operand, low, high):
-                yield from _attr_refs(e)
 
 
 def check_not_atoms(formula: Formula) -> None:
@@ -275,11 +255,6 @@ def check_not_atoms(formula: Formula) -> None:
                         _var_span(atom, v),
                         hints=["NOT(…) tests one event on its own; filter other variables outside"],
                     )
-
-
-def absent_formulas(formula: Formula) -> list[Formula]:
-    """Every ψ of ``φ1 ; !ψ ; φ2`` in the formula (a field of ``Seq``, not a sub-formula)."""
-    return [n.absent for n in subformulas(formula) if isinstance(n, Seq) and n.absent is not None]
 
 
 def _absence_sites(formula: Formula) -> Iterator[tuple[Formula, frozenset[str], Formula]]:
@@ -528,7 +503,7 @@ def check_attributes(query: Query, schema: Schema, types: dict[str, frozenset[st
     for node in subformulas(query.formula):
         if isinstance(node, Filter):
             for atom in filter_atoms(node.predicate):
-                for ref in _attr_refs_of_atom(atom):
+                for ref in attr_refs(atom):
                     _check_attribute(ref.var, ref.attr, ref.span, schema, types)
     for item in query.select or ():
         for attr in item.attrs or ():
@@ -594,7 +569,7 @@ def empty_attribute_warnings(query: Query, schema: Schema) -> tuple[tuple[str, S
             if not isinstance(node, Filter):
                 continue
             for atom in filter_atoms(node.predicate):
-                for ref in _attr_refs_of_atom(atom):
+                for ref in attr_refs(atom):
                     for t in sorted(types.get(ref.var, ())):
                         if ref.attr in schema.empty.get(t, ()):
                             out.append((f"'{ref.attr}' is null for every '{t}' event of the"
@@ -624,7 +599,7 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
     w = query.within
     if isinstance(w, DurationWindow) and schema.time_column is None:
         raise QueryError(
-            f"WITHIN {_duration_text(w)} needs a time column; this log has none",
+            f"WITHIN {to_text(w)} needs a time column; this log has none",
             w.span,
             hints=["use --time-column COLUMN, or count events: WITHIN n EVENTS"],
         )
@@ -633,7 +608,7 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
         kinds = {schema.attributes(t).get(tc) for t in schema.event_types} - {None}
         if kinds & {"int", "float"}:  # a number without a unit is an order, not a time
             raise QueryError(
-                f"WITHIN {_duration_text(w)}: time column '{tc}' holds numbers without a unit,"
+                f"WITHIN {to_text(w)}: time column '{tc}' holds numbers without a unit,"
                 " so a duration cannot be measured on it",
                 w.span,
                 hints=[_epoch_unit_hint(schema),
@@ -674,10 +649,6 @@ def _epoch_unit_hint(schema: Schema) -> str:
         return "; ".join(f"the values of log {s} look like epoch {EPOCH_UNIT_NAMES[u]}:"
                          f" pass --time-unit {s}={u}" for s, u in sorted(fits.items()))
     return "give their unit since the epoch: --time-unit s (or ms, us, ns)"
-
-
-def _duration_text(w: DurationWindow) -> str:
-    return " ".join(f"{amount} {unit}{'' if amount == 1 else 's'}" for amount, unit in w.parts)
 
 
 # --------------------------------------------------------------------------- typing

@@ -4,8 +4,12 @@
 formulas, predicates and expressions, so precedence never matters and
 ``parse(to_text(q)) == q`` for every ``Query`` (spans aside). Predicates over a single variable
 print CORE style (``x[price > 5]``); predicates over several variables print CEL style
-(``x.id = y.id``). Names that are keywords or not plain identifiers are back-quoted. Cost: linear
-in the size of the AST.
+(``x.id = y.id``); a predicate whose variable was erased (``scope.strip_var``: an atom of the
+alphabet) reads its attributes by bare name. Names that are keywords or not plain identifiers
+are back-quoted. Cost: linear in the size of the AST.
+
+It is the one printer of the AST: messages and ``cer explain`` quote queries with ``shown``
+(the same text without the outer parentheses) and PARTITION BY groups with ``groups_text``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from cer_cli.query import ast
 from cer_cli.query.parser import KEYWORDS, qualify_streams
 from cer_cli.query.scope import pred_vars, prev_refs
 
-__all__ = ["to_text", "quote_name"]
+__all__ = ["to_text", "shown", "groups_text", "window_span", "quote_name"]
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -66,7 +70,7 @@ def _expr(e: ast.Expr, scope: str | None) -> str:
     if isinstance(e, ast.PrevRef):
         return f"PREV({quote_name(e.var)}).{quote_name(e.attr)}"
     if isinstance(e, ast.AttrRef):
-        if e.var == scope:
+        if e.var == scope or not e.var:
             return quote_name(e.attr)
         return f"{quote_name(e.var)}.{quote_name(e.attr)}"
     if isinstance(e, ast.BinOp):
@@ -88,7 +92,7 @@ def _predicate(p: ast.Predicate, scope: str | None = None) -> str:
         register = prev_refs(p) and not isinstance(p, (ast.And, ast.Or, ast.Not))
         if len(variables) == 1 and not between and not register:
             (var,) = variables
-            return f"{_variable(var)}[{_predicate(p, var)}]"
+            return _predicate(p, var) if not var else f"{_variable(var)}[{_predicate(p, var)}]"
     if isinstance(p, ast.And):
         return f"({_predicate(p.left, scope)} AND {_predicate(p.right, scope)})"
     if isinstance(p, ast.Or):
@@ -186,8 +190,7 @@ def _query(q: ast.Query) -> str:
     absent = "" if q.trailing is None else f" ; !{_formula(q.trailing)}"
     lines.append(f"WHERE {_formula(q.formula)}{absent}")
     if q.partition_by:
-        groups = ", ".join("[" + ", ".join(quote_name(a) for a in g) + "]" for g in q.partition_by)
-        lines.append(f"PARTITION BY {groups}")
+        lines.append(f"PARTITION BY {groups_text(q.partition_by, quote_name)}")
     if q.within is not None:
         lines.append(f"WITHIN {_window(q.within)}")
     if q.consume != "NONE":
@@ -210,3 +213,41 @@ def to_text(node: ast.Node) -> str:
     if isinstance(node, (ast.Literal, ast.AttrRef, ast.BinOp, ast.Neg)):
         return _expr(node, None)
     return _predicate(node)
+
+
+def shown(node: ast.Node) -> str:
+    """``to_text`` without its outer parentheses: a predicate or formula as quoted in
+    messages and ``cer explain`` (``x.id = y.id``, ``T AS x ; H AS y``)."""
+    text = to_text(node)
+    return text[1:-1] if text.startswith("(") and _closes_at_end(text) else text
+
+
+def _closes_at_end(text: str) -> bool:
+    """Whether the parenthesis opening ``text`` closes at its last character (quoted names
+    and strings skipped)."""
+    depth, quote = 0, None
+    for i, ch in enumerate(text):
+        if quote is not None:
+            quote = None if ch == quote else quote  # a doubled quote reopens at once
+        elif ch in "'`":
+            quote = ch
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+            if depth == 0:
+                return i == len(text) - 1
+    return False
+
+
+def window_span(w: ast.Window) -> str:
+    """How far the window reaches, in its own unit (``10 events``, ``5000000000 ns of
+    event time``, ``3 of attribute seq``): what executors and the Spark fan-out say."""
+    if isinstance(w, ast.EventsWindow):
+        return f"{w.count} events"
+    if isinstance(w, ast.DurationWindow):
+        return f"{w.nanoseconds} ns of event time"
+    return f"{w.amount} of attribute {w.attr}"
+
+
+def groups_text(groups, name=str) -> str:
+    """PARTITION BY groups as written, ``[a, b], [c]`` (``name`` prints each attribute)."""
+    return ", ".join("[" + ", ".join(name(a) for a in g) + "]" for g in groups)

@@ -64,6 +64,16 @@ def nodes(f: ast.Formula, path: Path = ()) -> Iterator[tuple[Path, ast.Formula]]
         yield from nodes(k, (*path, i))
 
 
+def bottom_up(f: ast.Formula) -> Iterator[ast.Formula]:
+    """Post-order walk: every sub-formula after its own, those under ``NOT`` and the ψ of
+    ``φ1 ; !ψ ; φ2`` included (the order in which the alphabet numbers a CEA's atoms)."""
+    for kid in children(f):
+        yield from bottom_up(kid)
+    if isinstance(f, ast.Seq) and f.absent is not None:
+        yield from bottom_up(f.absent)
+    yield f
+
+
 def at(f: ast.Formula, path: Path) -> ast.Formula:
     """The node of ``f`` at ``path`` (child indices, as ``nodes`` gives them)."""
     for i in path:
@@ -83,6 +93,11 @@ def atom_type(f: ast.Formula) -> ast.EventType | None:
     while isinstance(f, (ast.As, ast.Filter)):
         f = f.formula
     return f if isinstance(f, ast.EventType) else None
+
+
+def absent_formulas(f: ast.Formula) -> list[ast.Formula]:
+    """Every ψ of ``φ1 ; !ψ ; φ2`` in ``f`` (a field of ``Seq``, not a sub-formula)."""
+    return [n.absent for n in subformulas(f) if isinstance(n, ast.Seq) and n.absent is not None]
 
 
 def disj(parts: list[ast.Formula]) -> ast.Formula:
@@ -168,6 +183,22 @@ def attr_refs(node) -> Iterator[ast.AttrRef]:
         for name, value in vars(node).items():
             if name != "span":
                 yield from attr_refs(value)
+
+
+def operands(pred: ast.Predicate) -> list[ast.Expr]:
+    """The value expressions a predicate compares, under its connectives: it is undefined
+    on an event where any of them is null."""
+    if isinstance(pred, (ast.And, ast.Or)):
+        return operands(pred.left) + operands(pred.right)
+    if isinstance(pred, ast.Not):
+        return operands(pred.operand)
+    if isinstance(pred, ast.Compare):
+        return [pred.left, pred.right]
+    if isinstance(pred, ast.InRange):
+        return [pred.operand, pred.low, pred.high]
+    if isinstance(pred, (ast.Like, ast.InSet, ast.InInterval)):
+        return [pred.operand]
+    return []
 
 
 def pred_vars(node: ast.Predicate | ast.Expr) -> frozenset[str]:

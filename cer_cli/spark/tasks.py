@@ -12,8 +12,9 @@ import math
 import pickle
 from typing import TYPE_CHECKING
 
+from cer_cli.engine.driver import Driver
 from cer_cli.engine.executor import partition_columns, window_source
-from cer_cli.events import POS, STREAM
+from cer_cli.events import POS, STREAM, as_matches
 from cer_cli.io.encoding import partition_json
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
@@ -39,9 +40,9 @@ MATCH_SCHEMA = (
 def _task(compiled: Plan):
     """The ``mapInArrow`` function: batches sorted by (GROUP, POS) -> match rows.
 
-    It ships the whole plan and builds executors with ``compiled.executor()``, so a task
-    evaluates exactly as local mode does.
-    A fresh engine starts at every new GROUP; a match is kept when it ends at or after the
+    It ships the whole plan and runs ``compiled.executor()`` through the driver
+    (``engine.driver.Driver``), so a task evaluates exactly as local mode does.
+    A fresh pass starts at every new GROUP; a match is kept when it ends at or after the
     group's first OWN event (events before it are the context of a ``ranges`` task).
     """
     names = [g[0] for g in compiled.query.partition_by]
@@ -51,19 +52,19 @@ def _task(compiled: Plan):
         import pyarrow as pa
 
         schema = None
-        group, engine, lo, seq = None, None, None, 0
+        group, driver, lo, seq = None, None, None, 0
         for batch in batches:
             frame = pl.from_arrow(batch)
             out: list[dict] = []
             for part in frame.partition_by(_GROUP, maintain_order=True):
                 g = part[_GROUP][0]
-                if engine is None or g != group:
-                    group, engine, lo = g, compiled.executor(), None
+                if driver is None or g != group:  # --open-absence report is local only:
+                    group, driver, lo = g, Driver(compiled.executor()), None  # no finish
                 own = part.filter(pl.col(_OWN))[POS]
                 if lo is None and own.len():
                     lo = own[0]
                 events = part.drop(_GROUP, _OWN, _QPOS, strict=False)
-                for m in engine.run(events):
+                for m in as_matches(driver.feed(events)):
                     if lo is not None and m.end >= lo:
                         out.append({
                             "end": m.end, "seq": seq, "start": m.start,

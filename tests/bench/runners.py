@@ -57,7 +57,7 @@ def engine(name: str, log: str, query_text: str | None) -> dict:
         # warm up: load the compiled kernel (numba's cache) outside the timed part, as
         # CORE's figure leaves out building its server and query. A 1,000-event run is
         # below the size at which a run switches to the compiled kernel
-        # (``kernel.JIT_MIN_EVENTS``), and numba loads a function's cached code only at its
+        # (``jit.JIT_MIN_EVENTS``), and numba loads a function's cached code only at its
         # first call, so the warm-up forces the compiled kernel (``CER_JIT=1``) and compacts
         # once; without it the timed part paid numba's import and cache load (~0.4 s). The
         # timed run keeps cer's own choice (a log under JIT_MIN_EVENTS runs uncompiled).

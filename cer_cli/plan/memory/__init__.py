@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cer_cli.compiler.correlation import AbsenceSite
-from cer_cli.plan.correlation import Method, groups_text
+from cer_cli.plan.correlation import Method
 from cer_cli.plan.memory.spj import (
     CONSTANT,
     FAIL_TIER,
@@ -55,7 +55,7 @@ from cer_cli.plan.memory.translate import (
     unwrap,
 )
 from cer_cli.query import ast
-from cer_cli.query.printer import to_text
+from cer_cli.query.printer import groups_text, to_text
 from cer_cli.query.scope import subformulas
 
 __all__ = ["CONSTANT", "WINDOW", "JOIN_KEYS", "PARTITION_KEYS", "LOG", "RANK", "MODES",

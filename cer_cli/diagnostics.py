@@ -1,0 +1,166 @@
+"""What the command line prints when something is wrong, and the exit code it ends with.
+
+A mistake in the query or the log is a diagnostic (``file:line:col: error: message``, the
+source line with a caret, hints), never a traceback; ``user_errors`` turns every failure of
+a command into its rendering and exit code (2 input, 1 runtime). The consoles are created per
+call, so redirected streams (tests, pipes) are honoured; rich is imported only when something
+is printed (start-up time).
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import click
+
+from cer_cli import signals
+from cer_cli.io.files import OutputError, ReaderGone
+from cer_cli.query.ast import Span
+from cer_cli.query.errors import QueryError, line_col
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+EXIT_RUNTIME = 1
+EXIT_INPUT = 2
+
+
+def stderr() -> Console:
+    # Created per call so that redirected streams (tests, pipes) are honoured.
+    from rich.console import Console
+
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def stdout(**options) -> Console:
+    """The console of ``--format table`` and ``cer explain``. rich ends the process with exit
+    code 1 when standard output's reader leaves; cer's rule is a quiet exit 0 (``ReaderGone``)."""
+    from rich.console import Console
+
+    console = Console(**{"highlight": False, "soft_wrap": True, **options})
+
+    def reader_gone() -> None:
+        console.quiet = True
+        raise ReaderGone(errno.EPIPE, "standard output is a closed pipe")
+
+    console.on_broken_pipe = reader_gone  # type: ignore[method-assign]
+    return console
+
+
+def table_console(fmt: str) -> Console | None:
+    """What ``write_matches`` prints a table on; other formats never load rich."""
+    return stdout(soft_wrap=False) if fmt == "table" else None
+
+
+def error_line(console: Console, label: str, style: str, message: str) -> None:
+    """``label: message`` with the label styled (``error: ...``, ``  hint: ...``)."""
+    from rich.text import Text
+
+    console.print(Text(label, style=style) + Text(message))
+
+
+def render_diagnostic(
+    console: Console,
+    severity: str,
+    message: str,
+    span: Span | None,
+    source: str | None,
+    filename: str | None,
+    hints: list[str] | tuple[str, ...] = (),
+) -> None:
+    """Print ``file:line:col: severity: message``, the source line with a caret, then hints."""
+    from rich.text import Text
+
+    where = filename or "query"
+    colour = "red" if severity == "error" else "yellow"
+    if span is not None and source is not None:
+        line, col = line_col(source, span.start)
+        text = source.split("\n")[line - 1]
+        end_line, end_col = line_col(source, span.end)
+        width = max(1, (end_col if end_line == line else len(text) + 1) - col)
+        head = Text(f"{where}:{line}:{col}: ", style="bold")
+        console.print(head + Text(f"{severity}:", style=f"bold {colour}") + Text(f" {message}"))
+        text, caret, width = excerpt(text, col - 1, width)
+        console.print(Text(f"  {text}"))
+        console.print(Text("  " + " " * caret + "^" * width, style=f"bold {colour}"))
+    else:
+        console.print(
+            Text(f"{where}: ", style="bold")
+            + Text(f"{severity}:", style=f"bold {colour}")
+            + Text(f" {message}")
+        )
+    for hint in hints:
+        console.print(Text("  hint: ", style="cyan") + Text(hint))
+
+
+#: Longest source line a diagnostic shows whole; a longer one (a generated query) is cut
+#: around the caret.
+EXCERPT_CHARS = 160
+
+
+def excerpt(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """``text`` cut to at most ~EXCERPT_CHARS around ``start`` (marked with …), and where
+    the caret now starts and how wide it is."""
+    if len(text) <= EXCERPT_CHARS:
+        return text, start, width
+    left = max(0, start - EXCERPT_CHARS // 4)
+    right = min(len(text), left + EXCERPT_CHARS)
+    cut = ("…" if left else "") + text[left:right] + ("…" if right < len(text) else "")
+    caret = start - left + (1 if left else 0)
+    return cut, caret, max(1, min(width, right - start))
+
+
+def render_query_error(error: QueryError) -> None:
+    render_diagnostic(
+        stderr(), "error", error.message, error.span, error.source, error.filename, error.hints
+    )
+
+
+@contextmanager
+def user_errors(debug: bool) -> Iterator[None]:
+    """Turn every failure into a rendered message and the right exit code.
+
+    QueryError and the reader's LogError are the user's mistakes (exit 2); anything else is
+    ours (exit 1), shown as one line unless ``debug``.
+    """
+    try:
+        yield
+    except QueryError as e:
+        render_query_error(e)
+        sys.exit(EXIT_INPUT)
+    except ReaderGone:  # standard output's reader left (`| head -1`): a quiet end
+        sys.exit(0)
+    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        signals.check()  # an exception caused by a swallowed signal ends as the signal
+        if isinstance(e, OutputError) or (type(e).__name__ == "SparkError"
+                                          and hasattr(e, "exit_code")):
+            console = stderr()
+            error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
+            for hint in e.hints:  # type: ignore[attr-defined]
+                error_line(console, "  hint: ", "cyan", hint)
+            sys.exit(e.exit_code)  # type: ignore[attr-defined]
+        if is_log_error(e):
+            console = stderr()
+            error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
+            for hint in e.hints:  # type: ignore[attr-defined]
+                error_line(console, "  hint: ", "cyan", hint)
+            sys.exit(EXIT_INPUT)
+        if debug:
+            raise
+        error_line(stderr(), "error: ", "bold red", f"internal error: {type(e).__name__}: {e}")
+        error_line(stderr(), "  hint: ", "cyan", "run with --debug for the traceback")
+        sys.exit(EXIT_RUNTIME)
+
+
+def is_log_error(error: Exception) -> bool:
+    try:
+        from cer_cli.io.read import LogError
+    except ImportError:
+        return False
+    return isinstance(error, LogError)

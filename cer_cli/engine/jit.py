@@ -1,0 +1,132 @@
+"""The numba loader: which kernel functions compile, how, and when a run uses them.
+
+The kernel (``engine/kernel.py``) is plain Python marked with ``njit``, ``njit_plain`` or
+``njit_inline``; ``compiled()`` imports numba and compiles copies of the marked functions
+over a copy of their module's globals in which every marked name is compiled, so compiled
+code calls compiled code while the module's own names stay plain Python (the tests patch
+them). numba is imported only when a run asks for it: a run switches to the compiled
+functions once it has seen ``JIT_MIN_EVENTS`` events (``kernel_state.KernelState``), and a
+log expected to be large starts loading them early, beside its read (``warm_up_jit``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+
+#: numba is imported only when a run asks for the compiled kernel (``compiled``): importing
+#: it and loading the cached machine code costs ~1 s, more than a small log takes uncompiled.
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+
+#: name -> compile without reference counting? (the functions ``compiled`` compiles)
+_JIT: dict[str, bool] = {}
+#: the functions numba inlines into their callers (see ``njit_inline``)
+_INLINE: set[str] = set()
+_PLAIN: dict = {}  # name -> the plain function (to tell when a test replaced the name)
+
+
+def njit(f):
+    """Mark ``f`` for compilation; the module keeps the plain function (see ``compiled``)."""
+    _JIT[f.__name__], _PLAIN[f.__name__] = False, f
+    return f
+
+
+def njit_plain(f):
+    """``njit`` without numba's reference counting (``_nrt=False``): such a function
+    cannot allocate, and in exchange pays nothing for the arrays it passes around —
+    with counting on, the atomic increments per call cost more than the algorithm."""
+    _JIT[f.__name__], _PLAIN[f.__name__] = True, f
+    return f
+
+
+def njit_inline(f):
+    """``njit_plain``, and inlined into its callers (numba's ``inline="always"``): the
+    tECS and union-list helpers run several times per event, and an array argument of a
+    compiled call is passed as some seven machine words, so a call to ``_add`` with its
+    three arrays cost about as much as the node it creates."""
+    _INLINE.add(f.__name__)
+    return njit_plain(f)
+
+
+_compiled: dict | None = None
+_compiling = threading.Lock()
+
+
+def compiled() -> dict:
+    """The numba-compiled kernel functions by name (compiled with ``cache=True`` on first
+    call, then loaded from numba's cache). Empty without numba, or with
+    ``NUMBA_DISABLE_JIT=1``: the plain functions then run (so tests can patch them)."""
+    global _compiled
+    with _compiling:
+        if _compiled is None:
+            _compiled = _compile_all()
+    return _compiled
+
+
+def _compile_all() -> dict:
+    if not HAVE_NUMBA or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        return {}
+    import types
+
+    import numba
+
+    # every marked function is the kernel's: copies over one copy of its module's globals
+    g = dict(next(iter(_PLAIN.values())).__globals__)
+    for name, no_nrt in _JIT.items():
+        f = g[name]
+        copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
+        copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, f.__module__, f.__doc__
+        opts = {"_nrt": False} if no_nrt else {}
+        if name in _INLINE:
+            opts["inline"] = "always"
+        g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
+    return {name: g[name] for name in _JIT}
+
+
+#: A run switches to the compiled functions once it has seen this many events (before
+#: that, plain Python costs less than numba's import and cache load, ~0.5-1 s).
+JIT_MIN_EVENTS = 20_000
+
+
+def jit_forced() -> bool | None:
+    """``CER_JIT=1`` / ``CER_JIT=0``: always / never compiled; otherwise ``None`` (by size)."""
+    forced = os.environ.get("CER_JIT", "")
+    return forced == "1" if forced in ("0", "1") else None
+
+
+def plain(name: str):
+    """The plain function marked as ``name`` (to tell when a test replaced the module's)."""
+    return _PLAIN[name]
+
+
+def warm_up_jit(events: int) -> threading.Thread | None:
+    """For a run expected to see ``events`` events: when that is enough for the compiled
+    kernel (``JIT_MIN_EVENTS``, unless ``CER_JIT`` decides), start loading it now, in a
+    background thread: numba's import and the set-up of its target context (~0.3 s) then
+    overlap the reading of the log, during which the main thread mostly waits in polars
+    without the GIL. The run itself takes the functions from ``compiled()`` as before (its
+    lock makes it wait for this thread, never load twice); a failure here is left for that
+    call to meet and report."""
+    forced = jit_forced()
+    if forced is False or (forced is None and events < JIT_MIN_EVENTS) or not HAVE_NUMBA:
+        return None
+    thread = threading.Thread(target=_load_jit, name="cer-jit-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _load_jit() -> None:
+    try:
+        if not compiled():  # numba disabled (NUMBA_DISABLE_JIT)
+            return
+        # What the first call of a cached function does before it loads its machine code:
+        # install numba's typing and lowering registries (numba 0.60-0.68 API).
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
+
+        with global_compiler_lock:
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
+    except Exception:  # noqa: BLE001, S110 - only a head start; the run loads what it needs
+        pass
