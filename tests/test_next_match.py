@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from cer_cli.compiler.correlation import AbsenceSite, Site
 from cer_cli.compiler.next_match import plan_next_match
+from cer_cli.engine import jit
 from cer_cli.engine import next_match as N
 from cer_cli.engine.driver import run_matches
 from cer_cli.events import Match
@@ -316,8 +317,7 @@ def test_the_compiled_scan_equals_the_reference(text, events):
     import os
 
     with mock.patch.dict(os.environ, {"CER_JIT": "1"}):
-        if os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0") and \
-                N.importlib.util.find_spec("numba"):
+        if os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0") and jit.HAVE_NUMBA:
             assert N._scanner(0) is not N._scan
         _scan_equals_reference(text, events)
 

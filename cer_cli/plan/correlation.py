@@ -215,10 +215,10 @@ def next_match(r: Relaxed, query: ast.Query, formula: ast.Formula | None):
     """The ``NextMatch`` that follows the runs of a sequence with an absence in every gap
     (``compiler.next_match``), or None, and why (not); with the ``PassResult`` to show. Tried
     when the hash join does not apply (it takes no query with '!')."""
-    from cer_cli.compiler.next_match import plan_next_match
-
     if not (r.sites or r.absences) or not rules.has_absence(formula):
         return None, None, None
+    from cer_cli.compiler.next_match import plan_next_match  # loads the PCEA's fragment
+
     nm, reason = plan_next_match(query, formula, r.sites, r.absences)
     if nm is None:
         return None, reason, None
