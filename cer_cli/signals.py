@@ -151,6 +151,16 @@ def check() -> None:
         raise Interrupted(_state["signum"])
 
 
+def _unraisable(info: object) -> None:
+    """``sys.unraisablehook`` while cer handles the signals: an ``Interrupted`` raised where
+    Python can only print it (a ctypes callback of llvmlite while numba loads the kernel, a
+    ``__del__``) is already recorded in ``_state``; ``check`` raises it again at the next
+    checkpoint, so printing its traceback would only break the promise of one line."""
+    if isinstance(getattr(info, "exc_value", None), Interrupted):
+        return
+    sys.__unraisablehook__(info)  # type: ignore[arg-type]
+
+
 def install() -> dict[int, object]:
     """Route the signals to ``Interrupted``; idempotent. Signals the parent ignored (SIGINT
     of a background job, SIGHUP under nohup) stay ignored; only the main thread can install.
@@ -169,11 +179,17 @@ def install() -> dict[int, object]:
                 return previous
             previous[signum] = handler
             _state["installed"].add(signum)
+    if previous and sys.unraisablehook is not _unraisable:
+        previous[0] = sys.unraisablehook  # 0: no signal; the hook ``restore`` puts back
+        sys.unraisablehook = _unraisable
     return previous
 
 
 def restore(previous: dict[int, object]) -> None:
     """Put back the handlers ``install`` replaced."""
+    if 0 in previous:
+        previous = dict(previous)
+        sys.unraisablehook = previous.pop(0)  # type: ignore[assignment]
     for signum, handler in previous.items():
         if handler is not None:
             signal.signal(signum, handler)  # type: ignore[arg-type]

@@ -209,6 +209,32 @@ def test_without_a_guard_a_signal_unwinds_as_before(tmp_path: Path):
     assert out.returncode == 0 and out.stdout.strip() == "cleaned", out.stderr
 
 
+def test_a_signal_where_python_can_only_print_it_prints_no_traceback():
+    """A signal whose ``Interrupted`` is raised where Python cannot propagate it (here a
+    ``__del__``; in a run, llvmlite's ctypes callback while numba loads the kernel) is not
+    printed as "Exception ignored ... Traceback": the next checkpoint raises it again, and
+    ``restore`` puts the interpreter's own hook back."""
+    code = (
+        "import os, signal, sys\n"
+        "from cer_cli import signals\n"
+        "class Dropped:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "previous = signals.install()\n"
+        "Dropped()\n"
+        "try:\n"
+        "    signals.check()\n"
+        "except signals.Interrupted as error:\n"
+        "    print('checked', error.exit_code)\n"
+        "signals.restore(previous)\n"
+        "print(sys.unraisablehook is sys.__unraisablehook__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    assert out.stdout.split() == ["checked", "130", "True"], out
+    assert "Traceback" not in out.stderr and "Exception ignored" not in out.stderr, out.stderr
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a running process, its threads included (Linux)."""
     with open(f"/proc/{pid}/stat") as f:

@@ -283,6 +283,8 @@ EMPTY = [(parse(q), _events("AAB"), limit) for q, limit in [
     {"type": "A", "stream": s, "time": 0, "ts": ts, "v": 0, "id": 0}
     for s, ts in [("S1", 0), ("S1", 0), ("S2", 0), ("S2", 0), ("S2", 0), ("S2", 0), ("S2", 1),
                   ("S1", 2)]], 3)).via("--limit while the window's lookup drops old frames")
+@example(case=(parse("SELECT A WHERE A AS x FILTER 1 = 1"), _events("A"), None)).via(
+    "SELECT names the label of T AS x: the wide shape has its columns")
 def test_every_match_reaches_every_output(tmp_path_factory, case):
     check_every_output(*case, tmp_path_factory.mktemp("out"))
 

@@ -156,14 +156,16 @@ def _wide_frame(batch: MatchBatch, lookup: EventLookup, first: int, spec: Output
     schema = _schema(spec, lookup)
     columns = [c for c in spec.columns() if c.variable is not None]
     if len(pos):
-        events = gather(lookup, pos, list(dict.fromkeys(c.source for c in columns
-                                                        if c.source != POS)))
         lab = np.asarray(batch.lab, dtype=np.int64)
         vars_ = pl.Series([list(v) for v in batch.labelsets], dtype=pl.List(pl.String))
-        events = events.with_columns(
+        events = pl.DataFrame([
             pl.Series("__m", np.repeat(np.arange(len(counts)), counts)).cast(pl.UInt32),
             pl.Series(POS, pos), vars_[lab].alias("__vars"),
-        ).explode("__vars")
+        ])
+        sources = list(dict.fromkeys(c.source for c in columns if c.source != POS))
+        if sources:  # none when no selected variable has a column of the log
+            events = pl.concat([gather(lookup, pos, sources), events], how="horizontal")
+        events = events.explode("__vars")
     for var, many in spec.variables or ():
         if not len(pos):
             continue

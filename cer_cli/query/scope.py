@@ -302,10 +302,12 @@ def _events(f: ast.Formula) -> int:
     return max((_events(k) for k in children(f)), default=0)  # OR, FILTER, AS
 
 
-def _bindings(f: ast.Formula, out: dict[str, int], times: int = 1) -> None:
+def _bindings(f: ast.Formula, out: dict[str, int], times: int = 1, labels: bool = False
+              ) -> None:
     """Add to ``out`` how many events each variable may bind in one match (capped):
     ``φ AS x`` binds x to every event of φ; under ``+`` everything repeats; ``OR`` takes the
-    larger branch; ``;`` adds. A label counts only where its atom is not directly named."""
+    larger branch; ``;`` adds. A label counts only where its atom is not directly named,
+    unless ``labels`` (a SELECT that names the label: ``SELECT A ... A AS x``)."""
 
     def add(v: str, n: int) -> None:
         out[v] = min(_MANY, out.get(v, 0) + n)
@@ -318,22 +320,22 @@ def _bindings(f: ast.Formula, out: dict[str, int], times: int = 1) -> None:
         return
     if isinstance(f, ast.As):
         add(f.var, min(_MANY, times * _events(f.formula)))
-        if not isinstance(f.formula, ast.EventType):  # ``T AS x``: x names it, T is noise
-            _bindings(f.formula, out, times)
+        if labels or not isinstance(f.formula, ast.EventType):  # ``T AS x``: T is noise
+            _bindings(f.formula, out, times, labels)
         return
     if isinstance(f, ast.Plus):
-        _bindings(f.body, out, _MANY)
+        _bindings(f.body, out, _MANY, labels)
         return
     if isinstance(f, ast.FOr):
         left: dict[str, int] = {}
         right: dict[str, int] = {}
-        _bindings(f.left, left, times)
-        _bindings(f.right, right, times)
+        _bindings(f.left, left, times, labels)
+        _bindings(f.right, right, times, labels)
         for v in {**left, **right}:
             add(v, max(left.get(v, 0), right.get(v, 0)))
         return
     for k in children(f):
-        _bindings(k, out, times)
+        _bindings(k, out, times, labels)
 
 
 def wide_variables(query: ast.Query) -> list[tuple[str, bool]]:
@@ -342,7 +344,7 @@ def wide_variables(query: ast.Query) -> list[tuple[str, bool]]:
     and event-type labels except where ``T AS x`` names the atom). ``many`` when one match may bind several events (under ``+``,
     ``(A ; B) AS x``, a label used twice): those become list columns."""
     found: dict[str, int] = {}
-    _bindings(query.formula, found)
+    _bindings(query.formula, found, labels=query.select is not None)
     names = list(found)
     if query.select is not None:
         names = [item.var for item in query.select if item.var in found]
