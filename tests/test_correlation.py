@@ -410,6 +410,21 @@ def test_explain_names_every_method_a_query_mixes(text, steps, methods):
         assert f"{m.predicate}: {m.label} — {m.reason}" in out
 
 
+def test_explain_says_where_equalities_implied_by_a_written_partition_went():
+    """With ``PARTITION BY [id]`` written, ``a.id = b.id`` holds in every partition and is
+    dropped: explain used to say "rewrites: none needed" and show no correlation at all, as
+    if the predicate had vanished; it now names the rewrite and the partition step."""
+    text = "SELECT * FROM S WHERE A AS a ; B AS b FILTER a.id = b.id PARTITION BY [id] WITHIN 5 minutes"
+    compiled = compile_query(text)
+    assert [m.label for m in compiled.correlation.predicates] == ["partition"]
+    out = cli("explain", "-e", text).output
+    assert "none needed" not in out
+    assert "implied by PARTITION BY [id] dropped" in out
+    assert "correlation: partition rewrite of (a.id = b.id)\n" in out
+    assert "the query's PARTITION BY [id] implies the equalities" in out
+    assert "partition by [id]\n" in out  # the groups as written, not a Python list
+
+
 def test_memory_verdict_reads_every_method_a_query_mixes():
     """The equalities of a query that also has a correlated absence run as PARTITION BY;
     its ``--count`` verdict used to be computed as for the post-filter alone and blamed

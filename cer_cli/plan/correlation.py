@@ -151,9 +151,17 @@ def equality_to_partition(r: Relaxed) -> Relaxed:
     """Equalities that tie every event of a match become PARTITION BY (the rewrite)."""
     query = rules.equality_to_partition(r.query, r.partition[0])
     added = tuple(g for g in query.partition_by if g not in r.query.partition_by)
-    equalities = tuple(c for _, c in rules.sites(r.query.formula)) if added else ()
-    return replace(r, query=query, equalities=equalities, added=added,
-                   note="PARTITION BY " + groups_text(query.partition_by) if added else None)
+    # dropped also when the query already partitions by the key: recorded all the same, so
+    # that explain says where they went (they hold within each key)
+    dropped = query.formula != r.query.formula
+    equalities = tuple(c for _, c in rules.sites(r.query.formula)) if dropped else ()
+    note = None
+    if added:
+        note = "PARTITION BY " + groups_text(query.partition_by)
+    elif dropped:
+        note = (f"{len(equalities)} equalit{'y' if len(equalities) == 1 else 'ies'} implied by"
+                " PARTITION BY " + groups_text(query.partition_by) + " dropped")
+    return replace(r, query=query, equalities=equalities, added=added, note=note)
 
 
 def relax_correlation(r: Relaxed) -> Relaxed:
@@ -238,7 +246,7 @@ def decide(query: ast.Query, r: Relaxed, pcea, join_reason: str | None, post,
     next-match ``scan`` (or None, and ``scan_reason`` why) and the post-filter ``post``. A
     new method adds its step here: nothing else decides."""
     uses = []
-    if r.added:
+    if r.equalities:
         uses.append(_partition(r))
     if pcea is not None:
         uses.append(_hash_join(r, pcea, join_reason, query.within))
@@ -256,10 +264,11 @@ Use = tuple[Step, list[PredicateMethod]]
 
 
 def _partition(r: Relaxed) -> Use:
-    why, shown = r.partition[1], groups_text(r.added)
+    why, shown = r.partition[1], groups_text(r.added or r.query.partition_by)
+    done = (f"the equalities become PARTITION BY {shown}" if r.added else
+            f"the query's PARTITION BY {shown} implies the equalities: dropped")
     return Step(
-        Method.PARTITION, tuple(to_text(c) for c in r.equalities),
-        f"{why}: the equalities become PARTITION BY {shown}",
+        Method.PARTITION, tuple(to_text(c) for c in r.equalities), f"{why}: {done}",
         "as the query without them, evaluated per key: constant per event", True, why,
     ), [PredicateMethod(to_text(c), Method.PARTITION, f"none: the query runs per key of"
                         f" PARTITION BY {shown}, as a unary query (constant per event)",

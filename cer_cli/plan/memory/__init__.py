@@ -261,8 +261,9 @@ def _per_key(plan, base: _Outcome, mode: str, select, attrs) -> _Outcome:
         return base
     per_key = _criteria(plan.rewritten.query.formula, mode, select, attrs, plan.schema)
     eqs = ", ".join(unwrap(p) for p in plan.correlation.step(Method.PARTITION).predicates)
+    groups = groups_text(plan.correlation.added or plan.query.partition_by)
     alt = _Outcome(max(per_key.tier, JOIN_KEYS, key=RANK.get),
-                   f"'{eqs}' run as PARTITION BY {groups_text(plan.correlation.added)}: per value"
+                   f"'{eqs}' run as PARTITION BY {groups}: per value"
                    f" of the key, {per_key.reason}" if per_key.tier == CONSTANT else per_key.reason,
                    per_key.conditions)
     return alt if RANK[alt.tier] < RANK[base.tier] else base
