@@ -113,3 +113,18 @@ def events_frame(events: list[dict]) -> pl.DataFrame:
     ]
     columns += [_polars_column(a, [t.get(a) for t in events]) for a in attrs]
     return pl.DataFrame(columns)
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def run(*args: str, stdin: str | None = None, columns: int = 250):
+    """``cer ARGS`` in-process through click's runner (the one helper every CLI test uses):
+    plain text whatever the terminal (``NO_COLOR``; rich honours ``FORCE_COLOR``, so it is
+    unset) and a console wide enough that rich's tables do not wrap (``columns``)."""
+    from click.testing import CliRunner
+
+    from cer_cli.cli import cli
+
+    return CliRunner().invoke(cli, list(args), input=stdin,
+                              env={"NO_COLOR": "1", "FORCE_COLOR": None, "COLUMNS": str(columns)})

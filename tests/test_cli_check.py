@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
 from cer_cli import diagnostics
-from cer_cli.cli import cli
+from tests.builders import run
 
 
 def parse(text: str):
     return pytest.importorskip("cer_cli.query.parser").parse(text)
-
-
-def run(*args: str, stdin: str | None = None):
-    # plain text whatever the terminal: rich honours FORCE_COLOR
-    return CliRunner().invoke(
-        cli, list(args), input=stdin, env={"FORCE_COLOR": None, "NO_COLOR": "1"}
-    )
 
 
 def test_ok_prints_a_normalised_query_that_means_the_same(tmp_path):

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 
-from cer_cli.cli import cli
 from cer_cli.events import Match
 from cer_cli.io.read import read_events
 from cer_cli.query.parser import parse
+from tests.builders import run as run_cli
 from tests.reference import reference_matches
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +28,8 @@ QUERIES = sorted((ROOT / "queries").glob("*.cel"))
 
 
 def run(*args: str):
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "120"})
+    """``cer ARGS``, 120 columns wide: the width the golden outputs were written at."""
+    return run_cli(*args, columns=120)
 
 
 def sample_of(query: Path) -> Path:

@@ -25,6 +25,7 @@ from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
 from cer_cli.io import contract
 from cer_cli.io.contract import LogDecision, LogError, TimeOptions
 from cer_cli.io.read import read_events, read_schema
+from tests.builders import run as _cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.csv")) + glob.glob(str(ROOT / "samples" / "*.parquet")))
@@ -556,14 +557,6 @@ def test_local_and_spark_read_every_log_alike(spark, tmp_path: Path) -> None:
                                local_error.value.message)
         assert spark_error.value.message.split(cut)[0] == local_message.split(cut)[0], name
         assert spark_error.value.hints == local_error.value.hints, name
-
-
-def _cli(*args: str):
-    from click.testing import CliRunner
-
-    from cer_cli.cli import cli
-
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1"})
 
 
 @pytest.mark.spark

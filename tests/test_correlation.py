@@ -20,6 +20,7 @@ from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from tests import reference
 from tests.builders import ev, events_frame
+from tests.builders import run as cli
 from tests.gen_formulas import formulas, queries, streams
 
 FIG1 = "samples/fig1.csv"
@@ -167,8 +168,6 @@ def test_partition_rewrite_equals_reference(query, events):
 # --------------------------------------------------------------------------- papers' examples
 
 
-
-
 B_STREAM = ev("H:id=1 T:id=1 H:id=2 T:id=2 H:id=1")
 
 
@@ -252,14 +251,6 @@ def test_undecidable_shapes_are_rejected_naming_the_predicate(text, words):
 
 
 # --------------------------------------------------------------------------- CLI and explain
-
-
-def cli(*args):
-    from click.testing import CliRunner
-
-    from cer_cli.cli import cli as main
-
-    return CliRunner().invoke(main, list(args))
 
 
 def test_match_refuses_unbounded_post_filtered_queries():

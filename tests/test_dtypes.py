@@ -18,20 +18,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cer_cli
 from cer_cli.api import compile_query
-from cer_cli.cli import cli
 from cer_cli.io.read import read_frame
 from cer_cli.query.errors import QueryError
-
-
-def _cer(*args: str):
-    return CliRunner().invoke(cli, list(args), env={"FORCE_COLOR": None, "NO_COLOR": "1"})
-
+from tests.builders import run as _cer
 
 # --------------------------------------------------------------------------- dtypes
 

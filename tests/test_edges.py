@@ -8,22 +8,16 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 
-from cer_cli.cli import cli
 from cer_cli.events import TIME, TYPE
 from cer_cli.io.contract import LogError, TimeOptions
 from cer_cli.io.read import read_events
 from cer_cli.plan import plan
 from cer_cli.query.parser import parse
 from tests import reference
-from tests.builders import events_frame
+from tests.builders import events_frame, run
 
 S = 1_000_000_000  # ns per second
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1"})
 
 
 def write(path: Path, text: str) -> str:

@@ -25,13 +25,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 
-from cer_cli.cli import cli
 from cer_cli.events import Match
 from cer_cli.io.files import NAME_MAX, OutputError, open_output, remove_stale_parts
 from cer_cli.io.read import LogError, read_events
 from cer_cli.io.write import EventLookup, write_matches
+from tests.builders import run
 
 ROOT = Path(__file__).resolve().parent.parent
 MATCHES = [
@@ -40,10 +39,6 @@ MATCHES = [
 ]
 CSV = "type,id,tmp,hum\nH,2,,25\nT,0,45,\nH,0,,20\nH,1,,25\nT,1,40,\nT,0,42,\nT,1,25,\nH,1,,70\nH,0,,18\n"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="making device nodes needs root")
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "200"})
 
 
 @pytest.fixture

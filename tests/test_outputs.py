@@ -17,13 +17,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, Phase, event, example, find, given, settings
 from hypothesis import strategies as st
 
 import cer_cli
 from cer_cli.api import compile_query, read_events
-from cer_cli.cli import cli
 from cer_cli.events import Match
 from cer_cli.io.contract import TimeOptions
 from cer_cli.io.read import read_frame
@@ -33,6 +31,7 @@ from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from cer_cli.query.printer import to_text
 from cer_cli.query.scope import wide_variables
+from tests.builders import run
 from tests.gen_formulas import STREAMS, formulas, queries, streams
 
 #: The log files' columns: Parquet keeps the types even in a log without events.
@@ -49,10 +48,6 @@ CASES = st.tuples(queries(formulas(max_depth=3)) | queries(formulas(max_depth=3,
                   streams(max_size=8), st.none() | st.integers(0, 3))
 PROPS = settings(max_examples=25, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "250"})
 
 
 def log_rows(events: list[dict]) -> list[dict]:

@@ -21,13 +21,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from click.testing import CliRunner
-
-from cer_cli.cli import cli
 
 pytest.importorskip("matplotlib", reason="cer plot needs the plot extra (matplotlib)")
 
 from cer_cli.io import plot as P  # noqa: E402
+from tests.builders import run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
@@ -48,10 +46,6 @@ def _log(tmp_path: Path) -> Path:
     path = tmp_path / "events.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1", "COLUMNS": "120"})
 
 
 def _rgb(hex_colour: str) -> np.ndarray:

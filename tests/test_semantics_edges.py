@@ -11,6 +11,7 @@ from cer_cli.plan import plan
 from cer_cli.query.parser import parse
 from tests import reference
 from tests.builders import events_frame
+from tests.builders import run as _cer
 
 
 def reported(text: str, events: list[dict]) -> tuple[list, list]:
@@ -65,13 +66,6 @@ def test_output_order_is_by_last_event_and_limit_keeps_latest_starts():
     limited = list(plan(parse("SELECT * WHERE C ; A ; C LIMIT 2")).run(events_frame(events)))
     # at 6: one match starts at 4 (C4 A5 C6), the next latest start is 1 (ties: any one)
     assert sorted((m.start, m.end) for m in limited) == [(1, 4), (1, 4), (1, 6), (4, 6)]
-
-
-def _cer(*args: str):
-    from click.testing import CliRunner
-
-    from cer_cli.cli import cli
-    return CliRunner().invoke(cli, list(args), env={"FORCE_COLOR": None, "NO_COLOR": "1"})
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from cer_cli.plan.fanout import PARTITION, RANGES, SINGLE  # noqa: E402
 from cer_cli.spark import SparkError, spark_match, spark_session, spark_write  # noqa: E402
+from tests.builders import run as _cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.csv")) + glob.glob(str(ROOT / "samples" / "*.parquet")))
@@ -608,14 +609,6 @@ def test_standalone_cluster(tmp_path):
 
 
 # --------------------------------------------------------------------------- command line
-
-
-def _cli(*args: str):
-    from click.testing import CliRunner
-
-    from cer_cli.cli import cli
-
-    return CliRunner().invoke(cli, list(args), env={"NO_COLOR": "1"})
 
 
 def test_cli_spark_prints_what_local_mode_prints(spark):
