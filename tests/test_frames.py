@@ -1,166 +1,18 @@
-"""The wide shape, the match-level columns of every format, and the DataFrame API
-(``cer_cli.match`` / ``cer_cli.count``), each checked against the CLI's own output or an
-independent pivot of it, on every example query and its sample."""
+"""The DataFrame API (``cer_cli.match`` / ``cer_cli.count``), checked against the CLI's own
+output on every example query and its sample."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 import cer_cli
-from tests.test_cli_match import QUERIES, ROOT, run, sample_of  # noqa: E402
-
-
-def user_frame(sample: Path) -> pl.DataFrame:
-    """The sample as a notebook user loads it: polars' own readers, default options."""
-    return pl.read_csv(sample) if sample.suffix == ".csv" else pl.read_parquet(sample)
-
-
-def cli_frame(tmp_path: Path, query: Path, sample: Path, shape: str, ext: str = "parquet",
-              log: Path | None = None) -> Path:
-    out = tmp_path / f"{query.stem}-{shape}.{ext}"
-    result = run("match", str(query), str(log or sample), "--shape", shape, "-o", str(out),
-                 "--allow-unbounded")
-    assert result.exit_code == 0, result.output
-    return out
-
-
-def iso(v):
-    """A value as JSONL prints it (datetimes as ``isoformat``)."""
-    if isinstance(v, dt.datetime | dt.date):
-        return v.isoformat()
-    if isinstance(v, list):
-        return [iso(x) for x in v]
-    return v
-
-
-def pivot(long: pl.DataFrame, variables: list[tuple[str, bool]], attrs: list[str]) -> list[dict]:
-    """The wide rows, computed row by row from the long rows (the definition)."""
-    rows: dict[int, list[dict]] = {}
-    for r in long.iter_rows(named=True):
-        rows.setdefault(r["match"], []).append(r)
-    out = []
-    for _, events in sorted(rows.items()):
-        first = events[0]
-        wide = {c: first[c] for c in ("match", "start", "end", "start_time", "end_time", "partition")}
-        for var, many in variables:
-            mine = [e for e in events if var in (e["vars"] or ())]  # null: no event
-            for c in ("position", "stream", "row", "type", *attrs):
-                values = [e[c] for e in mine]
-                wide[f"{var}.{c}"] = (values or None) if many else (values[0] if values else None)
-        out.append(wide)
-    return out
-
-
-def wide_variables_of(wide: pl.DataFrame) -> list[tuple[str, bool]]:
-    return [(c[: -len(".position")], isinstance(d, pl.List))
-            for c, d in wide.schema.items() if c.endswith(".position")]
-
-
-# --------------------------------------------------------------------------- wide shape
-
-
-@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.stem)
-def test_wide_shape_is_the_long_shape_pivoted(tmp_path, query):
-    sample = sample_of(query)
-    long = pl.read_parquet(cli_frame(tmp_path, query, sample, "long"))
-    wide = pl.read_parquet(cli_frame(tmp_path, query, sample, "wide"))
-    variables = wide_variables_of(wide)
-    attrs = [c for c in long.columns[11:]]
-    assert wide.height == long["match"].n_unique()
-    assert wide.to_dicts() == pivot(long, variables, attrs)
-    # every AS variable gets columns; only event-type labels named by AS may be left out
-    types = set(long["type"].to_list())
-    named = {v for v, _ in variables}
-    assert {v for vs in long["vars"].to_list() for v in vs} - named <= types
-    # the same rows in JSONL (datetimes as isoformat, partition as its object) and CSV
-    lines = Path(cli_frame(tmp_path, query, sample, "wide", "jsonl")).read_text().splitlines()
-    want = [{k: (json.loads(v) if k == "partition" and v else iso(v)) for k, v in r.items()}
-            for r in wide.to_dicts()]
-    assert [json.loads(line) for line in lines] == want
-    csv = pl.read_csv(cli_frame(tmp_path, query, sample, "wide", "csv"), infer_schema=False)
-    assert csv.columns == wide.columns
-    assert csv["match"].cast(pl.Int64).to_list() == wide["match"].to_list()
-    for c, d in wide.schema.items():
-        if isinstance(d, pl.Datetime):
-            assert csv[c].to_list() == [iso(v) for v in wide[c].to_list()]
-
-
-def test_wide_table_shows_one_row_per_match():
-    query, sample = ROOT / "queries/phi3.cel", ROOT / "samples/fig1.csv"
-    n = len(run("match", str(query), str(sample), "--format", "jsonl").stdout.splitlines())
-    result = run("match", str(query), str(sample), "--shape", "wide", "--format", "table")
-    assert result.exit_code == 0, result.output
-    assert [line.split()[0] for line in result.stdout.splitlines() if line[:2] in ("x ", "y ", "z ")] == ["x", "y", "z"] * n
-    assert f"{n} matches" in result.stdout
-
-
-def test_wide_table_knows_the_variables_from_the_query_not_the_column_names(tmp_path):
-    """A log column named ``position`` is ``x.log.position`` in the wide shape; the table
-    took every column ending in ``.position`` for a variable and showed ``x.log`` as one."""
-    log = tmp_path / "p.csv"
-    log.write_text("type,position,ts\nA,5,1\nB,7,2\n")
-    result = run("match", "-e", "A AS x ; B AS y", str(log), "--shape", "wide", "--format", "table")
-    assert result.exit_code == 0, result.output
-    rows = [line.split() for line in result.stdout.splitlines() if line[:2] in ("x ", "y ")]
-    assert [r[0] for r in rows] == ["x", "y"], result.stdout
-    assert "log.position=5" in result.stdout and "x.log" not in result.stdout
-
-
-# --------------------------------------------------------------------------- long columns
-
-
-@pytest.mark.parametrize("query", ["hash_join", "phi4", "core_q2"])
-def test_csv_and_parquet_long_outputs_carry_the_jsonl_match_columns(tmp_path, query):
-    query_path = ROOT / "queries" / f"{query}.cel"
-    sample = sample_of(query_path)
-    records = [json.loads(x) for x in
-               cli_frame(tmp_path, query_path, sample, "long", "jsonl").read_text().splitlines()]
-    assert records, "the query should match on its sample"
-    per_event = [(r["start_time"], r["end_time"], r["partition"]) for r in records
-                 for _ in r["events"]]
-    parquet = pl.read_parquet(cli_frame(tmp_path, query_path, sample, "long"))
-    assert [(iso(a), iso(b), p and json.loads(p)) for a, b, p in
-            parquet.select("start_time", "end_time", "partition").iter_rows()] == per_event
-    csv = pl.read_csv(cli_frame(tmp_path, query_path, sample, "long", "csv"), infer_schema=False)
-    assert [(a, b, p and json.loads(p)) for a, b, p in
-            csv.select("start_time", "end_time", "partition").iter_rows()] == per_event
-
-
-def test_timestamps_keep_their_zone_in_every_format(tmp_path):
-    paris = dt.timezone(dt.timedelta(hours=1))
-    log = tmp_path / "z.parquet"
-    pl.DataFrame({
-        "type": ["A", "B", "A", "B"],
-        "ts": pl.Series([dt.datetime(2024, 1, 1, 10, i, tzinfo=dt.UTC) for i in range(4)])
-              .dt.convert_time_zone("Europe/Paris"),
-        "v": [1, 2, 3, 4],
-    }).write_parquet(log)
-    query = tmp_path / "q.cel"
-    query.write_text("SELECT * WHERE A AS a ; B AS b WITHIN 1 minutes\n")
-    want = [dt.datetime(2024, 1, 1, 11, 0, tzinfo=paris).isoformat(),
-            dt.datetime(2024, 1, 1, 11, 1, tzinfo=paris).isoformat()]
-    assert want[0] == "2024-01-01T11:00:00+01:00"
-    records = [json.loads(x) for x in
-               cli_frame(tmp_path, query, log, "long", "jsonl", log=log).read_text().splitlines()]
-    assert [records[0]["start_time"], records[0]["end_time"]] == want
-    for shape in ("long", "wide"):
-        frame = pl.read_parquet(cli_frame(tmp_path, query, log, shape, log=log))
-        assert frame.schema["start_time"].time_zone == "Europe/Paris"
-        assert [iso(frame["start_time"][0]), iso(frame["end_time"][0])] == want
-        csv = pl.read_csv(cli_frame(tmp_path, query, log, shape, "csv", log=log), infer_schema=False)
-        assert [csv["start_time"][0], csv["end_time"][0]] == want
-        api = cer_cli.match(pl.read_parquet(log), query.read_text(), shape=shape, stream="z")
-        assert api.equals(frame)
-    wide = pl.read_parquet(cli_frame(tmp_path, query, log, "wide", log=log))
-    assert wide.schema["a.ts"].time_zone == "Europe/Paris"
-
+from tests.test_cli_match import QUERIES, ROOT, run, sample_of
+from tests.test_shapes import cli_frame, user_frame
 
 # --------------------------------------------------------------------------- DataFrame API
 
@@ -196,16 +48,6 @@ def test_import_cer_cli_stays_cheap():
     code = ("import sys, cer_cli; assert 'polars' not in sys.modules, 'polars loaded';"
             " import cer_cli.frames as f; assert cer_cli.match is f.match and cer_cli.count is f.count")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
-
-
-def test_spark_prints_the_same_wide_shape_as_local_mode():
-    pytest.importorskip("pyspark")
-    query, sample = ROOT / "queries/phi3.cel", ROOT / "samples/fig1.csv"
-    args = ["match", str(query), str(sample), "--shape", "wide", "--format", "jsonl"]
-    local = run(*args)
-    spark = run(*args, "--spark", "--master", "local[1]")
-    assert spark.exit_code == 0, spark.output
-    assert spark.stdout.splitlines() == local.stdout.splitlines()
 
 
 def test_the_python_api_exports_the_plan_and_the_errors_it_raises():

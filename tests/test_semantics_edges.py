@@ -1,4 +1,4 @@
-"""Hand-checked answers at the edges of the semantics (issue #13), each through the product
+"""Hand-checked answers at the edges of the semantics (strategies, windows, NOT, +), each through the product
 (``plan(query).run``) and through the independent reference evaluator."""
 
 from __future__ import annotations

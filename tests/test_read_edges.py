@@ -1,4 +1,4 @@
-"""Exact answers at the edges of reading logs (issue #13, items 1, 8, 9, 10, 12): each
+"""Exact answers at the edges of reading logs (times, types, units, merges): each
 test checks a hand-computed answer that the code before the fix got wrong."""
 
 from __future__ import annotations
