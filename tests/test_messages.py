@@ -1,0 +1,75 @@
+"""Messages as a careful user reads them: one name for the query in every diagnostic, and
+``--strict`` / ``CER_STRICT`` turning warnings into exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cer_cli.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+FIG1 = str(ROOT / "samples" / "fig1.csv")
+
+
+def run(*args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, list(args),
+                              env={"NO_COLOR": "1", "COLUMNS": "200", "CER_STRICT": None,
+                                   **(env or {})})
+
+
+@pytest.mark.parametrize("query", [
+    "Q AS x",  # the check's warning (an event type the log lacks), with a caret
+    "A+ ; B",  # the plan's warning (exponential output), without a span
+])
+def test_warnings_name_the_query_as_errors_do(tmp_path, query):
+    """``-e`` is ``<expr>``, a file is its path: in warnings as in errors (not ``query:``)."""
+    result = run("match", "-e", query, FIG1, "--count")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("<expr>:"), result.stderr
+    assert "query:" not in result.stderr
+    path = tmp_path / "q.ceql"
+    path.write_text(query)
+    result = run("match", str(path), FIG1, "--format", "jsonl")
+    assert result.stderr.startswith(f"{path}:"), result.stderr
+    error = run("match", "-e", query + " ;", FIG1)
+    assert error.exit_code == 2 and error.stderr.startswith("<expr>:"), error.stderr
+
+
+def test_a_misspelt_event_type_warns_and_exits_0_unless_strict(tmp_path):
+    out = tmp_path / "m.csv"
+    lax = run("match", "-e", "Q AS x", FIG1, "-o", str(out))
+    assert lax.exit_code == 0 and "warning: the log has no event type 'Q'" in lax.stderr
+    assert out.exists()
+    out.unlink()
+    for args, env in [(("--strict",), {}), ((), {"CER_STRICT": "1"}), ((), {"CER_STRICT": "On"})]:
+        strict = run("match", "-e", "Q AS x", FIG1, "-o", str(out), *args, env=env)
+        assert strict.exit_code == 2, strict.output
+        assert "error: the log has no event type 'Q'" in strict.stderr
+        assert "made an error by --strict" in strict.stderr
+        assert strict.stdout == "" and not out.exists()
+    # --no-strict wins over the environment; CER_STRICT=0 is off
+    assert run("match", "-e", "Q AS x", FIG1, "--no-strict", env={"CER_STRICT": "1"}).exit_code == 0
+    assert run("match", "-e", "Q AS x", FIG1, env={"CER_STRICT": "0"}).exit_code == 0
+
+
+def test_strict_stops_the_plan_warnings_and_a_clean_query_still_runs():
+    result = run("match", "-e", "A+ ; B", FIG1, "--strict")
+    assert result.exit_code == 2 and "error: " in result.stderr and result.stdout == ""
+    ok = run("match", "-e", "T AS x ; H AS y", FIG1, "--strict", "--count")
+    assert ok.exit_code == 0 and ok.stderr == "", ok.output
+
+
+def test_strict_check_prints_no_ok():
+    result = run("check", "-e", "Q AS x", FIG1, "--strict")
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.startswith("<expr>:1:1: error:")
+    assert run("check", "-e", "Q AS x", FIG1).stdout.startswith("ok")
+
+
+def test_an_unclear_cer_strict_is_refused():
+    result = run("match", "-e", "T", FIG1, env={"CER_STRICT": "maybe"})
+    assert result.exit_code == 2 and "CER_STRICT" in result.output
+    assert "Traceback" not in result.output
