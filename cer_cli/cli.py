@@ -579,6 +579,14 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
     executor = compiled.executor(open_ends=open_ends)
     bar = _ProgressBar(console(), log.n_events, limit) if show else None
+    from cer_cli.engine import jit
+
+    def compiling() -> None:  # a cold numba cache: the first compiled call compiles
+        _error_line(console(), "note: ", "bold cyan", COMPILE_NOTICE)
+        if bar is not None:
+            bar.compiling()
+
+    jit.compile_notice = compiling
     try:
         if count:
             if limit is None:  # the executor counts: no Match objects
@@ -601,8 +609,15 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     except QueryError as e:  # found while running (an unordered window attribute)
         raise e.with_source(compiled.text, compiled.filename) from None
     finally:
+        jit.compile_notice = None
         if bar is not None:
             bar.stop()
+
+
+#: What a run says when its first compiled call compiles the kernel (``jit.will_compile``):
+#: otherwise 13-22 s of CPU (minutes on a loaded machine) would pass with nothing on screen.
+COMPILE_NOTICE = ("compiling the matching kernel once, ~20 s (later runs load it from numba's"
+                  " cache)")
 
 
 def _warn_before_run(console, compiled, n_events: int, count: bool, limit: int | None,
@@ -638,20 +653,24 @@ class _ProgressBar:
         self.limit = limit
         self.matches = 0
         self.bar = Progress(
-            TextColumn("[bold]matching"),
+            TextColumn("[bold]{task.fields[stage]}"),
             BarColumn(),
             TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
             TimeElapsedColumn(),
             console=console,
             transient=console.is_terminal,  # forced on a pipe: one final line
         )
-        self.task = self.bar.add_task("match", total=total, matches=0)
+        self.task = self.bar.add_task("match", total=total, matches=0, stage="matching")
         self.bar.start()
+
+    def compiling(self) -> None:
+        """The run's next batch compiles the kernel first (until the next ``__call__``)."""
+        self.bar.update(self.task, stage="compiling the matching kernel (once)")
 
     def __call__(self, events: int, matches: int) -> None:
         self.matches += matches
         shown = self.matches if self.limit is None else min(self.matches, self.limit)
-        self.bar.update(self.task, completed=events, matches=shown)
+        self.bar.update(self.task, completed=events, matches=shown, stage="matching")
 
     def stop(self) -> None:
         self.bar.stop()

@@ -73,3 +73,60 @@ def test_an_unclear_cer_strict_is_refused():
     result = run("match", "-e", "T", FIG1, env={"CER_STRICT": "maybe"})
     assert result.exit_code == 2 and "CER_STRICT" in result.output
     assert "Traceback" not in result.output
+
+
+# ------------------------------------------------------------ the first compile, announced
+
+def _cer(env: dict, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "cer_cli", *args], capture_output=True,
+                          text=True, env={**os.environ, "NO_COLOR": "1", **env}, check=False)
+
+
+def test_an_empty_numba_cache_is_a_compile_and_a_used_one_is_not(tmp_path):
+    """``jit.will_compile`` reads numba's cache index (no compiling, no timing): an empty
+    NUMBA_CACHE_DIR means the first compiled call compiles; after a compiled run with the
+    cache in place, the next run loads it and says nothing."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "from cer_cli.engine import jit, kernel; print(jit.will_compile())"
+    cold = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}, check=True)
+    assert cold.stdout.strip() == "True", cold.stderr
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    runs = [subprocess.run([sys.executable, "-m", "cer_cli", "match", "-e", "T ; H", FIG1,
+                            "--count"], capture_output=True, text=True, check=False,
+                           env={**env, "CER_JIT": "1", "NO_COLOR": "1"}) for _ in range(2)]
+    assert runs[1].returncode == 0, runs[1].stderr
+    assert "compiling the matching kernel" not in runs[1].stderr  # warm: no line
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=env, check=True)
+    assert warm.stdout.strip() == "False"
+
+
+def test_a_compile_is_announced_on_stderr_and_in_the_bar(monkeypatch):
+    from cer_cli.engine import jit
+
+    monkeypatch.setattr(jit, "will_compile", lambda: True)
+    result = run("match", "-e", "T ; H", FIG1, "--count", "--progress", env={"CER_JIT": "1"})
+    assert result.exit_code == 0, result.output
+    note = "note: compiling the matching kernel once, ~20 s"
+    assert result.stderr.count(note) == 1, result.stderr
+    assert jit.compile_notice is None  # the run's notice does not outlive it
+    quiet = run("match", "-e", "T ; H", FIG1, "--count", env={"CER_JIT": "0"})
+    assert note not in quiet.stderr  # an uncompiled run compiles nothing
+
+
+@pytest.mark.slow
+def test_a_cold_numba_cache_prints_one_line_then_none(tmp_path):
+    """End to end, compiling for real (13-22 s of CPU) into an empty NUMBA_CACHE_DIR."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "CER_JIT": "1"}
+    first = _cer(env, "match", "-e", "T ; H", FIG1, "--count")
+    assert first.returncode == 0 and "compiling the matching kernel once" in first.stderr
+    second = _cer(env, "match", "-e", "T ; H", FIG1, "--count")
+    assert second.returncode == 0 and second.stderr == "", second.stderr
