@@ -22,7 +22,7 @@ from cer_cli.compiler.predicates import describe_atom
 from cer_cli.engine.driver import run_count
 from cer_cli.io.read import EventLog
 from cer_cli.plan import Plan
-from cer_cli.query.printer import to_text
+from cer_cli.query.printer import groups_text, quote_name, to_text
 
 FORMATS = ("text", "json", "dot", "mermaid")
 
@@ -206,7 +206,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
         f" · strategy {plan['strategy']} · consume by {plan['consume']}"
         f" · limit {plan['limit'] if plan['limit'] is not None else 'none'}",
         f"within {plan['within'] or '(no window)'}"
-        + (f" · partition by {plan['partition_by']}" if plan["partition_by"] else ""),
+        + (f" · partition by {groups_text(plan['partition_by'], quote_name)}"
+           if plan["partition_by"] else ""),
         plan["engine"],
     ]
     corr = plan.get("correlation")
