@@ -130,3 +130,32 @@ def test_a_cold_numba_cache_prints_one_line_then_none(tmp_path):
     assert first.returncode == 0 and "compiling the matching kernel once" in first.stderr
     second = _cer(env, "match", "-e", "T ; H", FIG1, "--count")
     assert second.returncode == 0 and second.stderr == "", second.stderr
+
+
+# ------------------------------------------------------------------------------ explain
+
+def test_explain_text_prints_partition_by_and_windows_as_the_query_writes_them():
+    out = run("explain", "-e", "T AS x ; H AS y PARTITION BY [id], [`user id`] WITHIN 2 hours")
+    assert out.exit_code == 0, out.output
+    assert "within 2 hours · partition by [id], [`user id`]" in out.stdout
+    assert "window 2 hours of event time" in out.stdout
+    assert "[['" not in out.stdout and " ns " not in out.stdout
+
+
+@pytest.mark.parametrize("fmt", ["dot", "mermaid"])
+@pytest.mark.parametrize(("query", "drawn"), [
+    # between, compared with the match: the post-filter's gap, from φ1's state to φ2's
+    ("A AS a ; !(B AS b FILTER b.k = a.k) ; C AS c", ["q1 -> q2", "!B FILTER b.k = a.k"]),
+    # trailing: from the final state to the window's close
+    ("A AS a ; !(B AS b) WITHIN 5 EVENTS", ["q1 -> closed0", "!(B AS b) WITHIN 5 EVENTS",
+                                            "window closed"]),
+    # the hash join's PCEA and its keys
+    ("A AS a ; B AS b ; C AS c FILTER a.k = b.k AND b.j = c.j WITHIN 10 EVENTS",
+     ["p0 -> p1", "a.k = b.k", "p1 -> p2", "b.j = c.j", "A AS a", "C AS c"]),
+])
+def test_explain_graphs_draw_absences_and_the_hash_joins_keys(fmt, query, drawn):
+    out = run("explain", "-e", query, "--format", fmt)
+    assert out.exit_code == 0, out.output
+    text = out.stdout if fmt == "dot" else out.stdout.replace(" --> ", " -> ")
+    for piece in drawn:
+        assert piece in text, (piece, text)
