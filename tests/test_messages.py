@@ -159,3 +159,11 @@ def test_explain_graphs_draw_absences_and_the_hash_joins_keys(fmt, query, drawn)
     text = out.stdout if fmt == "dot" else out.stdout.replace(" --> ", " -> ")
     for piece in drawn:
         assert piece in text, (piece, text)
+
+
+def test_strict_stops_a_spark_run_on_a_setting_spark_would_ignore_before_spark_starts():
+    pytest.importorskip("pyspark")
+    result = run("match", "--spark", "--spark-conf", "spark.exectuor.memory=1g", "--strict",
+                 "-e", "T", FIG1)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: --spark-conf spark.exectuor.memory: not a Spark")
