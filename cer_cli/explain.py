@@ -81,8 +81,9 @@ def beside_the_automaton(compiled: Plan, cea: dict[str, Any]) -> dict[str, Any]:
     of the plan only): ``absences``, each ``!ψ`` the automaton does not test — between two
     marked events (``between``: the post-filter's ``AbsenceSite``, from the states after
     φ1's last event to those after φ2's first) or ``trailing`` (from each final state, until
-    the window closes) — and ``hash_join``, the PCEA the engine runs instead (a step per
-    state, an edge per join with its keys)."""
+    the window closes) — and, in ``runs_instead``, what the engine runs instead of the CEA:
+    the hash join's PCEA (a step per state, an edge per join with its keys) or the
+    next-match scan's sequence (an edge per gap: its ``!ψ``, the next step's comparisons)."""
     absences = []
     for site in compiled.post_filter.absences if compiled.post_filter is not None else ():
         left, right = site.bounds
@@ -97,12 +98,21 @@ def beside_the_automaton(compiled: Plan, cea: dict[str, Any]) -> dict[str, Any]:
         absences.append({"kind": "trailing", "from": list(cea["finals"]), "to": [],
                          "label": f"!{to_text(q.trailing)} WITHIN {to_text(q.within)}"})
     out = {**cea, "absences": absences}
-    pcea = compiled.rewritten.pcea
+    pcea, nm = compiled.rewritten.pcea, compiled.rewritten.next_match
     if Method.HASH_JOIN in compiled.correlation and pcea is not None:
-        out["hash_join"] = {
+        out["runs_instead"] = {
+            "method": Method.HASH_JOIN.title,
             "steps": [s.step.text() for s in pcea.states],
-            "joins": [{"from": child, "to": q, "keys": pcea.edge_text(child, q)}
+            "edges": [{"from": child, "to": q, "label": pcea.edge_text(child, q)}
                       for q, t in enumerate(pcea.transitions) for child in t.sources],
+        }
+    elif Method.NEXT_MATCH in compiled.correlation and nm is not None:
+        out["runs_instead"] = {  # each gap's !ψ, then the next step's joins
+            "method": Method.NEXT_MATCH.title,
+            "steps": [s.text() for s in nm.steps],
+            "edges": [{"from": k, "to": k + 1, "label": ", ".join(
+                [gap.text, *(c.text for c in joins)])}
+                for k, (gap, joins) in enumerate(zip(nm.gaps, nm.joins[1:], strict=True))],
         }
     return out
 
@@ -180,14 +190,14 @@ def to_dot(data: dict[str, Any]) -> str:
             for t in targets:
                 lines.append(f'  q{f} -> {t} [style=dashed, color=red, fontcolor=red,'
                              f' label="{label}"];')
-    join = cea.get("hash_join")
-    if join is not None:
-        lines.append("  subgraph cluster_pcea {")
-        lines.append('    label="hash join (PCEA): the engine runs this"; style=dashed;')
-        for i, step in enumerate(join["steps"]):
+    runs = cea.get("runs_instead")
+    if runs is not None:
+        lines.append("  subgraph cluster_runs {")
+        lines.append(f'    label="{runs["method"]}: the engine runs this"; style=dashed;')
+        for i, step in enumerate(runs["steps"]):
             lines.append(f'    p{i} [shape=box, label="{_dot_text(step)}"];')
-        for j in join["joins"]:
-            lines.append(f'    p{j["from"]} -> p{j["to"]} [label="{_dot_text(j["keys"])}"];')
+        for e in runs["edges"]:
+            lines.append(f'    p{e["from"]} -> p{e["to"]} [label="{_dot_text(e["label"])}"];')
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -218,13 +228,13 @@ def to_mermaid(data: dict[str, Any]) -> str:
         for f in a["from"]:
             for t in targets:
                 lines.append(f"  q{f} --> {t}: {label}")
-    join = cea.get("hash_join")
-    if join is not None:
-        lines.append("  state \"hash join (PCEA) the engine runs\" as pcea {")
-        for i, step in enumerate(join["steps"]):
+    runs = cea.get("runs_instead")
+    if runs is not None:
+        lines.append(f"  state \"{_mermaid_text(runs['method'])} – the engine runs this\" as runs {{")
+        for i, step in enumerate(runs["steps"]):
             lines.append(f"    state \"{_mermaid_text(step)}\" as p{i}")
-        for j in join["joins"]:
-            lines.append(f"    p{j['from']} --> p{j['to']}: {_mermaid_text(j['keys'])}")
+        for e in runs["edges"]:
+            lines.append(f"    p{e['from']} --> p{e['to']}: {_mermaid_text(e['label'])}")
         lines.append("  }")
     return "\n".join(lines) + "\n"
 

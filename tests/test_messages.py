@@ -151,7 +151,10 @@ def test_explain_text_prints_partition_by_and_windows_as_the_query_writes_them()
                                             "window closed"]),
     # the hash join's PCEA and its keys
     ("A AS a ; B AS b ; C AS c FILTER a.k = b.k AND b.j = c.j WITHIN 10 EVENTS",
-     ["p0 -> p1", "a.k = b.k", "p1 -> p2", "b.j = c.j", "A AS a", "C AS c"]),
+     ["p0 -> p1", "a.k = b.k", "p1 -> p2", "b.j = c.j", "A AS a", "C AS c", "hash join"]),
+    # the next-match scan's sequence, each gap's !ψ on its edge
+    ("A AS a ; !(B AS b FILTER b.v > a.v) ; B AS c FILTER c.v > a.v",
+     ["next-match scan", "p0 -> p1", "!(B FILTER (b.v > a.v)), (c.v > a.v)", "B AS c"]),
 ])
 def test_explain_graphs_draw_absences_and_the_hash_joins_keys(fmt, query, drawn):
     out = run("explain", "-e", query, "--format", fmt)
