@@ -62,6 +62,13 @@ def test_strict_stops_the_plan_warnings_and_a_clean_query_still_runs():
     assert ok.exit_code == 0 and ok.stderr == "", ok.output
 
 
+def test_strict_plot_draws_nothing(tmp_path):
+    out = tmp_path / "m.html"
+    result = run("plot", "-e", "Q AS x", FIG1, "-o", str(out), "--strict")
+    assert result.exit_code == 2 and "error: the log has no event type 'Q'" in result.stderr
+    assert not out.exists()
+
+
 def test_strict_check_prints_no_ok():
     result = run("check", "-e", "Q AS x", FIG1, "--strict")
     assert result.exit_code == 2 and result.stdout == "", result.output
