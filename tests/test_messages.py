@@ -62,6 +62,19 @@ def test_strict_stops_the_plan_warnings_and_a_clean_query_still_runs():
     assert ok.exit_code == 0 and ok.stderr == "", ok.output
 
 
+def test_strict_refuses_an_output_with_other_hard_links_before_writing(tmp_path):
+    import os
+
+    out, other = tmp_path / "m.csv", tmp_path / "other.csv"
+    out.write_text("old\n")
+    os.link(out, other)
+    result = run("match", "-e", "T AS x ; H AS y", FIG1, "-o", str(out), "--strict")
+    assert result.exit_code == 2, result.output
+    assert "other hard link(s)" in result.stderr and out.read_text() == "old\n"
+    lax = run("match", "-e", "T AS x ; H AS y", FIG1, "-o", str(out))
+    assert lax.exit_code == 0 and "warning: " in lax.stderr and out.read_text() != "old\n"
+
+
 def test_strict_plot_draws_nothing(tmp_path):
     out = tmp_path / "m.html"
     result = run("plot", "-e", "Q AS x", FIG1, "-o", str(out), "--strict")
