@@ -115,8 +115,8 @@ def _strict_setting(ctx, param, value: bool | None) -> bool:
 
 _strict_option = click.option(
     "--strict/--no-strict", default=None, callback=_strict_setting,
-    help="Treat every warning as an error: print it and exit 2 before reading, running or"
-    " writing anything (for scripts and CI jobs) [default: CER_STRICT=1 in the environment,"
+    help="Treat every warning as an error: print it and exit 2 before the query runs or"
+    " anything is written (for scripts and CI jobs) [default: CER_STRICT=1 in the environment,"
     " else off].",
 )
 

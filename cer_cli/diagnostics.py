@@ -134,7 +134,7 @@ def report_warnings(console: Callable[[], Console], warnings: Sequence[Diagnosti
                     source: str | None, filename: str | None, strict: bool) -> None:
     """Print ``warnings``, those about the query named as ``query_name(filename)``. Under
     ``--strict`` (``CER_STRICT=1``) each is printed as an error and the command then ends
-    with exit 2, before it reads, runs or writes anything: scripts and CI jobs stop on what
+    with exit 2, before the query runs or anything is written: scripts and CI jobs stop on what
     a person would only be warned of."""
     severity = "error" if strict else "warning"
     for w in warnings:

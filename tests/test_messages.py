@@ -190,3 +190,17 @@ def test_strict_stops_a_spark_run_on_a_setting_spark_would_ignore_before_spark_s
                  "-e", "T", FIG1)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: --spark-conf spark.exectuor.memory: not a Spark")
+
+
+@pytest.mark.spark
+def test_spark_prints_the_checks_warnings_and_strict_ends_the_run():
+    """``--spark`` printed none of the check's warnings; now as locally, and ``--strict``
+    ends the run (exit 2) before Spark runs the query."""
+    pytest.importorskip("pyspark")
+    args = ["match", "--spark", "--master", "local[1]", "-e", "Q AS x", FIG1, "--count"]
+    lax = _cer({}, *args)
+    assert lax.returncode == 0 and lax.stdout.strip() == "0", lax.stderr
+    assert "<expr>:1:1: warning: the log has no event type 'Q'" in lax.stderr
+    strict = _cer({}, *args, "--strict")
+    assert strict.returncode == 2 and strict.stdout == "", strict.stderr
+    assert "<expr>:1:1: error: the log has no event type 'Q'" in strict.stderr
