@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import click
 
 from cer_cli import __version__, signals
+from cer_cli.diagnostics import Diagnostic, report_warnings, user_errors
 from cer_cli.diagnostics import error_line as _error_line
-from cer_cli.diagnostics import render_diagnostic, user_errors
 from cer_cli.diagnostics import stderr as _stderr
 from cer_cli.diagnostics import stdout as _stdout
 from cer_cli.diagnostics import table_console as _table_console
@@ -94,6 +94,32 @@ _debug_option = click.option(
     "--debug", is_flag=True, help="Show the Python traceback of an unexpected failure."
 )
 
+#: ``CER_STRICT`` values (case-insensitive) and what they mean; anything else is refused.
+_STRICT_VALUES = {"1": True, "true": True, "yes": True, "on": True,
+                  "0": False, "false": False, "no": False, "off": False, "": False}
+
+
+def _strict_setting(ctx, param, value: bool | None) -> bool:
+    """``--strict`` / ``--no-strict``, else ``CER_STRICT`` (a value that is not clearly on or
+    off is refused, exit 2)."""
+    if value is not None:
+        return value
+    import os
+
+    raw = os.environ.get("CER_STRICT", "")
+    if raw.strip().lower() not in _STRICT_VALUES:
+        raise click.BadParameter(f"{raw!r} is neither on nor off; use CER_STRICT=1 or"
+                                 " CER_STRICT=0", param_hint="CER_STRICT")
+    return _STRICT_VALUES[raw.strip().lower()]
+
+
+_strict_option = click.option(
+    "--strict/--no-strict", default=None, callback=_strict_setting,
+    help="Treat every warning as an error: print it and exit 2 before the query runs or"
+    " anything is written (for scripts and CI jobs) [default: CER_STRICT=1 in the environment,"
+    " else off].",
+)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cer")
@@ -161,12 +187,14 @@ def _with_log_options(f):
 @click.argument("args", nargs=-1, metavar="QUERY [LOG]...")
 @click.option("-e", "--expr", help="Query text given inline instead of a QUERY file.")
 @_with_log_options
+@_strict_option
 @_debug_option
 def check_command(
     args: tuple[str, ...],
     expr: str | None,
     type_column: tuple[str, ...] | None,
     times: TimeOptions | None,
+    strict: bool,
     debug: bool,
 ) -> None:
     """Check a query without running it.
@@ -180,8 +208,8 @@ def check_command(
       cer check -e "T AS x ; H AS y FILTER x[tmp > 40]"
       cer check alert.ceql sensors.csv --time-column ts
 
-    Exit code 0 when the query is fine, 2 when it has a mistake (printed with its line,
-    column and a caret under it).
+    Exit code 0 when the query is fine (also with warnings, unless --strict), 2 when it has
+    a mistake (printed with its line, column and a caret under it).
     """
     with user_errors(debug):
         path, logs = (None, args) if expr is not None else (args[0] if args else None, args[1:])
@@ -189,11 +217,13 @@ def check_command(
         query, report = parse_and_check(text, filename, logs, type_column, times)
         from cer_cli.query.printer import to_text
 
+        warnings = [Diagnostic(message, span) for message, span in report.warnings]
+        if strict:  # nothing on standard output: the query is not fine
+            report_warnings(_stderr, warnings, text, filename, strict)
         click.echo("ok")
         click.echo(to_text(query))
-        console = _stderr() if report.warnings else None
-        for message, span in report.warnings:
-            render_diagnostic(console, "warning", message, span, text, filename)
+        if not strict:
+            report_warnings(_stderr, warnings, text, filename, strict)
 
 
 def _split_args(args: tuple[str, ...], expr: str | None) -> tuple[str | None, tuple[str, ...]]:
@@ -316,6 +346,7 @@ BATCH_ROWS = 262_144
 @click.option("--master", help="With --spark: the master URL [default: spark-submit's, spark-defaults', else local[*]].")
 @click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="With --spark: a Spark setting (repeatable).")
 @click.option("--ranges", type=click.IntRange(min=1), help="With --spark: how many time ranges a windowed query without PARTITION BY is split into.")
+@_strict_option
 @_debug_option
 def match_command(
     args: tuple[str, ...],
@@ -334,6 +365,7 @@ def match_command(
     master: str | None,
     spark_conf: tuple[str, ...],
     ranges: int | None,
+    strict: bool,
     debug: bool,
 ) -> None:
     """Find every complex event of a query in event logs.
@@ -399,16 +431,16 @@ def match_command(
                 "time_column": times,
             }
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
-                       count, allow_unbounded, shape=shape)
+                       count, allow_unbounded, shape=shape, strict=strict)
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
         compiled, log = _compile(text, filename, logs, type_column, times, BATCH_ROWS,
                                  warm_up=True)
         if not allow_unbounded:
-            _refuse_unbounded(compiled, filename)
+            _refuse_unbounded(compiled)
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
-                   open_ends=open_absence == "report", filename=filename)
+                   open_ends=open_absence == "report", strict=strict)
 
 
 def _warm_up(logs) -> None:
@@ -452,7 +484,7 @@ def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count, allow_unbounded,
-               shape="long"):
+               shape="long", strict=False):
     """`cer match --spark`: Spark computes the matches; with -o it also writes them (a
     directory in the output's shape), otherwise (or to a descriptor, device or FIFO) they
     are printed here as in local mode."""
@@ -472,15 +504,18 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
               and not writes_in_place(output))  # a descriptor or device: printed to it here
     target, mode = check_output_dir(output) if writes else (output, None)
     _resume_gc()
-    for key in unknown_conf_keys(options["conf"]):
-        console = _stderr()
-        _error_line(console, "warning: ", "bold yellow",
-                    f"--spark-conf {key}: not a Spark setting cer knows (Spark ignores unknown keys)")
-        _error_line(console, "  hint: ", "cyan",
-                    "check its spelling; known prefixes are listed in README.md, section Spark")
+    console = functools.cache(_stderr)
+    report_warnings(console, [Diagnostic(
+        f"--spark-conf {key}: not a Spark setting cer knows (Spark ignores unknown keys)", None,
+        ("check its spelling; known prefixes are listed in README.md, section Spark",),
+        of_query=False) for key in unknown_conf_keys(options["conf"])], None, None, strict)
     compiled = compile_query(text, spark_schema(logs, **options), filename)
     if not allow_unbounded:
-        _refuse_unbounded(compiled, filename)
+        _refuse_unbounded(compiled)
+    # the log's size is Spark's to know: no memory warning
+    _warn_before_run(console, compiled, 0, count, limit, "add WITHIN n EVENTS (at most 2^n"
+                     " matches per event) or LIMIT n (n per event), --limit N, or --count to"
+                     " only count them", strict, output if writes else None)
     if writes:
         n = spark_write(compiled, logs, target, fmt, ranges=ranges, mode=mode, shape=shape,
                         variables=_wide_variables(compiled, shape) or (), **options)
@@ -503,11 +538,11 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
                   shape=shape, variables=_wide_variables(compiled, shape))
 
 
-def _refuse_unbounded(compiled, filename) -> None:
+def _refuse_unbounded(compiled) -> None:
     """Refuse (exit 2) a run whose cost and memory grow with the log (``Plan.unbounded``)."""
     error = compiled.unbounded()
     if error is not None:
-        raise error.with_source(compiled.text, filename)
+        raise error.with_source(compiled.text, compiled.filename)
 
 
 def _wide_variables(compiled, shape):
@@ -520,7 +555,7 @@ def _wide_variables(compiled, shape):
 
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
-               open_ends=False, filename=None) -> None:
+               open_ends=False, strict=False) -> None:
     """Run the plan over the log with the driver (``engine.driver``) and print the count or
     write the matches; a progress bar on stderr unless ``progress`` says otherwise."""
     import time
@@ -535,7 +570,7 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     console = functools.cache(_stderr)  # one console; rich loads only if something is printed
     _warn_before_run(console, compiled, log.n_events, count, limit,
                      "add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n (n per"
-                     " event), --limit N, or --count to only count them")
+                     " event), --limit N, or --count to only count them", strict, output)
     started = time.perf_counter()
     # By default the bar shows only when matches do not stream to the same terminal.
     to_terminal = not count and output is None and sys.stdout.isatty()
@@ -544,6 +579,14 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
     executor = compiled.executor(open_ends=open_ends)
     bar = _ProgressBar(console(), log.n_events, limit) if show else None
+    from cer_cli.engine import jit
+
+    def compiling() -> None:  # a cold numba cache: the first compiled call compiles
+        _error_line(console(), "note: ", "bold cyan", COMPILE_NOTICE)
+        if bar is not None:
+            bar.compiling()
+
+    jit.compile_notice = compiling
     try:
         if count:
             if limit is None:  # the executor counts: no Match objects
@@ -564,25 +607,40 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
                           partition_names=names, started=started, shape=shape,
                           variables=_wide_variables(compiled, shape))
     except QueryError as e:  # found while running (an unordered window attribute)
-        raise e.with_source(compiled.text, filename) from None
+        raise e.with_source(compiled.text, compiled.filename) from None
     finally:
+        jit.compile_notice = None
         if bar is not None:
             bar.stop()
 
 
+#: What a run says when its first compiled call compiles the kernel (``jit.will_compile``):
+#: otherwise 13-22 s of CPU (minutes on a loaded machine) would pass with nothing on screen.
+COMPILE_NOTICE = ("compiling the matching kernel once, ~20 s (later runs load it from numba's"
+                  " cache)")
+
+
 def _warn_before_run(console, compiled, n_events: int, count: bool, limit: int | None,
-                     growth_hint: str) -> None:
-    """The check's and the rewrite's warnings, then memory and output growth for this run."""
-    for message, span in compiled.report.warnings:
-        render_diagnostic(console(), "warning", message, span, compiled.text, None)
-    for message in compiled.rewritten.warnings:
-        render_diagnostic(console(), "warning", message, None, None, None)
+                     growth_hint: str, strict: bool = False, output: str | None = None) -> None:
+    """The check's and the rewrite's warnings, then memory and output growth for this run,
+    all named as the query (``compiled.filename``); under ``--strict`` they end the command
+    (exit 2) before it runs. ``open_output``'s own warning (other hard links to ``-o``)
+    comes as the file opens; under ``--strict`` it is looked for here, before the run."""
+    warnings = [Diagnostic(message, span) for message, span in compiled.report.warnings]
+    warnings += [Diagnostic(message) for message in compiled.rewritten.warnings]
     memory = memory_warning(compiled, n_events, count)
     if memory is not None:
-        render_diagnostic(console(), "warning", memory, None, None, None)
+        warnings.append(Diagnostic(memory))
     growth = growth_warning(compiled, count, limit)
     if growth is not None:
-        render_diagnostic(console(), "warning", growth, None, None, None, [growth_hint])
+        warnings.append(Diagnostic(growth, None, (growth_hint,)))
+    if strict and output not in (None, "-"):
+        from cer_cli.io.files import shared_links
+
+        links = shared_links(output)
+        if links is not None:
+            warnings.append(Diagnostic(links, of_query=False))
+    report_warnings(console, warnings, compiled.text, compiled.filename, strict)
 
 
 class _ProgressBar:
@@ -595,20 +653,24 @@ class _ProgressBar:
         self.limit = limit
         self.matches = 0
         self.bar = Progress(
-            TextColumn("[bold]matching"),
+            TextColumn("[bold]{task.fields[stage]}"),
             BarColumn(),
             TextColumn("{task.completed:,}/{task.total:,} events · {task.fields[matches]:,} matches"),
             TimeElapsedColumn(),
             console=console,
             transient=console.is_terminal,  # forced on a pipe: one final line
         )
-        self.task = self.bar.add_task("match", total=total, matches=0)
+        self.task = self.bar.add_task("match", total=total, matches=0, stage="matching")
         self.bar.start()
+
+    def compiling(self) -> None:
+        """The run's next batch compiles the kernel first (until the next ``__call__``)."""
+        self.bar.update(self.task, stage="compiling the matching kernel (once)")
 
     def __call__(self, events: int, matches: int) -> None:
         self.matches += matches
         shown = self.matches if self.limit is None else min(self.matches, self.limit)
-        self.bar.update(self.task, completed=events, matches=shown)
+        self.bar.update(self.task, completed=events, matches=shown, stage="matching")
 
     def stop(self) -> None:
         self.bar.stop()
@@ -659,6 +721,7 @@ def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
     help="Run a query with predicates between events and no WITHIN window although its cost "
     "and memory grow with the log.",
 )
+@_strict_option
 @_debug_option
 def plot_command(
     args: tuple[str, ...],
@@ -669,6 +732,7 @@ def plot_command(
     type_column: tuple[str, ...] | None,
     times: TimeOptions | None,
     allow_unbounded: bool,
+    strict: bool,
     debug: bool,
 ) -> None:
     """Draw the matches of a query: a timeline, the matches per partition, their durations.
@@ -701,12 +765,12 @@ def plot_command(
         compiled, log = _compile(text, filename, logs, type_column, times, BATCH_ROWS,
                                  warm_up=True)
         if not allow_unbounded:
-            _refuse_unbounded(compiled, filename)
+            _refuse_unbounded(compiled)
         _resume_gc()
         # the plot keeps a sample, but every match is enumerated
         _warn_before_run(functools.cache(_stderr), compiled, log.n_events, False, None,
                          "add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n (n per"
-                         " event)")
+                         " event)", strict, output)
         if title is None:
             query = filename if expr is None else " ".join(text.split())
             query = query if len(query) <= 80 else query[:79] + "…"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import errno
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -20,7 +21,7 @@ import click
 from cer_cli import signals
 from cer_cli.io.files import OutputError, ReaderGone
 from cer_cli.query.ast import Span
-from cer_cli.query.errors import QueryError, line_col
+from cer_cli.query.errors import QueryError, line_col, query_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -75,7 +76,7 @@ def render_diagnostic(
     """Print ``file:line:col: severity: message``, the source line with a caret, then hints."""
     from rich.text import Text
 
-    where = filename or "query"
+    where = query_name(filename)
     colour = "red" if severity == "error" else "yellow"
     if span is not None and source is not None:
         line, col = line_col(source, span.start)
@@ -112,6 +113,41 @@ def excerpt(text: str, start: int, width: int) -> tuple[str, int, int]:
     cut = ("…" if left else "") + text[left:right] + ("…" if right < len(text) else "")
     caret = start - left + (1 if left else 0)
     return cut, caret, max(1, min(width, right - start))
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A warning to print: about the query (``of_query``: named as the query, with a caret
+    under ``span``), or about an option or a file (one ``warning:`` line)."""
+
+    message: str
+    span: Span | None = None
+    hints: tuple[str, ...] = ()
+    of_query: bool = True
+
+
+#: Why a warning is printed as an error (``report_warnings`` under ``--strict``).
+STRICT_HINT = "a warning, made an error by --strict (CER_STRICT=1)"
+
+
+def report_warnings(console: Callable[[], Console], warnings: Sequence[Diagnostic],
+                    source: str | None, filename: str | None, strict: bool) -> None:
+    """Print ``warnings``, those about the query named as ``query_name(filename)``. Under
+    ``--strict`` (``CER_STRICT=1``) each is printed as an error and the command then ends
+    with exit 2, before the query runs or anything is written: scripts and CI jobs stop on what
+    a person would only be warned of."""
+    severity = "error" if strict else "warning"
+    for w in warnings:
+        hints = [*w.hints, STRICT_HINT] if strict else list(w.hints)
+        if w.of_query:
+            render_diagnostic(console(), severity, w.message, w.span,
+                              source if w.span is not None else None, filename, hints)
+            continue
+        error_line(console(), f"{severity}: ", "bold red" if strict else "bold yellow", w.message)
+        for hint in hints:
+            error_line(console(), "  hint: ", "cyan", hint)
+    if strict and warnings:
+        sys.exit(EXIT_INPUT)
 
 
 def render_query_error(error: QueryError) -> None:

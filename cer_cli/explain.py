@@ -22,7 +22,8 @@ from cer_cli.compiler.predicates import describe_atom
 from cer_cli.engine.driver import run_count
 from cer_cli.io.read import EventLog
 from cer_cli.plan import Plan
-from cer_cli.query.printer import groups_text, to_text
+from cer_cli.plan.correlation import Method
+from cer_cli.query.printer import groups_text, quote_name, shown, to_text
 
 FORMATS = ("text", "json", "dot", "mermaid")
 
@@ -40,7 +41,7 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
         ],
         "warnings": [m for m, _ in compiled.report.warnings] + list(compiled.rewritten.warnings),
         "atoms": [describe_atom(a) for a in compiled.alphabet.atoms],
-        "cea": describe(compiled.cea, compiled.alphabet),
+        "cea": beside_the_automaton(compiled, describe(compiled.cea, compiled.alphabet)),
         "plan": {
             "select": "*" if q.select is None else [i.var for i in q.select],
             "strategy": q.strategy,
@@ -71,6 +72,47 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
             "det_cache_resets": s.det_cache_resets,
             "peak_tecs_nodes": s.peak_live_nodes,
             "tecs_compactions": s.compactions,
+        }
+    return out
+
+
+def beside_the_automaton(compiled: Plan, cea: dict[str, Any]) -> dict[str, Any]:
+    """``cea`` plus what the engine checks beside it, for the graphs to draw with it (facts
+    of the plan only): ``absences``, each ``!ψ`` the automaton does not test — between two
+    marked events (``between``: the post-filter's ``AbsenceSite``, from the states after
+    φ1's last event to those after φ2's first) or ``trailing`` (from each final state, until
+    the window closes) — and, in ``runs_instead``, what the engine runs instead of the CEA:
+    the hash join's PCEA (a step per state, an edge per join with its keys) or the
+    next-match scan's sequence (an edge per gap: its ``!ψ``, the next step's comparisons)."""
+    absences = []
+    for site in compiled.post_filter.absences if compiled.post_filter is not None else ():
+        left, right = site.bounds
+        label = f"!{shown(site.etype)} FILTER {shown(site.predicate)}"
+        if site.unary is not None:
+            label += " AND " + shown(site.unary).replace("`!ψ`", "ψ")
+        absences.append({"kind": "between", "label": label,
+                         "from": sorted({t["to"] for t in cea["transitions"] if left in t["marks"]}),
+                         "to": sorted({t["to"] for t in cea["transitions"] if right in t["marks"]})})
+    q = compiled.query
+    if q.trailing is not None:
+        absences.append({"kind": "trailing", "from": list(cea["finals"]), "to": [],
+                         "label": f"!{to_text(q.trailing)} WITHIN {to_text(q.within)}"})
+    out = {**cea, "absences": absences}
+    pcea, nm = compiled.rewritten.pcea, compiled.rewritten.next_match
+    if Method.HASH_JOIN in compiled.correlation and pcea is not None:
+        out["runs_instead"] = {
+            "method": Method.HASH_JOIN.title,
+            "steps": [s.step.text() for s in pcea.states],
+            "edges": [{"from": child, "to": q, "label": pcea.edge_text(child, q)}
+                      for q, t in enumerate(pcea.transitions) for child in t.sources],
+        }
+    elif Method.NEXT_MATCH in compiled.correlation and nm is not None:
+        out["runs_instead"] = {  # each gap's !ψ, then the next step's joins
+            "method": Method.NEXT_MATCH.title,
+            "steps": [s.text() for s in nm.steps],
+            "edges": [{"from": k, "to": k + 1, "label": ", ".join(
+                [gap.text, *(c.text for c in joins)])}
+                for k, (gap, joins) in enumerate(zip(nm.gaps, nm.joins[1:], strict=True))],
         }
     return out
 
@@ -136,20 +178,64 @@ def to_dot(data: dict[str, Any]) -> str:
         lines.append(f'  q{s} [shape={shape}, label="q{s}"];')
     lines.append(f"  start -> q{cea['initial']};")
     for t in cea["transitions"]:
-        label = f"{t['guard']} / {_mark(t['marks'])}".replace("\\", "\\\\").replace('"', '\\"')
+        label = _dot_text(f"{t['guard']} / {_mark(t['marks'])}")
         lines.append(f'  q{t["from"]} -> q{t["to"]} [label="{label}"];')
+    for i, a in enumerate(cea.get("absences", ())):
+        label = _dot_text(a["label"])
+        targets = [f"q{t}" for t in a["to"]]
+        if a["kind"] == "trailing":  # the match is reported once its window closes without ψ
+            lines.append(f'  closed{i} [shape=box, style=rounded, label="window closed"];')
+            targets = [f"closed{i}"]
+        for f in a["from"]:
+            for t in targets:
+                lines.append(f'  q{f} -> {t} [style=dashed, color=red, fontcolor=red,'
+                             f' label="{label}"];')
+    runs = cea.get("runs_instead")
+    if runs is not None:
+        lines.append("  subgraph cluster_runs {")
+        lines.append(f'    label="{runs["method"]}: the engine runs this"; style=dashed;')
+        for i, step in enumerate(runs["steps"]):
+            lines.append(f'    p{i} [shape=box, label="{_dot_text(step)}"];')
+        for e in runs["edges"]:
+            lines.append(f'    p{e["from"]} -> p{e["to"]} [label="{_dot_text(e["label"])}"];')
+        lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _dot_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _mermaid_text(text: str) -> str:
+    return text.replace(":", "꞉").replace(";", "；")
 
 
 def to_mermaid(data: dict[str, Any]) -> str:
     cea = data["cea"]
     lines = ["stateDiagram-v2", f"  [*] --> q{cea['initial']}"]
     for t in cea["transitions"]:
-        label = f"{t['guard']} / {_mark(t['marks'])}".replace(":", "꞉").replace(";", "；")
+        label = _mermaid_text(f"{t['guard']} / {_mark(t['marks'])}")
         lines.append(f"  q{t['from']} --> q{t['to']}: {label}")
     for f in cea["finals"]:
         lines.append(f"  q{f} --> [*]")
+    for i, a in enumerate(cea.get("absences", ())):  # mermaid's state diagrams draw no dashes
+        label = _mermaid_text(a["label"])
+        targets = [f"q{t}" for t in a["to"]]
+        if a["kind"] == "trailing":
+            lines.append(f"  state \"window closed\" as closed{i}")
+            targets = [f"closed{i}"]
+        for f in a["from"]:
+            for t in targets:
+                lines.append(f"  q{f} --> {t}: {label}")
+    runs = cea.get("runs_instead")
+    if runs is not None:
+        lines.append(f"  state \"{_mermaid_text(runs['method'])} – the engine runs this\" as runs {{")
+        for i, step in enumerate(runs["steps"]):
+            lines.append(f"    state \"{_mermaid_text(step)}\" as p{i}")
+        for e in runs["edges"]:
+            lines.append(f"    p{e['from']} --> p{e['to']}: {_mermaid_text(e['label'])}")
+        lines.append("  }")
     return "\n".join(lines) + "\n"
 
 
@@ -206,8 +292,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
         f" · strategy {plan['strategy']} · consume by {plan['consume']}"
         f" · limit {plan['limit'] if plan['limit'] is not None else 'none'}",
         f"within {plan['within'] or '(no window)'}"
-        + (f" · partition by {groups_text(plan['partition_by'])}" if plan["partition_by"]
-           else ""),
+        + (f" · partition by {groups_text(plan['partition_by'], quote_name)}"
+           if plan["partition_by"] else ""),
         plan["engine"],
     ]
     corr = plan.get("correlation")

@@ -216,6 +216,9 @@ MISTAKES = [
     ("SELECT xx FROM S WHERE T AS x", SENSORS, "SELECT names 'xx'", "did you mean 'x'", "xx"),
     ("SELECT S>T FROM S WHERE T", SENSORS, "SELECT names 'S>T'", "without a stream", "S>T"),
     ("SELECT x[hum] FROM S WHERE T AS x", SENSORS, "no attribute 'hum'", "tmp", "x[hum]"),
+    # SQL's habit: a text without quotes, compared with an attribute
+    ("T AS x FILTER x[site = north]", SENSORS, "no attribute 'north'",
+     "for the text north, quote it: site = 'north'", "north"),
     pytest.param(
         "SELECT * FROM S WHERE T AS x\nPARTITION BY [idd]",
         SENSORS,

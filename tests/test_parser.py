@@ -447,6 +447,59 @@ def test_syntax_errors(text, message, line, column):
     assert "q.ceql:" in err.render()
 
 
+#: A careful user's mistakes: a misspelt keyword gets a did-you-mean (where it is, or where
+#: it was read as a name), SQL's and C's habits get the CEQL spelling, and none of them the
+#: parser's list of expected tokens.
+FRIENDLY = [
+    ("T AS x ; H AS y WITHN 10 EVENTS", "unknown word 'WITHN' here; did you mean WITHIN?", 1, 17),
+    ("T AS x ; H AS y\nFILTR x.tmp > 40", "unknown word 'FILTR' here; did you mean FILTER?", 2, 1),
+    ("T ; H PARTITON BY id", "unknown word 'PARTITON' here; did you mean PARTITION?", 1, 7),
+    ("A ; B limt 3", "unknown word 'limt' here; did you mean LIMIT?", 1, 7),
+    ("A CONSUME BY PARTITON", "did you mean PARTITION?", 1, 14),
+    ("A FILTER A[x = 1] ANDD A[y = 2]", "did you mean AND?", 1, 19),
+    # read as an event type or a variable first, refused at the next token
+    ("SELECT * FORM S WHERE T ; H", "'FORM' is read as a name, so 'S' cannot follow; did you"
+     " mean FROM?", 1, 10),
+    ("SELECT * FROM S WHER T ; H", "did you mean WHERE?", 1, 17),
+    ("SELECT NXT * WHERE T ; H", "did you mean NEXT?", 1, 8),
+    ("A WITHIN 2 EVENT", "unknown window unit 'EVENT'", 1, 12),
+    # SQL and C habits
+    ("T AS t FILTER t.origin = JFK", "JFK is not quoted: write 'JFK' to compare t.origin with"
+     " the text JFK", 1, 26),
+    ("T AS t FILTER JFK <> t.origin", "write 'JFK' to compare t.origin", 1, 15),
+    ("T AS t FILTER t.origin IN {JFK, 'LGA'}", "found the name JFK; quote it, 'JFK', for the"
+     " text", 1, 28),
+    ("T AS t FILTER t.a > 1 && t.b < 2", "unexpected '&&': CEQL writes AND", 1, 23),
+    ("T AS t FILTER t.a > 1 || t.b < 2", "unexpected '||': CEQL writes OR", 1, 23),
+    ("T AS t FILTER t.a > 1 & t.b < 2", "unexpected '&': CEQL writes AND", 1, 23),
+    ("SELECT * FROM S WHERE T AS t ; H AS h\n  WHERE t.tmp > 40", "WHERE does not filter in"
+     " CEQL: conditions on events follow FILTER (… FILTER t.tmp > 40)", 2, 3),
+    ("SELL BUY", "'BUY' cannot follow a pattern directly: join two patterns with ';'", 1, 6),
+]
+
+
+@pytest.mark.parametrize(("text", "message", "line", "column"), FRIENDLY)
+def test_typos_and_sql_habits_are_named(text, message, line, column):
+    with pytest.raises(QueryError) as info:
+        parse(text, filename="q.ceql")
+    err = info.value
+    assert message in err.message, err.message
+    assert (err.line, err.column) == (line, column)
+    assert "expected ')'" not in err.message and "..." not in err.message
+    assert err.render().startswith(f"q.ceql:{line}:{column}: error:")
+
+
+def test_unit_typo_hint_and_no_false_keyword():
+    """A unit's near miss is offered as a hint; a name near a keyword the parser would not
+    take there is no typo (BUY is not BY)."""
+    with pytest.raises(QueryError) as info:
+        parse("A WITHIN 2 minuts")
+    assert info.value.hints == ["did you mean minutes?"]
+    with pytest.raises(QueryError) as info:
+        parse("SELL BUY BUY")
+    assert "did you mean" not in info.value.message
+
+
 def test_deep_nesting_is_a_query_error():
     with pytest.raises(QueryError, match="nest too deeply"):
         parse("(" * 5000 + "A" + ")" * 5000)

@@ -140,6 +140,7 @@ def test_groups_and_windows_have_one_text():
     q = parse("SELECT * WHERE A ; B PARTITION BY [id, `user id`], [k] WITHIN 5 seconds")
     assert groups_text(q.partition_by) == "[id, user id], [k]"
     assert "PARTITION BY [id, `user id`], [k]" in to_text(q)
-    assert window_span(q.within) == "5000000000 ns of event time"
+    assert window_span(q.within) == "5 seconds of event time"  # the user's unit
+    assert window_span(parse("A WITHIN 1 hour 30 minutes").within) == "1 hour 30 minutes of event time"
     assert window_span(ast.EventsWindow(3)) == "3 events"
     assert window_span(ast.AttributeWindow(2, "seq")) == "2 of attribute seq"

@@ -84,6 +84,45 @@ def _compile_all() -> dict:
     return {name: g[name] for name in _JIT}
 
 
+#: The kernel's entry point, the function a run calls from Python: numba caches machine code
+#: per entry point (the functions it calls are compiled into it), so its cache index says
+#: whether a run compiles.
+ENTRY = "run_events"
+
+#: Called (once, then cleared) just before a run's first compiled call compiles the kernel
+#: rather than loading it from numba's cache (``will_compile``): the CLI says so on stderr.
+compile_notice = None
+
+
+def will_compile() -> bool:
+    """Whether the compiled kernel's first call will compile it (13-22 s of CPU): numba's
+    cache (``__pycache__`` beside ``kernel.py``, or ``NUMBA_CACHE_DIR``) holds no machine code
+    of ``ENTRY`` for this CPU — the first run after an install or upgrade, or a cleared cache.
+    Another signature (float times after integer ones) also compiles, and is not foreseen."""
+    fns = compiled()
+    if ENTRY not in fns:
+        return False
+    try:  # numba's cache index (numba 0.60-0.68): {(signature, magic tuple): file}
+        from numba.core.registry import cpu_target
+
+        magic = cpu_target.target_context.codegen().magic_tuple()
+        index = fns[ENTRY]._cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - numba's internals moved: say nothing rather than guess
+        return False
+    return not any(key[1] == magic for key in index)
+
+
+def compiled_for_run() -> dict:
+    """``compiled()`` for a run about to call it: first ``compile_notice`` when that call
+    will compile (``will_compile``)."""
+    global compile_notice
+    fns = compiled()
+    notice, compile_notice = compile_notice, None
+    if notice is not None and will_compile():
+        notice()
+    return fns
+
+
 #: A run switches to the compiled functions once it has seen this many events (before
 #: that, plain Python costs less than numba's import and cache load, ~0.5-1 s).
 JIT_MIN_EVENTS = 20_000

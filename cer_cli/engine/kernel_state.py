@@ -147,7 +147,7 @@ class KernelState:
         #: compiled (``compiled``) if True, plain if False; ``None``: plain until the run has
         #: seen ``JIT_MIN_EVENTS`` events, compiled from then on (both use the same arrays).
         self.jit = jit
-        self._fns = loader.compiled() if jit else {}
+        self._fns = loader.compiled_for_run() if jit else {}
         self.split = split
         self.out_cap = max(1, out_cap)
         self.ev_cap = 4 * self.out_cap
@@ -331,7 +331,7 @@ class KernelState:
         cols = self.columns(syms)
         n = len(cols)
         if self.jit is None and int(self.st[EVENTS]) + n >= loader.JIT_MIN_EVENTS:
-            self.jit, self._fns = True, loader.compiled()
+            self.jit, self._fns = True, loader.compiled_for_run()
         if times is None:  # no window, or an EVENTS one (times are then partition indices)
             times = np.zeros(n, self.tdtype)
             hastime = np.ones(n, np.bool_)

@@ -384,6 +384,21 @@ def remove_open_parts() -> None:
             os.unlink(tmp, dir_fd=dfd)
 
 
+def shared_links(target: str | os.PathLike, st: os.stat_result | None = None) -> str | None:
+    """The warning ``open_output`` gives when ``target`` is a regular file with other hard
+    links (they keep the old content); None otherwise. ``st``: its ``stat``, when known
+    (else it is looked up, a failure meaning no warning: writing reports it)."""
+    if st is None:
+        try:
+            st = os.stat(target)
+        except OSError:
+            return None
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink <= 1:
+        return None
+    return (f"{target} has {st.st_nlink - 1} other hard link(s); they keep the old content"
+            " (the file is replaced, not rewritten in place)")
+
+
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
@@ -426,9 +441,9 @@ def open_output(
             return
         if st is not None and not os.access(name, os.W_OK, dir_fd=dfd):
             raise OutputError(f"cannot write {target}: it is read-only")
-        if st is not None and st.st_nlink > 1:
-            warn(f"{target} has {st.st_nlink - 1} other hard link(s); they keep the old content"
-                 " (the file is replaced, not rewritten in place)")
+        links = st is not None and shared_links(target, st)
+        if links:
+            warn(links)
         _remove_stale(dfd, name)
         with _replacing(dfd, name, st, target, parent) as f:
             yield f

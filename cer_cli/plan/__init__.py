@@ -129,6 +129,9 @@ class Plan:
     post_filter: PostFilter | None = None
     #: How ``cer match --spark`` spreads the query over tasks.
     fanout: Fanout = field(default=None)  # type: ignore[assignment]
+    #: The name the query's diagnostics carry (``query.errors.query_name``): its file,
+    #: ``<stdin>`` or ``<expr>``; None for a query without one.
+    filename: str | None = None
 
     # ------------------------------------------------------------------ derived facts
 
@@ -210,14 +213,16 @@ class Plan:
                 f"'{step.step.text()}' carries {', '.join(r for _, r in step.carried)} to a"
                 " later equality and the query has no WITHIN window: each such event adopts the"
                 " partial matches of every value seen so far, so the cost and memory grow with"
-                " the log", self.rewritten.post_filters[0].predicate.span, self.text, hints)
+                " the log", self.rewritten.post_filters[0].predicate.span, self.text, hints,
+                self.filename)
         nm = self.rewritten.next_match
         if nm is not None:
             return QueryError(
                 f"'{nm.predicates[0]}' is checked by the next-match scan and the query has no"
                 " WITHIN window: a run that never meets its next event waits"
                 " for the whole log, so the cost and memory grow with the log",
-                self.rewritten.post_filters[0].predicate.span, self.text, hints)
+                self.rewritten.post_filters[0].predicate.span, self.text, hints,
+                self.filename)
         post = self.post_filter
         if post is None:
             return None
@@ -227,7 +232,7 @@ class Plan:
             " events, so the cost and memory grow with the log",
             (post.sites + post.absences)[0].predicate.span, self.text,
             hints + ["equalities on one attribute that tie every event become a cheap PARTITION"
-                     " BY; see `cer explain`"])
+                     " BY; see `cer explain`"], self.filename)
 
     @property
     def output_window(self) -> OutputWindow:
@@ -370,7 +375,7 @@ def _exclusive(f: ast.FOr) -> bool:
 
 
 def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | None = None,
-         text: str | None = None) -> Plan:
+         text: str | None = None, filename: str | None = None) -> Plan:
     """Decide how ``query`` (already checked) runs. Raises QueryError for a predicate
     between events that no valuation can decide."""
     # 1. correlation: the rules before the formula passes (plan/correlation.py)
@@ -409,4 +414,5 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         correlation=decide(query, relaxed, pcea, reason, post, scan, scan_reason),
         post_filter=post,
         fanout=fanout(query, rewritten_query.partition_by),
+        filename=filename,
     )

@@ -20,6 +20,6 @@ def compile_query(text: str, schema: Schema | None = None, filename: str | None 
     try:
         query = parse(text, filename=filename)
         report = check_query(query, schema)
-        return plan(query, schema, report, text)
+        return plan(query, schema, report, text, filename)
     except QueryError as e:
         raise e.with_source(text, filename) from None

@@ -504,14 +504,26 @@ def check_attributes(query: Query, schema: Schema, types: dict[str, frozenset[st
         if isinstance(node, Filter):
             for atom in filter_atoms(node.predicate):
                 for ref in attr_refs(atom):
-                    _check_attribute(ref.var, ref.attr, ref.span, schema, types)
+                    _check_attribute(ref.var, ref.attr, ref.span, schema, types,
+                                     _compared_with(atom, ref))
     for item in query.select or ():
         for attr in item.attrs or ():
             _check_attribute(item.var, attr, item.span, schema, types)
 
 
+def _compared_with(atom: Predicate, ref: AttrRef) -> AttrRef | None:
+    """The attribute ``ref`` is compared with in ``atom`` (``x[origin = JFK]``), if any: an
+    unknown name there is more likely a text written without quotes (SQL's habit)."""
+    if isinstance(atom, Compare):
+        for mine, other in ((atom.left, atom.right), (atom.right, atom.left)):
+            if mine is ref and isinstance(other, AttrRef):
+                return other
+    return None
+
+
 def _check_attribute(
-    v: str, attr: str, span: Span | None, schema: Schema, types: dict[str, frozenset[str]]
+    v: str, attr: str, span: Span | None, schema: Schema, types: dict[str, frozenset[str]],
+    compared: AttrRef | None = None,
 ) -> None:
     event_types = sorted(types.get(v, ()))
     if not event_types:
@@ -537,10 +549,12 @@ def _check_attribute(
         message = (
             f"none of the event types of '{v}' ({', '.join(event_types)}) has attribute '{attr}'"
         )
+    quote = [] if compared is None or compared.attr not in known else [
+        f"for the text {attr}, quote it: {compared.attr} = '{attr}'"]
     raise QueryError(
         message,
         span,
-        hints=_unknown_name_hints(attr, known) + [f"attributes of '{v}': {_names(known)}"],
+        hints=quote + _unknown_name_hints(attr, known) + [f"attributes of '{v}': {_names(known)}"],
     )
 
 

@@ -14,6 +14,16 @@ from dataclasses import dataclass, field
 
 from cer_cli.query.ast import Span
 
+#: What diagnostics call a query given without a name (the Python APIs).
+UNNAMED = "query"
+
+
+def query_name(filename: str | None) -> str:
+    """How every diagnostic about a query names it — errors and warnings alike, from the
+    parser, the checks, the plan and the run: the file, ``<stdin>``, ``<expr>`` (``-e``),
+    or ``UNNAMED``."""
+    return filename or UNNAMED
+
 
 def line_col(source: str, offset: int) -> tuple[int, int]:
     """1-based line and column of ``offset`` in ``source``."""
@@ -68,7 +78,7 @@ class QueryError(Exception):
 
     def render(self) -> str:
         """Plain-text rendering: ``file:line:col: error: message``, the line, a caret, hints."""
-        where = self.filename or "query"
+        where = query_name(self.filename)
         out = []
         if self.line is not None:
             out.append(f"{where}:{self.line}:{self.column}: error: {self.message}")

@@ -35,7 +35,7 @@ from lark.parsers.lalr_analysis import Shift
 
 from cer_cli.query import ast
 from cer_cli.query.ast import Span
-from cer_cli.query.errors import QueryError, line_col
+from cer_cli.query.errors import QueryError, line_col, suggest
 from cer_cli.query.followed_by import FollowedBy
 from cer_cli.query.followed_by import expand as expand_followed_by
 from cer_cli.query.scope import attr_refs, children, labels, subformulas, with_children
@@ -149,8 +149,16 @@ def _lex(text: str, punct: dict[str, str], keywords: frozenset[str]) -> list[Tok
             out.append(_tok(punct[p], p, i, m.end()))
             i = m.end()
             continue
+        if c in "&|":  # C's and SQL's spellings of AND / OR
+            op = text[i:i + 2] if text.startswith(c * 2, i) else c
+            raise QueryError(f"unexpected {op!r}: CEQL writes {_LOGICAL[c]}", Span(i, i + len(op)),
+                             hints=[f"write x.a > 1 {_LOGICAL[c]} x.b < 2"])
         raise QueryError(f"unexpected character {c!r}", Span(i, i + 1))
     return out
+
+
+#: What the SQL or C habit ``&&`` / ``||`` (or ``&`` / ``|``) means in CEQL.
+_LOGICAL = {"&": "AND", "|": "OR"}
 
 
 def _number_token(digits: str, start: int, end: int, negative: bool) -> Token:
@@ -175,6 +183,8 @@ def _number_token(digits: str, start: int, end: int, negative: bool) -> Token:
 # ------------------------------------------------------------------------------ AST building
 
 _SCOPE: ContextVar[list[str]] = ContextVar("cer_parser_scope")
+#: The tokens being parsed (for messages that look at a name's neighbours).
+_TOKENS: ContextVar[list[Token]] = ContextVar("cer_parser_tokens")
 
 
 def _span(*items) -> Span | None:
@@ -339,8 +349,10 @@ class _Build:
                 raise _err("a window needs a duration of 0 or more", amount)
             canonical = UNIT_NAMES.get(unit.value.lower())
             if canonical is None:
-                raise _err(f"unknown window unit {unit.value!r} (known: {_UNITS_HELP}, "
-                           "or EVENTS, or [attribute])", unit)
+                close = suggest(unit.value, [*UNIT_NAMES, "EVENTS"])
+                raise QueryError(f"unknown window unit {unit.value!r} (known: {_UNITS_HELP}, "
+                                 "or EVENTS, or [attribute])", _span(unit),
+                                 hints=[f"did you mean {close}?"] if close else [])
             parts.append((amount.value, canonical))
         return ast.DurationWindow(tuple(parts), _span(c))
 
@@ -469,9 +481,30 @@ class _Build:
             return ast.AttrRef(c[0].value, c[2].value, _span(c))
         scope = _SCOPE.get()
         if not scope:
-            raise _err(f"attribute {c[0].value!r} needs a variable: write x.{c[0].value} "
-                       f"or x[{c[0].value} ...]", c[0])
+            name = c[0].value
+            other = _compared_attribute(c[0])
+            if other is not None:  # SQL's habit: t.origin = JFK for the text JFK
+                raise QueryError(f"{name} is not quoted: write '{name}' to compare {other}"
+                                 f" with the text {name}", _span(c[0]),
+                                 hints=[f"for an attribute, name its variable: x.{name}"])
+            raise _err(f"attribute {name!r} needs a variable: write x.{name} or x[{name} ...]",
+                       c[0])
         return ast.AttrRef(scope[-1], c[0].value, _span(c))
+
+
+def _compared_attribute(tok: Token) -> str | None:
+    """``x.a`` when the bare name ``tok`` is compared with it (``x.a = tok`` or ``tok =
+    x.a``): then the name is more likely a text written without quotes than an attribute."""
+    tokens = _TOKENS.get([])
+    k = next((j for j, t in enumerate(tokens) if t.start_pos == tok.start_pos), None)
+    if k is None:
+        return None
+    for op, first in ((k - 1, k - 4), (k + 1, k + 2)):
+        near = tokens[first:first + 3] if 0 <= first and first + 3 <= len(tokens) else []
+        if (0 <= op < len(tokens) and tokens[op].type in _COMPARE_OPS and len(near) == 3
+                and [t.type for t in near] == ["NAME", "DOT", "NAME"]):
+            return f"{near[0].value}.{near[2].value}"
+    return None
 
 
 def _load() -> Lark:
@@ -498,13 +531,15 @@ _STRATEGIES = set(ast.STRATEGIES)
 #: Tokens that, right after a name, make it the start of a predicate rather than of a formula.
 _PREDICATE_AFTER_NAME = {_PUNCT[p] for p in ("[", ".", "<", "<=", ">=", "=", "==", "!=", "<>",
                                              "-", "*", "/", "%")} | {"LIKE", "IN", "NOT"}
+_COMPARE_OPS = {_PUNCT[p] for p in ("<", "<=", ">", ">=", "=", "==", "!=", "<>")}
 _NOT_HELP = "NOT applies to a single event type, e.g. NOT(SELL) or NOT(SELL FILTER ...)"
 
 
-def _accepts(state, terminal: str) -> bool:
-    """Would the LALR parser in ``state`` shift ``terminal`` (after its reductions)? No side effects."""
+def _accepts(state, terminal: str, stack: list | None = None) -> bool:
+    """Would the LALR parser in ``state`` (or with ``stack``, an earlier copy of its state
+    stack) shift ``terminal`` (after its reductions)? No side effects."""
     states = state.parse_conf.states
-    stack = list(state.state_stack)
+    stack = list(state.state_stack if stack is None else stack)
     while True:
         action = states[stack[-1]].get(terminal)
         if action is None:
@@ -564,6 +599,28 @@ def _choose(state, tokens: list[Token], i: int) -> Token:
     return tok if chosen == tok.type else Token.new_borrow_pos(chosen, tok.value, tok)
 
 
+def _accepted_before(state, stack: list | None):
+    """Whether the parser, before the NAME just fed (its state ``stack``), would have taken
+    a terminal: how a misspelt keyword that reads as a name is told (``FORM``, ``WHER``)."""
+    return None if stack is None else (lambda terminal: _accepts(state, terminal, stack))
+
+
+#: How close a word must be to a keyword to be called its misspelling (difflib's ratio:
+#: WITHN/WITHIN 0.91, FORM/FROM 0.75; BUY/BY 0.8 is the reason it is only offered for
+#: keywords the parser would take there).
+_TYPO_CUTOFF = 0.75
+
+
+def _keyword_typo(word: str, accepts) -> str | None:
+    """The keyword ``word`` misspells among those ``accepts`` (a terminal name -> bool) takes."""
+    import difflib
+
+    wanted = [k for k in KEYWORDS if k != word.upper() and accepts(k)]
+    wanted += ["OR"] if accepts("F_OR") and "OR" not in wanted else []
+    close = difflib.get_close_matches(word.upper(), wanted, n=1, cutoff=_TYPO_CUTOFF)
+    return close[0] if close else None
+
+
 def _describe(tok: Token | None) -> str:
     if tok is None or tok.type == "$END":
         return "the end of the query"
@@ -589,8 +646,11 @@ class _Bracket:
 
 
 def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
-                  brackets: list[_Bracket], after_formula_not: bool, text: str) -> QueryError:
-    """A QueryError for the first token the parser could not accept, worded for people."""
+                  brackets: list[_Bracket], after_formula_not: bool, text: str,
+                  accepted_before_prev=None) -> QueryError:
+    """A QueryError for the first token the parser could not accept, worded for people.
+    ``accepted_before_prev`` tells whether a terminal would have been taken in place of
+    the previous token when that was a name (else None)."""
     prev = tokens[i - 1] if i > 0 else None
     before = tokens[i - 2] if i > 1 else None
     pt = prev.type if prev is not None else None
@@ -603,6 +663,23 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
         return QueryError(message, at)
 
     formula_start = {"NAME", "LPAR", "LSQB", "NOT"} <= expected
+    # a misspelt keyword: here (T ; H WITHN 10 EVENTS), or read as a name just before
+    # (SELECT * FORM S WHERE ..., where FORM is taken for an event type)
+    typo = _keyword_typo(tok.value, lambda t: t in expected) if tok.type == "NAME" else None
+    if typo is not None:
+        return err(f"unknown word '{tok.value}' here; did you mean {typo}?")
+    if pt == "NAME" and accepted_before_prev is not None:
+        typo = _keyword_typo(prev.value, accepted_before_prev)
+        if typo is not None:
+            return QueryError(f"'{prev.value}' is read as a name, so {_describe(tok)} cannot"
+                              f" follow; did you mean {typo}?", Span(prev.start_pos, prev.end_pos))
+    if tok.type == "NAME" and "STRING" in expected and "NAME" not in expected:
+        return err(f"expected a value, found the name {tok.value}; quote it, '{tok.value}',"
+                   " for the text")
+    if tok.type == "WHERE" and i > 0 and _predicate_follows(tokens, i + 1):
+        return err("WHERE does not filter in CEQL: conditions on events follow FILTER"
+                   f" (… FILTER {_excerpt(text, tokens, i + 1)}); WHERE only introduces"
+                   " the pattern, after SELECT and FROM")
     if tok.type == "BANG":
         return err("'!' (absence) goes between two parts of a sequence, e.g. A ; !B ; C:"
                    " not alone, first, or after ':', ';>' or OR")
@@ -649,7 +726,17 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
         return err(f"expected a condition after {_describe(prev)}, found {_describe(tok)}")
     if {"INT", "NAME", "MINUS"} <= expected:
         return err(f"expected a value after {_describe(prev)}, found {_describe(tok)}")
+    if tok.type in ("NAME", "LPAR", "LSQB") and "SEMICOLON" in expected:
+        return err(f"{_describe(tok)} cannot follow a pattern directly: join two patterns with"
+                   " ';' (later), ':' (at the next event) or OR")
     return err(f"expected {_expected_list(expected)}, found {_describe(tok)}")
+
+
+def _excerpt(text: str, tokens: list[Token], j: int, most: int = 40) -> str:
+    """The source from ``tokens[j]`` to the end of its line, cut to ``most`` characters."""
+    start = tokens[j].start_pos
+    line = text[start:].split("\n", 1)[0].rstrip()
+    return line if len(line) <= most else line[:most - 1] + "…"
 
 
 def _check_depth(root: ast.Query) -> None:
@@ -776,8 +863,10 @@ def _parse(text: str) -> ast.Query:
     state = ip.parser_state
     scope: list[str] = []
     reset = _SCOPE.set(scope)
+    reset_tokens = _TOKENS.set(tokens)
     brackets: list[_Bracket] = []
     formula_not = False
+    before_name: list | None = None  # the state stack before the latest NAME token
     try:
         for i in range(len(tokens)):
             tok = _choose(state, tokens, i)
@@ -807,10 +896,14 @@ def _parse(text: str) -> ast.Query:
                         f"(line {line}, column {col}), found {tok.value!r}",
                         Span(tok.start_pos, tok.end_pos))
             try:
+                if tok.type == "NAME":
+                    before = list(state.state_stack)
                 ip.feed_token(tok)
             except UnexpectedToken as e:
                 raise _syntax_error(tok, set(e.expected), tokens, i, brackets,
-                                    formula_not and tok.type != "LPAR", text) from None
+                                    formula_not and tok.type != "LPAR", text,
+                                    _accepted_before(state, before_name)) from None
+            before_name = before if tok.type == "NAME" else None
             formula_not = tok.type == "NOT" and _accepts(state, "LPAR") and not _accepts(state, "NAME")
             if opened is not None:
                 brackets.append(opened)
@@ -826,6 +919,7 @@ def _parse(text: str) -> ast.Query:
             return ip.feed_eof(tokens[-1] if tokens else None)
         except UnexpectedToken as e:
             raise _syntax_error(end, set(e.expected), tokens, len(tokens), brackets,
-                                formula_not, text) from None
+                                formula_not, text, _accepted_before(state, before_name)) from None
     finally:
         _SCOPE.reset(reset)
+        _TOKENS.reset(reset_tokens)

@@ -239,12 +239,12 @@ def _closes_at_end(text: str) -> bool:
 
 
 def window_span(w: ast.Window) -> str:
-    """How far the window reaches, in its own unit (``10 events``, ``5000000000 ns of
-    event time``, ``3 of attribute seq``): what executors and the Spark fan-out say."""
+    """How far the window reaches, in the user's unit (``10 events``, ``2 hours of event
+    time``, ``3 of attribute seq``): what executors and the Spark fan-out say."""
     if isinstance(w, ast.EventsWindow):
         return f"{w.count} events"
     if isinstance(w, ast.DurationWindow):
-        return f"{w.nanoseconds} ns of event time"
+        return f"{_window(w)} of event time"
     return f"{w.amount} of attribute {w.attr}"
 
 
