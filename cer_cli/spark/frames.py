@@ -100,15 +100,15 @@ def match(
             opened = frame_logs(frames, types, times)
             compiled = query if isinstance(query, Plan) else compile_query(
                 _query(query), logs_schema(opened))
+            session = next(iter(frames.values())).sparkSession
+            ship_package(session)  # the executors import cer_cli
+            run = Run(session, lazy=True)
+            ev = event_frame(run, opened)  # judges the time values
+            found = find_matches(run, compiled, ev, ranges)
         except SparkError as e:
             if e.input_error:  # the contract refused a frame: the error cer_cli.match raises
                 raise LogError(e.message, e.hints) from None
             raise
-    session = next(iter(frames.values())).sparkSession
-    ship_package(session)  # the executors import cer_cli
-    run = Run(session, lazy=True)
-    ev = event_frame(run, opened)
-    found = find_matches(run, compiled, ev, ranges)
     variables = wide_variables(compiled.query) if shape == "wide" else ()
     return shaped(run, found, ev, output_spec(ev, shape, variables))[0]
 
