@@ -201,3 +201,37 @@ def test_errors_are_exported_from_cer_cli_and_cer_cli_api():
     assert cer_cli.QueryError is api.QueryError and cer_cli.LogError is api.LogError
     with pytest.raises(cer_cli.QueryError):
         cer_cli.count(pl.DataFrame({"type": ["A"]}), "A ;")
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def _peak_mb(args: list[str]) -> float:
+    """Peak RSS in MB of ``cer match ARGS`` in a child of its own (``os.wait4``)."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "cer_cli", "match", *args, "--no-progress"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "NO_COLOR": "1"})
+    _, status, usage = os.wait4(proc.pid, 0)
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
+    return usage.ru_maxrss / 1024
+
+
+def test_counting_by_a_variables_column_is_bounded_by_the_window(tmp_path):
+    """``--by x.v`` enumerates the matches, but batch by batch with a count per value: from
+    5k to 50k events it grows no more than ``--count`` of the same query (the log read
+    whole) plus a margin, although the matches grow tenfold."""
+    from tests.test_memory_growth import MARGIN, _log
+
+    query = "SELECT * WHERE A AS x ; B AS y WITHIN 10 EVENTS"
+    small, big = (_log(tmp_path / f"log-{n}.csv", n) for n in (5_000, 50_000))
+    _peak_mb(["-e", query, small, "--count"])  # compiles the kernel once, outside the measure
+    count = [_peak_mb(["-e", query, log, "--count"]) for log in (small, big)]
+    by = [_peak_mb(["-e", query, log, "--count", "--by", "x.v", "--format", "csv"])
+          for log in (small, big)]
+    assert by[1] - by[0] <= count[1] - count[0] + MARGIN, (count, by)
