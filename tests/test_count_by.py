@@ -184,6 +184,10 @@ def test_pandas_and_pyarrow_frames_give_the_polars_answers():
     with pytest.raises(TypeError, match="pyarrow Table"):
         cer_cli.count([{"type": "A"}], "A")
     assert isinstance(pa.table({"type": ["A"]}), pa.Table)
+    # a named DatetimeIndex is a column: the time column a WITHIN measures
+    timed = pd.DataFrame({"type": ["A", "B", "B"]}, index=pd.DatetimeIndex(
+        ["2024-01-01 10:00", "2024-01-01 10:30", "2024-01-01 12:00"], name="ts"))
+    assert cer_cli.count(timed, "A ; B WITHIN 1 hour") == 1
 
 
 def test_open_absence_report_is_the_clis():
