@@ -4,13 +4,16 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
-#: DataFrame API names, loaded on first use so that ``import cer_cli`` (the CLI's first
-#: import) stays cheap: polars, numba and the compiler load only when one is used.
-_LAZY = {"match": "cer_cli.frames", "count": "cer_cli.frames"}
+#: DataFrame API names and the errors it raises, loaded on first use so that ``import
+#: cer_cli`` (the CLI's first import) stays cheap: polars, numba and the compiler load only
+#: when one is used.
+_LAZY = {"match": "cer_cli.frames", "count": "cer_cli.frames",
+         "QueryError": "cer_cli.query.errors", "LogError": "cer_cli.io.contract"}
 
 
 def __getattr__(name):
-    """``cer_cli.match`` and ``cer_cli.count`` (``cer_cli.frames``), imported on first use."""
+    """``cer_cli.match`` and ``cer_cli.count`` (``cer_cli.frames``), ``QueryError`` and
+    ``LogError``, imported on first use."""
     if name in _LAZY:
         import importlib
 

@@ -326,6 +326,12 @@ BATCH_ROWS = 262_144
 @_with_log_options
 @click.option("--limit", type=click.IntRange(min=0, max=2**62), help="Stop after N matches in total.")
 @click.option("--count", is_flag=True, help="Print only the number of matches.")
+@click.option(
+    "--by", multiple=True, metavar="KEY",
+    help="With --count: a row per value of KEY with its number of matches. KEY is a PARTITION"
+    " BY key (counted without enumerating, as --count), a variable's column as the wide shape"
+    " names it (a.carrier, a.type) or stream (both enumerate the matches). Repeatable.",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: on a terminal].")
 @click.option(
     "--allow-unbounded",
@@ -358,6 +364,7 @@ def match_command(
     times: TimeOptions | None,
     limit: int | None,
     count: bool,
+    by: tuple[str, ...],
     progress: bool | None,
     allow_unbounded: bool,
     open_absence: str,
@@ -380,6 +387,7 @@ def match_command(
     Examples:
       cer match queries/phi1.cel samples/fig1.csv
       cer match -e "SELL ; BUY FILTER SELL[price > 100]" stocks.parquet --count
+      cer match queries/flights_delayed_thrice.cel samples/flights.parquet --count --by tailnum
       cer match q.cel clicks=clicks.csv orders=orders.parquet -o out.parquet
       cer match --spark --master spark://host:7077 q.cel hdfs:///logs/ -o out.parquet
 
@@ -405,6 +413,7 @@ def match_command(
         if descriptor == 1:
             output = "-"  # /dev/stdout is standard output, exactly as -o -
         _check_output(output, fmt, count, path, logs)
+        _check_by(by, count, fmt)
         if fmt is None:
             if output is not None and output != "-":
                 from pathlib import Path
@@ -431,7 +440,7 @@ def match_command(
                 "time_column": times,
             }
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
-                       count, allow_unbounded, shape=shape, strict=strict)
+                       count, allow_unbounded, shape=shape, strict=strict, by=by)
             return
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
@@ -439,8 +448,21 @@ def match_command(
                                  warm_up=True)
         if not allow_unbounded:
             _refuse_unbounded(compiled)
+        if by:
+            _run_count_by(compiled, log, by, fmt, limit, progress,
+                          open_ends=open_absence == "report", strict=strict)
+            return
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
                    open_ends=open_absence == "report", strict=strict)
+
+
+def _check_by(by: tuple[str, ...], count: bool, fmt: str | None) -> None:
+    """``--by`` goes with ``--count``, and its rows are printed (no parquet)."""
+    if by and not count:
+        raise click.UsageError("--by counts the matches per key: add --count")
+    if by and fmt == "parquet":
+        raise click.UsageError("--count --by prints a row per value: use --format table,"
+                               " jsonl or csv")
 
 
 def _warm_up(logs) -> None:
@@ -484,7 +506,7 @@ def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count, allow_unbounded,
-               shape="long", strict=False):
+               shape="long", strict=False, by=()):
     """`cer match --spark`: Spark computes the matches; with -o it also writes them (a
     directory in the output's shape), otherwise (or to a descriptor, device or FIFO) they
     are printed here as in local mode."""
@@ -521,12 +543,27 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
                         variables=_wide_variables(compiled, shape) or (), **options)
         _stderr().print(f"{n:,} matches written to {output}/ by Spark")
         return
-    if count and limit is None:
+    if by:
+        schema = compiled.schema
+        keys = _count_keys(compiled, by, [*schema.all_attributes(), *schema.refused])
+    if count and limit is None and not by:
         click.echo(spark_count(compiled, logs, ranges=ranges, **options))
         return
     matches = spark_match(compiled, logs, ranges=ranges, **options)
     if limit is not None:
         matches = itertools.islice(matches, limit)
+    if by:  # the matches stream back; only a variable's column or stream needs the log here
+        from cer_cli.io.counts import by_partition, count_values, ordered, write_counts
+
+        lookup = None
+        if not by_partition(keys):
+            log = read_events(logs, type_column=options["type_column"],
+                              time_column=options["time_column"])
+            lookup = EventLookup.for_log(log)
+            lookup.add(log.frame())
+        write_counts(ordered(count_values(matches, lookup, keys)), keys, fmt,
+                     console=_table_console(fmt))
+        return
     if count:
         click.echo(sum(1 for _ in matches))
         return
@@ -618,6 +655,45 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
 #: otherwise 13-22 s of CPU (minutes on a loaded machine) would pass with nothing on screen.
 COMPILE_NOTICE = ("compiling the matching kernel once, ~20 s (later runs load it from numba's"
                   " cache)")
+
+
+def _count_keys(compiled, by, columns):
+    """``--by``'s keys (``plan.count_by.count_keys``); a mistake shows the query's name."""
+    from cer_cli.plan.count_by import count_keys
+
+    try:
+        return count_keys(compiled, by, columns)
+    except QueryError as e:
+        raise e.with_source(compiled.text, compiled.filename) from None
+
+
+def _run_count_by(compiled, log, by, fmt, limit, progress, open_ends=False,
+                  strict=False) -> None:
+    """``cer match --count --by KEY``: the matches per value of each KEY
+    (``plan.count_by``), printed as ``fmt`` (``io.counts.write_counts``)."""
+    from cer_cli.io.counts import by_partition, ordered, write_counts
+    from cer_cli.io.lookup import EventLookup
+    from cer_cli.plan.count_by import count_by
+
+    keys = _count_keys(compiled, by, log.columns)
+    enumerates = limit is not None or not by_partition(keys)
+    _resume_gc()
+    console = functools.cache(_stderr)
+    _warn_before_run(console, compiled, log.n_events, not enumerates, limit,
+                     "add WITHIN n EVENTS (at most 2^n matches per event) or LIMIT n (n per"
+                     " event), --limit N, or count by a PARTITION BY key (not enumerated)", strict)
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = _ProgressBar(console(), log.n_events, limit) if show else None
+    lookup = EventLookup.for_log(log, *_lookup_bounds(compiled)) if enumerates else None
+    try:
+        counts = count_by(compiled, keys, log.batches(), lookup, open_ends=open_ends,
+                          limit=limit, progress=bar)
+    except QueryError as e:  # found while running (an unordered window attribute)
+        raise e.with_source(compiled.text, compiled.filename) from None
+    finally:
+        if bar is not None:
+            bar.stop()
+    write_counts(ordered(counts), keys, fmt, console=_table_console(fmt))
 
 
 def _warn_before_run(console, compiled, n_events: int, count: bool, limit: int | None,

@@ -129,6 +129,18 @@ class MatchBatch:
         return MatchBatch(self.start[idx], self.end[idx], self.part[idx], off, self.pos[ev],
                           self.lab[ev], self.labelsets, self.partitions, *local)
 
+    def partition_counts(self) -> dict:
+        """How many of these matches each partition has, by the key a match reports
+        (``None``: no PARTITION BY)."""
+        import numpy as np
+
+        ids, counts = np.unique(np.asarray(self.part, dtype=np.int64), return_counts=True)
+        out: dict = {}
+        for p, n in zip(ids.tolist(), counts.tolist(), strict=True):
+            key = self.partitions.get(p)
+            out[key] = out.get(key, 0) + n
+        return out
+
     def matches(self):
         """The same complex events as ``Match`` objects."""
         starts, ends, parts, offs = (a.tolist() for a in (self.start, self.end, self.part, self.off))

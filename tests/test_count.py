@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,59 @@ def test_counts_past_big_are_finished_exactly_in_python(cea, query, events, cuts
         _check_counts(cea, _no_window(query, "ALL"), events, cuts, compact_min)
     finally:
         K.BIG = old
+
+
+def _check_partition_counts(cea, query, events, cuts, compact_min) -> None:
+    """``Engine.partition_counts`` after ``count`` (and after ``run``) is the number of
+    matches ``run`` reports per partition key (``cer match --count --by KEY``)."""
+    frames = _cut(events_frame(events), cuts)
+    runner, counter = _engine(cea, query, compact_min=compact_min), _engine(cea, query, compact_min=compact_min)
+    got = [m for f in frames for m in runner.run(f)]
+    assert sum(counter.count(f) for f in frames) == len(got)
+    want = dict(Counter(m.partition for m in got))
+    assert counter.partition_counts() == want
+    assert runner.partition_counts() == want
+
+
+@given(ceas(), cea_queries(), streams(max_size=12), st.lists(st.integers(0, 12), max_size=3),
+       st.sampled_from((1, 4096)))
+@PROPS
+def test_partition_counts_are_the_matches_per_key(cea, query, events, cuts, compact_min):
+    """Random CEAs, partitions, windows, strategies, LIMIT, CONSUME BY, frames and
+    compactions: the kernel's count per partition (or post-processing's) is the number of
+    matches per key."""
+    _check_partition_counts(cea, query, events, cuts, compact_min)
+
+
+@pytest.mark.skipif(not UNCOMPILED, reason="BIG is a compile-time constant when compiled")
+@given(ceas(), cea_queries(), streams(max_size=12), st.lists(st.integers(0, 12), max_size=3),
+       st.sampled_from((1, 3)))
+@settings(max_examples=min(EXAMPLES, 60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_partition_counts_past_big_are_exact(cea, query, events, cuts, big):
+    """Counts finished with Python ints (``BIG`` lowered) are added to their partition."""
+    old = K.BIG
+    K.BIG = big
+    try:
+        _check_partition_counts(cea, _no_window(query, "ALL"), events, cuts, 4096)
+    finally:
+        K.BIG = old
+
+
+@pytest.mark.skipif(not UNCOMPILED, reason="a compiled kernel cannot be monkeypatched")
+def test_counts_per_partition_do_not_enumerate_without_a_window(monkeypatch):
+    """``run_count_by_partition`` counts as ``count`` does: no ``_enumerate`` call, and
+    2^n - 1 matches per key exactly."""
+    from cer_cli.engine.driver import run_count_by_partition
+
+    events = [{**e, "id": i % 2} for i, e in enumerate(letters("A" * 80 + "BB"))]
+    query = plan(parse("SELECT * WHERE A+ ; B PARTITION BY [id]"))
+
+    def boom(*args):
+        raise AssertionError("enumerated")
+
+    monkeypatch.setattr(K, "_enumerate", boom)
+    assert run_count_by_partition(query.executor(), events_frame(events)) == {
+        (0,): 2**40 - 1, (1,): 2**40 - 1}
 
 
 @pytest.mark.skipif(not UNCOMPILED, reason="a compiled kernel cannot be monkeypatched")

@@ -17,11 +17,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cer_cli"
 #: ``signals`` (the entry point's signal handling) imports nothing from cer_cli: rank 0.
 #: ``frames`` (the DataFrame API) runs queries through ``api``: just above it, below the CLI.
 #: ``diagnostics`` (what the CLI prints for a failure, and its exit code) is the CLI's own.
-RANK = {"events": 0, "signals": 0, "query": 1, "io": 1, "compiler": 2, "engine": 3, "plan": 4,
+RANK = {"events": 0, "signals": 0, "options": 0, "query": 1, "io": 1, "compiler": 2, "engine": 3, "plan": 4,
         "spark": 5, "api": 6, "explain": 6, "frames": 6.5, "diagnostics": 6.8, "cli": 7,
         "__init__": 8}
-#: io reads logs and writes matches: it may import only events (not the query language).
-ONLY = {"io": {"events", "io"}}
+#: ``options`` (how a message names an option, per front end) imports nothing from cer_cli.
+#: io reads logs and writes matches: it may import only events and options (not the query
+#: language).
+ONLY = {"io": {"events", "options", "io"}}
 
 
 def module_name(path: Path) -> str:

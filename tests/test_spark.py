@@ -37,6 +37,7 @@ pyspark = pytest.importorskip("pyspark")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs Java", allow_module_level=True)
 
+from cer_cli.io.contract import LogError  # noqa: E402
 from cer_cli.plan.fanout import PARTITION, RANGES, SINGLE  # noqa: E402
 from cer_cli.spark import SparkError, spark_match, spark_session, spark_write  # noqa: E402
 from tests.builders import run as _cli  # noqa: E402
@@ -488,15 +489,53 @@ def test_spark_frames_judge_the_time_values_without_a_schema(spark):
     compiled = compile_query("SELECT * WHERE A ; B")
     epoch = spark.createDataFrame([("A", 1_700_000_000), ("B", 1_700_000_100)],
                                   "type string, time long")
-    with pytest.raises(SparkError, match="look like epoch seconds") as e:
+    with pytest.raises(LogError, match="look like epoch seconds") as e:
         match(epoch, compiled, time_unit="ms")
-    assert e.value.input_error and e.value.hints[0] == "pass --time-unit s"
+    assert e.value.hints[0] == "pass time_unit='s'"  # the API's keyword, not --time-unit
     rows = [("A", "2024-01-01T10:00+01:00"), ("B", "2024-01-01 09:30:00")]
     got = pl.from_arrow(match(spark.createDataFrame(rows, "type string, time string"),
                               compiled).toArrow())
     want = cer_cli.match(pl.DataFrame(rows, schema=["type", "time"], orient="row"), compiled)
     assert got.schema["time"].time_zone == want.schema["time"].time_zone == "UTC"
     assert got.equals(want.cast(got.schema)) and got.height == 2
+
+
+def test_spark_match_takes_the_options_of_cer_cli_match(spark):
+    """``logs=`` with per-log options and ``time_format``: the matches ``cer_cli.match``
+    gives for the same polars frames; a log mistake is ``LogError`` naming the keyword;
+    ``open_absence="report"`` is refused as ``--spark`` refuses it."""
+    import cer_cli
+    from cer_cli.spark import match
+
+    w = [("HOT", "01/01/2024 10:00"), ("HOT", "01/01/2024 10:20")]
+    f = [("LATE", "2024-01-01T10:05:00"), ("LATE", "2024-01-01T10:40:00")]
+    query = "SELECT * WHERE W>HOT AS h ; F>LATE AS l WITHIN 30 minutes"
+    options = {"type_column": {"W": "kind"}, "time_column": {"W": "at", "F": "ts"},
+               "time_format": {"W": "%d/%m/%Y %H:%M"}, "shape": "wide"}
+    want = cer_cli.match(query=query, logs={
+        "W": pl.DataFrame(w, schema=["kind", "at"], orient="row"),
+        "F": pl.DataFrame(f, schema=["type", "ts"], orient="row")}, **options)
+    assert want.height == 2
+    frames = {"W": spark.createDataFrame(w, "kind string, at string"),
+              "F": spark.createDataFrame(f, "type string, ts string")}
+    got = pl.from_arrow(match(query=query, logs=frames, **options).toArrow())
+    assert got.select("h.at", "l.ts").rows() == want.select("h.at", "l.ts").rows()
+    with pytest.raises(LogError, match=r"time_unit=\{'X': 's'\}: no log named 'X'"):
+        match(query=query, logs=frames, time_unit={"X": "s"})
+    with pytest.raises(ValueError, match="not available on Spark"):
+        match(frames["F"], "SELECT * WHERE LATE ; !LATE WITHIN 5 EVENTS", open_absence="report")
+
+
+def test_cli_spark_count_by_equals_local_mode():
+    """``--spark --count --by`` a partition key and a variable's column: local mode's rows."""
+    from tests.test_cli_match import run
+
+    args = ["match", str(ROOT / "queries/flights_delayed_thrice.cel"),
+            str(ROOT / "samples/flights.parquet"), "--count", "--by", "tailnum", "--by",
+            "d1.carrier", "--format", "csv"]
+    local, spark = run(*args), run(*args, "--spark", "--master", "local[1]")
+    assert local.exit_code == spark.exit_code == 0, spark.output
+    assert spark.stdout == local.stdout and len(local.stdout.splitlines()) > 10
 
 
 def test_spark_match_refuses_unknown_shapes_and_non_frames(spark):

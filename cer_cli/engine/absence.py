@@ -48,6 +48,7 @@ from cer_cli.engine.post_filter import MATCH_ID as _MATCH
 from cer_cli.engine.post_filter import gap_hits
 from cer_cli.engine.strategies import dedupe, project
 from cer_cli.events import KEY, POS, STREAM, TIME, TYPE, Match, MatchBatch, as_matches, batch_of
+from cer_cli.options import option
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.scope import attr_refs
@@ -89,7 +90,8 @@ def _check_time_attribute(frame: pl.DataFrame, w: ast.AttributeWindow) -> None:
             f" '{w.attr}' is not it (WITHIN {w.amount} [{w.attr}]; the event at position"
             f" {off[POS][0]} has {w.attr} = {off[_WTIME][0]}, time {off[TIME][0]}): an"
             f" event without '{w.attr}' would have no deadline", w.span,
-            hints=[f"make it the time column: --time-column {w.attr}, or use a duration or"
+            hints=[f"make it the time column: {option('time-column', w.attr)}, or use a"
+                   " duration or"
                    " WITHIN n EVENTS"])
 
 

@@ -108,6 +108,24 @@ def run_count(executor: Executor, frames: pl.DataFrame | Iterable[pl.DataFrame],
     return n + sum(len(b) for b in driver.finish())
 
 
+def run_count_by_partition(executor: Executor, frames: pl.DataFrame | Iterable[pl.DataFrame],
+                           progress: Progress | None = None) -> dict[tuple | None, int]:
+    """How many matches ``run_batches`` yields per PARTITION BY key (the key a match
+    reports; ``None`` without one), for the keys with any. An executor that keeps these
+    counts itself (``partition_counts``: the CEA executor) counts as ``run_count`` does,
+    without enumerating where it does not; the others' matches are enumerated and tallied
+    batch by batch (memory: one batch, plus a count per key)."""
+    per_key = getattr(executor, "partition_counts", None)
+    if per_key is not None:
+        run_count(executor, frames, progress)
+        return per_key()
+    counts: dict[tuple | None, int] = {}
+    for batch in run_batches(executor, frames, progress):
+        for key, n in batch.partition_counts().items():
+            counts[key] = counts.get(key, 0) + n
+    return counts
+
+
 def _enumerated(batch: MatchBatch, read: int, slice_end: int) -> int:
     """Events read once ``batch`` is out: a match is reported at the event that ends it, so
     the batch's latest end is the event being enumerated (positions count events from 0);

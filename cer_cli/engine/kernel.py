@@ -676,7 +676,7 @@ def run_events(
     slot_of, one,
     es_node, es_depth, path_pos, path_lab,
     o_start, o_end, o_part, o_sloc, o_eloc, o_off, o_pos, o_lab,
-    count_paths, cnt, cst,
+    count_paths, cnt, cst, pmatch,
 ):
     """Events ``i … stop-1`` (``cols``: symbol columns of the transition table, ``keys``:
     partition ids, ``times``/``hastime``: window times). Returns ``(status, next event)``:
@@ -690,7 +690,8 @@ def run_events(
     time and window bound across a return.
 
     The tables live in rows: partition ``p``'s is row ``prow[p]`` of ``tstate``/``tlen``/
-    ``ulen``/``ul``, and one more row, ``st[SPARE]``, belongs to no partition. Algorithm 1
+    ``ulen``/``ul``, and one more row, ``st[SPARE]``, belongs to no partition. ``pmatch[p]``
+    counts what ``st[MATCHES]`` counts, per partition (``cer match --count --by KEY``). Algorithm 1
     writes the new table T' straight into the spare row while it reads T from the
     partition's row; committing T' is then a swap of the two row indices, not a copy of
     every live union-list. T is left untouched until the swap, so an event whose new
@@ -730,6 +731,7 @@ def run_events(
             st[PHASE] = UPDATE
             if reported:
                 st[MATCHES] += reported
+                pmatch[st[P_PART]] += reported
                 if decide:  # the caller consumes if the event reports a match after all
                     return NEED_DECIDE, i + 1
                 if consume == CONSUME_ANY:

@@ -186,6 +186,9 @@ class KernelState:
         self.cst = np.zeros(CSLOTS, np.int64)
         self.cst[C_EPOCH] = -1
         self.big = 0  # matches beyond st[MATCHES] (see ``matches``)
+        # per partition: what st[MATCHES] and ``big`` count (``partition_matches``)
+        self.pmatch = np.zeros(1, np.int64)
+        self.pbig: dict[int, int] = {}
         self._memo: dict[int, int] = {}
         self._memo_at = (-1, 0)  # (compaction number, nodes done) of ``_memo``
         self.colmap = np.full(0, -1, np.int64)  # global symbol id -> column
@@ -261,6 +264,7 @@ class KernelState:
             self.tlen = _pad(self.tlen, 0, rows + new - old, 0)
             self.prow = np.concatenate([self.prow, np.arange(rows, rows + new - old, dtype=np.int64)])
             self.pcount = _pad(self.pcount, 0, new, 0)
+            self.pmatch = _pad(self.pmatch, 0, new, 0)
 
     def use_float_times(self) -> None:
         """Switch window times to float64 (a batch brought non-integer times)."""
@@ -355,7 +359,7 @@ class KernelState:
                 self.es_node, self.es_depth, self.path_pos, self.path_lab,
                 self.o_start, self.o_end, self.o_part, self.o_sloc, self.o_eloc, self.o_off,
                 self.o_pos, self.o_lab,
-                count_paths, self.cnt, self.cst,
+                count_paths, self.cnt, self.cst, self.pmatch,
             )
             signals.check()  # the kernel returned (NEED_YIELD at least every ~2^20 steps)
             if status == NEED_BIGCOUNT:
@@ -455,6 +459,13 @@ class KernelState:
         """Complex events counted so far (a Python int: it may exceed int64)."""
         return int(self.st[MATCHES]) + self.big
 
+    def partition_matches(self) -> dict[int, int]:
+        """``matches`` per partition id, for the partitions with any (Python ints)."""
+        out = {int(p): int(self.pmatch[p]) for p in np.flatnonzero(self.pmatch)}
+        for p, extra in self.pbig.items():
+            out[p] = out.get(p, 0) + extra
+        return out
+
     def _big_count(self) -> None:
         """``NEED_BIGCOUNT``: count the current event with Python ints. The nodes whose count
         is too big (-1 in ``cnt``) get theirs in ``_memo``, in ascending order (children
@@ -479,6 +490,9 @@ class KernelState:
         total = sum(value(int(self.ul[r, k, e])) for k in range(int(self.tlen[r]))
                     if self.final[self.tstate[r, k]] for e in range(int(self.ulen[r, k])))
         self.big += max(total - 1, 0)
+        if total > 1:
+            p = int(st[P_PART])
+            self.pbig[p] = self.pbig.get(p, 0) + total - 1
         self.cst[C_BIG] = 2 if total else 1
 
     def consume(self, p: int) -> None:

@@ -109,6 +109,9 @@ class Engine:
         self._post_process = (strategy not in ("ALL", "ANY") or post_filter is not None
                               or (limit is not None and not self._kernel_limit))
         self._reported = 0
+        #: per reported PARTITION BY key, the matches post-processing reported
+        #: (``partition_counts``; without it the kernel counts them)
+        self._reported_by: dict = {}
         #: The post-filter's attributes of the events a future candidate may still hold
         #: (POS plus ``post.columns``), pruned when it doubled (``_prune_rows``).
         self._rows: pl.DataFrame | None = None
@@ -254,6 +257,22 @@ class Engine:
             pass
         return self._k.matches - before
 
+    def partition_counts(self) -> dict[tuple | None, int]:
+        """How many matches ``run``/``count`` reported so far per PARTITION BY key, the key
+        a match reports (``None`` without PARTITION BY), for the keys with any: counted
+        where ``count`` counts, so without enumerating where it does not (``cer match
+        --count --by KEY``)."""
+        if self._post_process:
+            return dict(self._reported_by)
+        if self._k is None:
+            return {}
+        ids = {v: self._reported_key(k) for k, v in self._key_ids.items()}
+        out: dict = {}
+        for p, n in self._k.partition_matches().items():
+            key = ids.get(p)
+            out[key] = out.get(key, 0) + n
+        return out
+
     def finish(self) -> Iterator[MatchBatch]:
         """Nothing: every match is reported at the event that ends it."""
         return iter(())
@@ -275,6 +294,8 @@ class Engine:
             if self._post_process:
                 batch = self._report(batch)
                 self._reported += len(batch)
+                for key, n in batch.partition_counts().items():
+                    self._reported_by[key] = self._reported_by.get(key, 0) + n
                 if pending >= 0 and len(batch):
                     k.consume(pending)  # before the kernel resumes with the next event
             if len(batch):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cer_cli.events import EPOCH_UNIT_NAMES, Schema
+from cer_cli.options import option as _option
 
 #: File extension -> format name.
 EXTENSIONS = {
@@ -357,7 +358,8 @@ def check_columns(where: str, columns: Iterable[str]) -> None:
 @dataclass(frozen=True)
 class LogOption:
     """One log option as given: a bare VALUE (for every log that can use it) and
-    ``NAME=VALUE`` pairs (for the log of stream NAME only), so several logs may differ."""
+    ``NAME=VALUE`` pairs (for the log of stream NAME only), so several logs may differ.
+    ``option`` is its name without dashes (``time-unit``; see ``cer_cli.options``)."""
 
     option: str
     default: str | None = None
@@ -371,8 +373,9 @@ class LogOption:
 
 
 def log_option(option: str, given: str | Sequence[str] | None, streams: Sequence[str]) -> LogOption:
-    """Parse ``--type-column`` & co. values: ``VALUE`` or ``NAME=VALUE`` with NAME a stream
-    of ``streams``. A NAME that is no stream, or two values for one log, is an error."""
+    """Parse ``--type-column`` & co. values (``option``: ``type-column``...): ``VALUE`` or
+    ``NAME=VALUE`` with NAME a stream of ``streams``. A NAME that is no stream, or two
+    values for one log, is an error."""
     values = (given,) if isinstance(given, str) else tuple(given or ())
     default: str | None = None
     per_log: dict[str, str] = {}
@@ -381,19 +384,56 @@ def log_option(option: str, given: str | Sequence[str] | None, streams: Sequence
         if sep and _NAME.fullmatch(name):
             if name not in streams:
                 raise LogError(
-                    f"{option} {v}: no log named {name!r}",
+                    f"{_option(option, rest, name)}: no log named {name!r}",
                     [f"logs: {_columns_text(dict.fromkeys(streams))}",
                      "name a log as NAME=path, or its stream is its file name without extension"],
                 )
             if per_log.get(name, rest) != rest:
-                raise LogError(f"{option} is given twice for log {name!r}")
+                raise LogError(f"{_option(option)} is given twice for log {name!r}")
             per_log[name] = rest
         else:
             if default not in (None, v):
-                raise LogError(f"{option} is given twice ({default!r} and {v!r})",
-                               [f"use {option} NAME=VALUE to give each log its own"])
+                raise LogError(f"{_option(option)} is given twice ({default!r} and {v!r})",
+                               [f"use {_option(option, 'VALUE', 'NAME', placeholder=True)}"
+                                " to give each log its own"])
             default = v
     return LogOption(option, default, per_log)
+
+
+def named_logs(frame: Any, logs: Mapping[str, Any] | None, stream: str) -> dict[str, Any]:
+    """The logs a Python API call names, by stream (what ``NAME=path`` arguments are on
+    the command line): ``logs``, or the one ``frame`` named ``stream``; a dict given as
+    ``frame`` is ``logs``."""
+    if isinstance(frame, Mapping):
+        if logs is not None:
+            raise TypeError("give the logs once: as the first argument or as logs=")
+        frame, logs = None, frame
+    if (frame is None) == (logs is None):
+        raise TypeError("give one frame, or several as logs={name: frame}")
+    if logs is None:
+        logs = {stream: frame}
+    if not logs:
+        raise LogError("no event log given", ["logs={'W': weather, 'F': flights}"])
+    for name in logs:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a log's name is a non-empty string, got {name!r}")
+    return dict(logs)
+
+
+def option_values(name: str, given: str | Mapping[str, str] | None) -> tuple[str, ...]:
+    """A log option as the Python API takes it — one value for every log, or a dict of
+    values per log (by stream name) — as the command line's values (``VALUE``,
+    ``NAME=VALUE``) that ``log_option`` reads, so both front ends decide alike. ``name``:
+    the option's keyword, for the error on a value of another type."""
+    if given is None:
+        return ()
+    if isinstance(given, str):
+        return (given,)
+    if isinstance(given, Mapping) and all(isinstance(k, str) and isinstance(v, str)
+                                          for k, v in given.items()):
+        return tuple(f"{k}={v}" for k, v in given.items())
+    raise TypeError(f"{name} must be a string or a dict of strings by log name, got"
+                    f" {given!r}")
 
 
 @dataclass(frozen=True)
@@ -404,6 +444,16 @@ class TimeOptions:
     column: tuple[str, ...] = ()
     unit: tuple[str, ...] = ()
     format: tuple[str, ...] = ()
+
+
+def api_options(type_column: Any = None, time_column: Any = None, time_unit: Any = None,
+                time_format: Any = None) -> tuple[tuple[str, ...], TimeOptions]:
+    """The Python API's log options (each ``option_values``'s) as the readers take the
+    command line's: the ``--type-column`` values and ``TimeOptions``."""
+    return (option_values("type_column", type_column),
+            TimeOptions(option_values("time_column", time_column),
+                        option_values("time_unit", time_unit),
+                        option_values("time_format", time_format)))
 
 
 def time_options(given: str | Sequence[str] | TimeOptions | None) -> TimeOptions:
@@ -422,7 +472,7 @@ def type_columns(
     (``NAME=col``: must exist), else the bare value when the log has it, else ``type`` when
     present, else ``None`` (every event of the log has its stream name as type). A bare
     value that no log has is an error (a typo, not a log of one type)."""
-    opt = log_option("--type-column", given, [s for _, s, _ in logs])
+    opt = log_option("type-column", given, [s for _, s, _ in logs])
     out: list[str | None] = []
     for where, stream, columns in logs:
         value, explicit = opt.value(stream)
@@ -468,12 +518,13 @@ def time_columns(logs: Sequence[LogDecision], given: Any = None) -> list[LogDeci
     numeric ones. ``--time-format`` is checked by ``time_format``."""
     opts = time_options(given)
     streams = [g.stream for g in logs]
-    col = log_option("--time-column", opts.column, streams)
-    unit = log_option("--time-unit", opts.unit, streams)
-    fmt = log_option("--time-format", opts.format, streams)
+    col = log_option("time-column", opts.column, streams)
+    unit = log_option("time-unit", opts.unit, streams)
+    fmt = log_option("time-format", opts.format, streams)
     for u in [unit.default, *unit.per_log.values()]:
         if u is not None and u not in TIME_UNITS:
-            raise LogError(f"--time-unit {u!r} is not a unit", ["units: " + ", ".join(TIME_UNITS)])
+            raise LogError(f"{_option('time-unit', u, quoted=True)} is not a unit",
+                           ["units: " + ", ".join(TIME_UNITS)])
     out: list[LogDecision] = []
     for g in logs:
         value, explicit = col.value(g.stream)
@@ -486,7 +537,7 @@ def time_columns(logs: Sequence[LogDecision], given: Any = None) -> list[LogDeci
         if kind not in ("int", "float"):
             if u_explicit and kind != "null":  # a log without values: any unit fits
                 raise LogError(
-                    f"{g.where}: --time-unit {u} is for a numeric time column, and "
+                    f"{g.where}: {_option('time-unit', u)} is for a numeric time column, and "
                     + (f"time column {chosen!r} holds {kind} values" if chosen else "there is none"),
                     ["datetimes and ISO 8601 texts need no unit"],
                 )
@@ -500,11 +551,13 @@ def time_columns(logs: Sequence[LogDecision], given: Any = None) -> list[LogDeci
         lacking = next(g for g in out if g.time_column is None)
         raise LogError(
             f"{lacking.where} has no time column, but {timed[0].where} has {timed[0].time_column!r}",
-            [f"pass --time-column {lacking.stream}=COLUMN to name its time column"],
+            [f"pass {_option('time-column', 'COLUMN', lacking.stream, placeholder=True)}"
+             " to name its time column"],
         )
     if not timed and (unit.default or unit.per_log or fmt.default or fmt.per_log):
-        raise LogError("--time-unit and --time-format need a time column, and the logs have none",
-                       ["pass --time-column COLUMN"])
+        raise LogError(f"{_option('time-unit')} and {_option('time-format')} need a time"
+                       " column, and the logs have none",
+                       [f"pass {_option('time-column', 'COLUMN', placeholder=True)}"])
     return out
 
 
@@ -523,12 +576,12 @@ def time_column(logs: Sequence[LogDecision], given: Any = None) -> str | None:
 def time_format(log: LogDecision, given: Any = None, streams: Sequence[str] = ()) -> str | None:
     """The ``--time-format`` of a log whose time column holds text (``None``: ISO 8601);
     ``streams``: every log's, which ``NAME=`` may name (by default, this log's)."""
-    opt = log_option("--time-format", time_options(given).format, streams or [log.stream])
+    opt = log_option("time-format", time_options(given).format, streams or [log.stream])
     value, explicit = opt.value(log.stream)
     kind = log.time_kind
     if kind != "str":
         if explicit and kind != "null":  # a log without values: any format fits
-            raise LogError(f"{log.where}: --time-format is for a time column of texts, and "
+            raise LogError(f"{log.where}: {_option('time-format')} is for a time column of texts, and "
                            f"{log.time_column!r} holds {kind} values")
         return None
     return value
@@ -569,20 +622,21 @@ def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
                         ["every event needs a time; remove the row or fill its time"])
     if fmt is not None:
         return LogError(f"{where}: time value {raw!r} in column {column!r} does not match"
-                        f" --time-format {fmt!r}")
+                        f" {_option('time-format', fmt, quoted=True)}")
     if AMBIGUOUS_DATE.match(raw):
         return LogError(
             f"{where}: time value {raw!r} in column {column!r} has no clear day/month order",
-            ["pass --time-format '%d/%m/%Y' (day first) or '%m/%d/%Y' (month first), or write"
+            [f"pass {_option('time-format', '%d/%m/%Y', quoted=True)} (day first) or"
+             " '%m/%d/%Y' (month first), or write"
              " times as ISO 8601 (2024-02-01T10:00:00)"],
         )
     if unit is not None and _NUMBER.match(raw):
         return LogError(f"{where}: time value {raw} in column {column!r} is out of range for"
-                        f" --time-unit {unit}")
+                        f" {_option('time-unit', unit)}")
     return LogError(
         f"{where}: cannot parse time value {raw!r} in column {column!r}",
         ["time values must be all datetimes (ISO 8601: 2024-02-01T10:00:00, optionally with Z"
-         " or +01:00) or all numbers; other texts need --time-format"],
+         f" or +01:00) or all numbers; other texts need {_option('time-format')}"],
     )
 
 
@@ -714,13 +768,14 @@ def check_times(logs: Sequence[LogDecision], values: Sequence[TimeValues]) -> di
             fits[g.stream] = fit
             continue
         assert v.low is not None and v.high is not None
-        option = f"--time-unit {g.stream}={fit}" if len(logs) > 1 else f"--time-unit {fit}"
+        option = _option("time-unit", fit, g.stream if len(logs) > 1 else None)
         raise LogError(
-            f"{g.where}: --time-unit {g.time_unit} puts the times of column {g.time_column!r}"
+            f"{g.where}: {_option('time-unit', g.time_unit)} puts the times of column {g.time_column!r}"
             f" in {_dates(v.low, v.high, g.time_unit)}, but they look like epoch"
             f" {EPOCH_UNIT_NAMES[fit]} ({_dates(v.low, v.high, fit)})",
             [f"pass {option}",
-             f"if they do not count from the epoch, drop --time-unit: WITHIN n [{g.time_column}]"
+             f"if they do not count from the epoch, drop {_option('time-unit')}:"
+             f" WITHIN n [{g.time_column}]"
              " and WITHIN n EVENTS use them as numbers"],
         )
     return fits

@@ -68,6 +68,12 @@ def plain_text(v: Any) -> str | None:
     return None if v is None else str(v).replace(_EXACT, "")
 
 
+def table_cell(v: Any) -> str:
+    """A value in a cell of the terminal table: ``plain_text``, ``∅`` for null."""
+    text = plain_text(v)
+    return "∅" if text is None else text
+
+
 def partition_object(match: Match, names: Sequence[str]) -> dict[str, Any] | None:
     if match.partition is None:
         return None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from cer_cli.events import POS, ROW, STREAM, TIME, TYPE
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, MatchBatch
 from cer_cli.io.contract import TIME_UNIT, LogError
 
 if TYPE_CHECKING:
@@ -218,3 +218,28 @@ def event_columns(lookup: EventLookup, pos: Any, cols: Sequence[str]) -> pl.Data
     return gather(lookup, np.asarray(pos, dtype=np.int64), cols)
 
 
+
+
+#: Between the streams of a match that draws from several (``match_streams``).
+STREAMS_SEPARATOR = " + "
+
+
+def match_streams(batch: MatchBatch, lookup: EventLookup) -> pl.Series:
+    """Per match of ``batch``, the streams it draws from: those of its first and last
+    event and of the events it reports, sorted and joined by ``STREAMS_SEPARATOR``
+    (``Click + Order``); a position past the log (an open trailing absence's end) has
+    none. ``cer plot``'s rows without PARTITION BY and ``--count --by stream``."""
+    import numpy as np
+
+    k = len(batch)
+    counts = np.diff(np.asarray(batch.off, dtype=np.int64))
+    at = np.concatenate([np.asarray(batch.start, dtype=np.int64),
+                         np.asarray(batch.end, dtype=np.int64),
+                         np.asarray(batch.pos, dtype=np.int64)])
+    owner = np.concatenate([np.arange(k), np.arange(k), np.repeat(np.arange(k), counts)])
+    read = at < lookup.n_seen
+    streams = gather(lookup, at[read], [STREAM])[STREAM] if read.any() else pl.Series([], dtype=pl.String)
+    return (pl.DataFrame({"m": owner[read], "s": streams})
+            .unique().sort("m", "s")
+            .group_by("m", maintain_order=True).agg(pl.col("s").str.join(STREAMS_SEPARATOR))
+            .join(pl.DataFrame({"m": np.arange(k)}), on="m", how="right", maintain_order="right")["s"])

@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from cer_cli.events import STREAM, TIME, Match, MatchBatch, as_batches
+from cer_cli.events import TIME, Match, MatchBatch, as_batches
 from cer_cli.io import contract
 from cer_cli.io.encoding import partition_json
 from cer_cli.io.files import open_output
-from cer_cli.io.lookup import EventLookup, event_columns
+from cer_cli.io.lookup import EventLookup, event_columns, match_streams
 from cer_cli.io.read import LogError
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def _reduce(
     number = np.arange(first, first + k, dtype=np.int64)
     keys = batch.partitions
     partitioned = any(v is not None for v in keys.values())
-    cols = ([TIME] if timed else []) + ([] if partitioned else [STREAM])
+    cols = [TIME] if timed else []
     at = np.concatenate([start, end, pos])
     got = event_columns(lookup, at, cols) if cols else pl.DataFrame()
     x = (got[TIME].cast(pl.Float64) if timed
@@ -264,10 +264,8 @@ def _reduce(
                   for p in np.unique(np.asarray(batch.part, dtype=np.int64)).tolist()}
         row = pl.Series(np.asarray(batch.part, dtype=np.int64)).replace_strict(
             labels, return_dtype=pl.String)
-    else:  # the streams of the match's first, last and reported events
-        owner = np.concatenate([np.arange(k), np.arange(k), np.repeat(np.arange(k), counts)])
-        row = (pl.DataFrame({"m": owner, "s": got[STREAM]}).unique().sort("m", "s")
-               .group_by("m", maintain_order=True).agg(pl.col("s").str.join(" + "))["s"])
+    else:
+        row = match_streams(batch, lookup)
     matches = pl.DataFrame({"match": number, "row": row, "x0": x[:k], "x1": x[k:2 * k]})
     events = pl.DataFrame({"match": np.repeat(number, counts), "x": x[2 * k:]})
     return matches, events

@@ -19,7 +19,7 @@ import io
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
@@ -31,7 +31,7 @@ from cer_cli.io import contract
 from cer_cli.io.contract import LogError
 
 __all__ = ["EventLog", "LogError", "LogSpec", "parse_log_spec", "read_events", "read_frame",
-           "read_schema"]
+           "read_frames", "read_schema"]
 
 _ARG = contract.ARG  # ties in time: argument order, then row
 #: polars dtype of TIME per ``contract.time_storage``.
@@ -581,8 +581,20 @@ def read_frame(
     """An in-memory polars frame as one log named ``name``, read by the same contract as a
     file (type and time columns, time parsing, ordering), so that a frame gives the events
     ``read_events`` gives for the file it was read from."""
-    spec = LogSpec(name, Path(f"<{name}>"), "frame", frame.lazy())
-    return read_events([spec], type_column, time_column)  # type: ignore[list-item]
+    return read_frames({name: frame}, type_column, time_column)
+
+
+def read_frames(
+    frames: dict[str, pl.DataFrame | pl.LazyFrame],
+    type_column: str | Sequence[str] | None = None,
+    time_column: str | contract.TimeOptions | None = None,
+) -> EventLog:
+    """In-memory polars frames as logs named by their keys, merged as ``read_events``
+    merges files given in that order (``NAME=path`` each); a log is named ``<NAME>`` in
+    messages."""
+    specs = [LogSpec(name, Path(f"<{name}>"), "frame", frame.lazy())
+             for name, frame in frames.items()]
+    return read_events(specs, type_column, time_column)  # type: ignore[arg-type]
 
 
 def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:

@@ -37,8 +37,8 @@ from cer_cli.io.encoding import (
     json_loads,
     jsonl_lines,
     match_record,
-    plain_text,
     refuse_for_csv,
+    table_cell,
 )
 from cer_cli.io.files import (
     SequentialStream,
@@ -246,9 +246,7 @@ def render_wide_table(
 NO_EVENTS_LINE = "[dim](no reported events)[/]"
 
 
-def _cell(v: Any) -> str:
-    text = plain_text(v)
-    return "∅" if text is None else text
+_cell = table_cell  # null as ∅
 
 
 def _cells(v: Any) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cer_cli.events import EPOCH_UNIT_NAMES, Schema
+from cer_cli.options import option
 from cer_cli.query.ast import (
     As,
     AttributeWindow,
@@ -336,7 +337,7 @@ def check_trailing(query: Query, schema: Schema | None = None) -> None:
             f" '{w.attr}' is not it (WITHIN {w.amount} [{w.attr}]): an event without"
             f" '{w.attr}' would have no deadline", w.span or span,
             hints=[f"use WITHIN n [{tc}], a duration, or WITHIN n EVENTS" if tc is not None
-                   else f"make it the time column: --time-column {w.attr}"])
+                   else f"make it the time column: {option('time-column', w.attr)}"])
     if query.consume != "NONE":
         raise QueryError(f"CONSUME BY {query.consume} with a trailing absence is not supported:"
                          " a match of φ would forget partial matches before its absence is known",
@@ -615,7 +616,8 @@ def check_windows_and_partitions(query: Query, schema: Schema) -> None:
         raise QueryError(
             f"WITHIN {to_text(w)} needs a time column; this log has none",
             w.span,
-            hints=["use --time-column COLUMN, or count events: WITHIN n EVENTS"],
+            hints=[f"use {option('time-column', 'COLUMN', placeholder=True)}, or count"
+                   " events: WITHIN n EVENTS"],
         )
     if isinstance(w, DurationWindow) and schema.time_column is not None:
         tc = schema.time_column
@@ -658,11 +660,12 @@ def _epoch_unit_hint(schema: Schema) -> str:
     units = set(fits.values())
     if len(units) == 1 and len(fits) == len(schema.streams or fits):
         unit = units.pop()
-        return f"its values look like epoch {EPOCH_UNIT_NAMES[unit]}: pass --time-unit {unit}"
+        return (f"its values look like epoch {EPOCH_UNIT_NAMES[unit]}:"
+                f" pass {option('time-unit', unit)}")
     if fits:
         return "; ".join(f"the values of log {s} look like epoch {EPOCH_UNIT_NAMES[u]}:"
-                         f" pass --time-unit {s}={u}" for s, u in sorted(fits.items()))
-    return "give their unit since the epoch: --time-unit s (or ms, us, ns)"
+                         f" pass {option('time-unit', u, s)}" for s, u in sorted(fits.items()))
+    return f"give their unit since the epoch: {option('time-unit', 's')} (or ms, us, ns)"
 
 
 # --------------------------------------------------------------------------- typing

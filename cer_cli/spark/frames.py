@@ -18,14 +18,17 @@ writes (``output``). It is the frame
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cer_cli.io.contract import TimeOptions
+from cer_cli.io.contract import LogError, api_options, named_logs
+from cer_cli.options import spelling
 from cer_cli.plan import Plan
 from cer_cli.plan.compile import compile_query
 from cer_cli.query.scope import wide_variables
+from cer_cli.spark.errors import SparkError
 from cer_cli.spark.output import output_spec, shaped
-from cer_cli.spark.read import event_frame, frame_log, logs_schema
+from cer_cli.spark.read import event_frame, frame_logs, logs_schema
 from cer_cli.spark.run import Run
 from cer_cli.spark.ship import ship_package
 from cer_cli.spark.tasks import find_matches
@@ -35,14 +38,20 @@ if TYPE_CHECKING:
 
 __all__ = ["match"]
 
+#: A log option: one value for every log, or values by log name (``{"W": "ts"}``).
+LogOption = str | Mapping[str, str] | None
+
 
 def match(
-    df: DataFrame,
-    query: str | Plan,
+    df: DataFrame | Mapping[str, DataFrame] | None = None,
+    query: str | Plan | None = None,
     *,
-    type_column: str | None = None,
-    time_column: str | None = None,
-    time_unit: str | None = None,
+    logs: Mapping[str, DataFrame] | None = None,
+    type_column: LogOption = None,
+    time_column: LogOption = None,
+    time_unit: LogOption = None,
+    time_format: LogOption = None,
+    open_absence: str = "drop",
     shape: str = "long",
     stream: str = "events",
     ranges: int | None = None,
@@ -50,7 +59,10 @@ def match(
     """The matches of ``query`` (CEQL text or a compiled ``Plan``) over ``df`` as a lazy
     Spark DataFrame in the long shape (one row per match x event, ordered by (match,
     position)) or the wide shape: what ``cer match --spark -o DIR`` writes, and what ``cer_cli.match`` returns
-    for the same rows. ``stream`` names the log (``FROM``, ``S>E``); ``ranges`` is the
+    for the same rows. ``stream`` names the log (``FROM``, ``S>E``); several logs are
+    ``logs={"W": weather, "F": flights}``. The options are ``cer_cli.match``'s (one value
+    for every log, or a dict by log name); ``open_absence="report"`` is refused, as
+    ``--spark`` refuses it. ``ranges`` is the
     number of tasks of a ``ranges`` fan-out (default: Spark's default parallelism).
 
     Lazy: Spark runs nothing until an action on the result, except small aggregations
@@ -64,24 +76,44 @@ def match(
     type or a readable time fail the action that computes them. The session should carry
     ``job.SESSION_DEFAULTS`` (``spark_session()`` sets them: UTC, naive timestamps).
 
-    Raises ``SparkError`` for a frame the contract refuses, ``QueryError`` for a query
-    mistake. ``shape="wide"``: one row per match, as ``cer_cli.match(..., shape="wide")``
-    (ordered by match)."""
+    Raises ``LogError`` for a frame the contract refuses, ``QueryError`` for a query
+    mistake (options named as keywords, as ``cer_cli.match`` names them), ``SparkError``
+    for Spark's own failures. ``shape="wide"``: one row per match, as
+    ``cer_cli.match(..., shape="wide")`` (ordered by match)."""
     from pyspark.sql import DataFrame as SparkFrame
 
     if shape not in ("long", "wide"):
         raise ValueError(f"unknown shape {shape!r}; shapes: long, wide")
-    if not isinstance(df, SparkFrame):
-        raise TypeError(f"expected a pyspark DataFrame, got {type(df).__name__}")
-    time: str | TimeOptions | None = time_column
-    if time_unit is not None:
-        time = TimeOptions(column=(time_column,) if time_column else (), unit=(time_unit,))
-    logs = frame_log(df, stream, type_column, time)
-    compiled = query if isinstance(query, Plan) else compile_query(query, logs_schema(logs))
-    ship_package(df.sparkSession)  # the executors import cer_cli
-    run = Run(df.sparkSession, lazy=True)
-    ev = event_frame(run, logs)
-    found = find_matches(run, compiled, ev, ranges)
+    if open_absence not in ("drop", "report"):
+        raise ValueError(f"unknown open_absence {open_absence!r}; choices: drop, report")
+    if open_absence == "report":
+        raise ValueError("open_absence='report' is not available on Spark (a task cannot tell"
+                         " the end of the whole log); use cer_cli.match")
+    with spelling("api"):
+        frames = named_logs(df, logs, stream)
+        for name, frame in frames.items():
+            if not isinstance(frame, SparkFrame):
+                raise TypeError(f"expected a pyspark DataFrame for log {name!r}, got"
+                                f" {type(frame).__name__}")
+        types, times = api_options(type_column, time_column, time_unit, time_format)
+        try:
+            opened = frame_logs(frames, types, times)
+            compiled = query if isinstance(query, Plan) else compile_query(
+                _query(query), logs_schema(opened))
+            session = next(iter(frames.values())).sparkSession
+            ship_package(session)  # the executors import cer_cli
+            run = Run(session, lazy=True)
+            ev = event_frame(run, opened)  # judges the time values
+            found = find_matches(run, compiled, ev, ranges)
+        except SparkError as e:
+            if e.input_error:  # the contract refused a frame: the error cer_cli.match raises
+                raise LogError(e.message, e.hints) from None
+            raise
     variables = wide_variables(compiled.query) if shape == "wide" else ()
     return shaped(run, found, ev, output_spec(ev, shape, variables))[0]
 
+
+def _query(query: str | None) -> str:
+    if query is None:
+        raise TypeError("give the query: match(df, query) or match(query=..., logs=...)")
+    return query

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
 from cer_cli.io import contract
+from cer_cli.options import option
 from cer_cli.spark.errors import SparkError, input_errors, spark_error
 from cer_cli.spark.run import MID, Run
 
@@ -105,7 +106,7 @@ class _Log:
         return self.src.format != FRAME and not self.decision.empty
 
 
-#: The format of an in-memory log (a user's DataFrame, ``frame_log``), as in ``io.read``.
+#: The format of an in-memory log (a user's DataFrame, ``frame_logs``), as in ``io.read``.
 FRAME = "frame"
 
 
@@ -158,11 +159,12 @@ def input_bytes(specs: list[str]) -> int | None:
     return total
 
 
-def frame_log(df: DataFrame, stream: str, type_column, time=None) -> list[_Log]:
-    """A user's DataFrame as the one log ``<stream>`` (named as ``io.read.read_frame``
-    names an in-memory log), with the contract's decisions of a file log."""
-    return _decide(df.sparkSession, [(_Source(stream, f"<{stream}>", FRAME), df)], type_column,
-                   time)
+def frame_logs(frames: dict[str, DataFrame], type_column, time=None) -> list[_Log]:
+    """A user's DataFrames as logs named by their keys (``<NAME>`` in messages, as
+    ``io.read.read_frames`` names an in-memory log), in that order, with the contract's
+    decisions of file logs."""
+    loaded = [(_Source(name, f"<{name}>", FRAME), df) for name, df in frames.items()]
+    return _decide(next(iter(frames.values())).sparkSession, loaded, type_column, time)
 
 
 def _seen(index: int, src: _Source, df: DataFrame) -> contract.LogDecision:
@@ -280,7 +282,8 @@ def java_pattern(fmt: str) -> str:
         if ch == "%" and i + 1 < len(fmt):
             d = fmt[i + 1]
             if d not in _JAVA_PATTERN:
-                raise SparkError(f"--time-format {fmt!r}: %{d} is not supported with --spark",
+                raise SparkError(f"{option('time-format', fmt, quoted=True)}: %{d} is not"
+                                 " supported on Spark",
                                  ["supported: " + " ".join("%" + k for k in _JAVA_PATTERN)],
                                  input_error=True)
             out.append(_JAVA_PATTERN[d] if d != "%" else "'%'")
