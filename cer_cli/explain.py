@@ -55,7 +55,7 @@ def explanation(compiled: Plan, log: EventLog | None = None,
             "correlation": correlation_plan(compiled),
             "memory": memory_entry(compiled),
             "runner": compiled.fanout.runner(
-                jobs, None if log is None else log.n_events).describe(),
+                jobs, None if log is None else log.n_events).reason,
         },
     }
     if compiled.output_growth is not None:  # only then: the usual plan stays as it was
@@ -227,7 +227,7 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     if mem is not None:
         lines += _memory_lines(mem)
     if plan.get("runner"):
-        lines.append(plan["runner"])
+        lines.append(f"runner: {plan['runner']}")
     if plan.get("spark"):
         lines.append(plan["spark"])
     console.rule("[bold]plan", align="left")

@@ -178,7 +178,7 @@ def test_explain_names_the_runner_and_its_tasks(text, jobs, log, says):
     assert got.exit_code == 0, got.output
     assert says in got.stdout
     data = json.loads(outputs.run(*args, "--format", "json").stdout)
-    assert data["plan"]["runner"].startswith(says)
+    assert data["plan"]["runner"].startswith(says.removeprefix("runner: "))
 
 
 def test_open_absence_report_runs_on_one_core():

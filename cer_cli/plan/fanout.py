@@ -112,9 +112,6 @@ class Runner:
     def pool(self) -> bool:
         return self.tasks > 1
 
-    def describe(self) -> str:
-        return f"runner: {self.reason}"
-
 
 #: The local pool runs only on logs of at least this many events: below it the kernel runs
 #: as plain Python (``engine.jit.JIT_MIN_EVENTS``), which holds the GIL, so threads would
