@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -62,6 +63,8 @@ INBOX = 2
 OUTBOX = 8
 #: Seconds a thread waits on a queue before looking whether the run was called off.
 POLL = 0.05
+#: Seconds the caller waits, in all, for the threads to go once the run is called off.
+STOP_WAIT = 0.05
 
 
 def run_batches(plan: Plan, frames: pl.DataFrame | Iterable[pl.DataFrame], jobs: int,
@@ -167,11 +170,13 @@ class _Pool:
             t.start()
 
     def stop(self) -> None:
-        """Call every thread off and give them a moment to go (they are daemons: a thread
-        inside a long polars call does not hold up the exit)."""
+        """Call every thread off and give them, together, a moment to go: they are daemons,
+        so a thread inside a long polars call or scan does not hold up the exit (Ctrl-C must
+        end the run within a second), and it stops at its next queue operation or slice."""
         self.cancel.set()
+        end = time.monotonic() + STOP_WAIT
         for t in self.threads:
-            t.join(timeout=0.5)
+            t.join(timeout=max(0.0, end - time.monotonic()))
 
     # ------------------------------------------------------------------ merging
 
