@@ -551,6 +551,8 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     # By default the bar shows only when matches do not stream to the same terminal.
     to_terminal = not count and output is None and sys.stdout.isatty()
     show = (sys.stderr.isatty() and not to_terminal) if progress is None else progress
+    if count:  # no event is output: read only the columns evaluation needs
+        log = log.reading(compiled.columns_read)
     lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
     runner = compiled.fanout.runner(jobs, log.n_events, open_ends)
     bar = _ProgressBar(console(), log.n_events, limit) if show else None

@@ -283,3 +283,37 @@ def test_the_pools_memory_is_within_n_times_one_cores(tmp_path: Path):
         else:
             assert two == one
         assert peak2 <= 2 * peak1 + frame_mb, (out, peak1, peak2, frame_mb)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_count_reads_only_the_columns_the_query_needs(tmp_path):
+    """``--count`` outputs no event: the frames carry the type and time columns and what the
+    predicates, PARTITION BY and the window read, nothing else; the count is unchanged."""
+    from cer_cli.io.read import read_events as read
+
+    path = tmp_path / "log.csv"
+    pl.DataFrame({"type": list("ABCABC"), "t": range(6), "v": range(6), "w": ["x"] * 6,
+                  "k": [0, 1] * 3}).write_csv(path)
+    q = "A ; B FILTER B[v < 5] PARTITION BY [k] WITHIN 10 [t]"
+    assert compile_query(q, schema=read([str(path)]).schema).columns_read == {"v", "k", "t"}
+    seen: list[list[str]] = []
+    real = driver.run_count
+
+    def spy(executor, frames, progress=None):
+        def tap(fs):
+            for f in fs:
+                seen.append(f.columns)
+                yield f
+        return real(executor, tap(frames), progress)
+
+    with mock.patch.object(driver, "run_count", spy):
+        got = outputs.run("match", "-e", q, str(path), "--count", "--jobs", "1")
+    assert got.exit_code == 0, got.output
+    log = read([str(path)])
+    want = len(list(as_matches(driver.run_batches(
+        compile_query(q, schema=log.schema).executor(), log.batches()))))
+    assert want and got.stdout.strip() == str(want)
+    assert seen and all({c for c in cols if not c.startswith("__cer")} == {"type", "v", "k", "t"}
+                        for cols in seen), seen
