@@ -245,6 +245,8 @@ def _split_args(args: tuple[str, ...], expr: str | None) -> tuple[str | None, tu
     help="text for a terminal, json for tools, dot for Graphviz, mermaid for Markdown.",
 )
 @_with_log_options
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Show the runner `cer match --jobs N` would use [default: the machine's cores].")
 @click.option("--spark", is_flag=True, help="Also show how `cer match --spark` spreads the query over Spark tasks.")
 @_debug_option
 def explain_command(
@@ -253,6 +255,7 @@ def explain_command(
     fmt: str,
     type_column: tuple[str, ...] | None,
     times: TimeOptions | None,
+    jobs: int | None,
     spark: bool,
     debug: bool,
 ) -> None:
@@ -277,7 +280,7 @@ def explain_command(
         text, filename = read_query_text(path, expr)
         compiled, log = _compile(text, filename, logs, type_column, times)
         _resume_gc()  # explaining with logs runs the query over them
-        data = explanation(compiled, log)
+        data = explanation(compiled, log, jobs)
         if spark:
             data["plan"]["spark"] = compiled.fanout.describe(None if log is None else log.n_events)
         render(data, fmt, _stdout())
@@ -348,6 +351,9 @@ BATCH_ROWS = 262_144
     " such matches, or report them at the end, with end one past the last position and no"
     " end_time.",
 )
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Threads of the local pool that runs the query's fan-out (by PARTITION BY"
+              " key, or by time ranges under WITHIN) [default: the machine's cores].")
 @click.option("--spark", is_flag=True, help="Run on Spark (install cer-cli[spark]): Spark reads, partitions and sorts the logs; every task runs the same compiled query.")
 @click.option("--master", help="With --spark: the master URL [default: spark-submit's, spark-defaults', else local[*]].")
 @click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="With --spark: a Spark setting (repeatable).")
@@ -368,6 +374,7 @@ def match_command(
     progress: bool | None,
     allow_unbounded: bool,
     open_absence: str,
+    jobs: int | None,
     spark: bool,
     master: str | None,
     spark_conf: tuple[str, ...],
@@ -429,6 +436,9 @@ def match_command(
             else:
                 fmt = "table" if sys.stdout.isatty() else "jsonl"
         if spark:
+            if jobs is not None:
+                raise click.UsageError("--jobs is for local runs; on Spark the master's cores"
+                                       " run the tasks (--master local[N])")
             if open_absence == "report":
                 raise click.UsageError(
                     "--open-absence report is not available with --spark (a task cannot tell"
@@ -453,7 +463,7 @@ def match_command(
                           open_ends=open_absence == "report", strict=strict)
             return
         _run_match(compiled, log, fmt, output, limit, count, progress, shape=shape,
-                   open_ends=open_absence == "report", strict=strict)
+                   open_ends=open_absence == "report", strict=strict, jobs=jobs)
 
 
 def _check_by(by: tuple[str, ...], count: bool, fmt: str | None) -> None:
@@ -592,12 +602,13 @@ def _wide_variables(compiled, shape):
 
 
 def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
-               open_ends=False, strict=False) -> None:
-    """Run the plan over the log with the driver (``engine.driver``) and print the count or
-    write the matches; a progress bar on stderr unless ``progress`` says otherwise."""
+               open_ends=False, strict=False, jobs=None) -> None:
+    """Run the plan over the log with the driver (``engine.driver``), or with the local
+    pool when the plan's runner says so (``Fanout.runner``: ``jobs`` threads), and print the
+    count or write the matches; a progress bar on stderr unless ``progress`` says otherwise."""
     import time
 
-    from cer_cli.engine.driver import run_batches, run_count
+    from cer_cli.engine.driver import run_count
     from cer_cli.events import first_matches
 
     if not count:  # the writers load pyarrow: --count does without them
@@ -612,9 +623,10 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     # By default the bar shows only when matches do not stream to the same terminal.
     to_terminal = not count and output is None and sys.stdout.isatty()
     show = (sys.stderr.isatty() and not to_terminal) if progress is None else progress
+    if count:  # no event is output: read only the columns evaluation needs
+        log = log.reading(compiled.columns_read)
     lookup = None if count else EventLookup.for_log(log, *_lookup_bounds(compiled))
-    frames = log.batches() if lookup is None else lookup.tap(log.batches())
-    executor = compiled.executor(open_ends=open_ends)
+    runner = compiled.fanout.runner(jobs, log.n_events, open_ends)
     bar = _ProgressBar(console(), log.n_events, limit) if show else None
     from cer_cli.engine import jit
 
@@ -626,17 +638,22 @@ def _run_match(compiled, log, fmt, output, limit, count, progress, shape="long",
     jit.compile_notice = compiling
     try:
         if count:
-            if limit is None:  # the executor counts: no Match objects
-                n = run_count(executor, frames, bar)
+            if limit is None and runner.pool:
+                from cer_cli.plan import pool
+
+                n = pool.run_count(compiled, log.batches(), runner.tasks, bar)
+            elif limit is None:  # the executor counts: no Match objects
+                n = run_count(compiled.executor(open_ends=open_ends), log.batches(), bar)
             else:
-                n = sum(len(b) for b in first_matches(run_batches(executor, frames, bar), limit))
+                n = sum(len(b) for b in first_matches(
+                    _matches(compiled, log, runner, None, bar, open_ends), limit))
             if bar is not None:
                 bar.stop()
                 bar = None
             sys.set_int_max_str_digits(0)  # exact counts of exponential queries have thousands of digits
             click.echo(n)
         else:
-            stream = run_batches(executor, frames, bar)
+            stream = _matches(compiled, log, runner, lookup, bar, open_ends)
             if limit is not None:
                 stream = first_matches(stream, limit)
             names = [g[0] for g in compiled.query.partition_by]
@@ -694,6 +711,21 @@ def _run_count_by(compiled, log, by, fmt, limit, progress, open_ends=False,
         if bar is not None:
             bar.stop()
     write_counts(ordered(counts), keys, fmt, console=_table_console(fmt))
+
+
+def _matches(compiled, log, runner, lookup, bar, open_ends):
+    """Every match of the log in order: by one driver (the lookup taps the frames it
+    reads), or by the local pool, which reads ahead and so hands the lookup each frame
+    when a match may reach into it."""
+    if runner.pool:
+        from cer_cli.plan import pool
+
+        return pool.run_batches(compiled, log.batches(), runner.tasks, bar,
+                                None if lookup is None else lookup.add)
+    from cer_cli.engine.driver import run_batches
+
+    frames = log.batches() if lookup is None else lookup.tap(log.batches())
+    return run_batches(compiled.executor(open_ends=open_ends), frames, bar)
 
 
 def _warn_before_run(console, compiled, n_events: int, count: bool, limit: int | None,

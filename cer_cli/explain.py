@@ -28,8 +28,10 @@ from cer_cli.query.printer import groups_text, quote_name, shown, to_text
 FORMATS = ("text", "json", "dot", "mermaid")
 
 
-def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
-    """The facts `cer explain` shows, as plain data."""
+def explanation(compiled: Plan, log: EventLog | None = None,
+                jobs: int | None = None) -> dict[str, Any]:
+    """The facts `cer explain` shows, as plain data; ``jobs``: `cer match --jobs`'s, for
+    the runner (``Fanout.runner``)."""
     q = compiled.query
     out: dict[str, Any] = {
         "query": to_text(q),
@@ -53,6 +55,8 @@ def explanation(compiled: Plan, log: EventLog | None = None) -> dict[str, Any]:
             "engine": compiled.executor().describe(),
             "correlation": correlation_plan(compiled),
             "memory": memory_entry(compiled),
+            "runner": compiled.fanout.runner(
+                jobs, None if log is None else log.n_events).reason,
         },
     }
     if compiled.output_growth is not None:  # only then: the usual plan stays as it was
@@ -309,6 +313,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     mem = plan.get("memory")
     if mem is not None:
         lines += _memory_lines(mem)
+    if plan.get("runner"):
+        lines.append(f"runner: {plan['runner']}")
     if plan.get("spark"):
         lines.append(plan["spark"])
     console.rule("[bold]plan", align="left")

@@ -19,7 +19,7 @@ import io
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
@@ -445,6 +445,22 @@ class EventLog:
                 pl.int_range(pos, pos + frame.height, dtype=pl.Int64).alias(POS)
             ).drop(_ARG)
             pos += frame.height
+
+    def reading(self, columns: Iterable[str]) -> EventLog:
+        """This log with only ``columns`` of its own read (and each log's type and time
+        columns): a run that outputs no event needs no other (``Plan.columns_read``), and
+        Parquet then skips the rest while CSV does not convert it."""
+        keep = set(columns)
+        logs, kept = [], set()
+        for g in self._logs:
+            d = g.decision
+            own = [c for c in g.columns if c in keep or c in (d.type_column, d.time_column)]
+            kept.update(own)
+            logs.append(replace(g, lf=g.lf.select(own)))
+        reserved = {TYPE, STREAM, TIME, ROW, _ARG}
+        return replace(self, columns=tuple(c for c in self.columns if c in kept),
+                       _logs=tuple(logs),
+                       _dtypes={c: t for c, t in self._dtypes.items() if c in kept or c in reserved})
 
     @property
     def time_columns(self) -> tuple[str, ...]:

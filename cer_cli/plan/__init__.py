@@ -27,7 +27,7 @@ this layer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -152,6 +152,20 @@ class Plan:
             if method in self.correlation:
                 return method
         return "cea"
+
+    @cached_property
+    def columns_read(self) -> frozenset[str]:
+        """The log attributes evaluation reads: its predicates' (``x[a]``, ``PREV``), the
+        PARTITION BY groups and an attribute window's, in the query as written and as
+        rewritten. A run that outputs no event (``--count``) reads only these of the logs'
+        columns, besides their type and time columns (``EventLog.reading``)."""
+        names: set[str] = set()
+        for q in (self.query, self.rewritten.query):
+            names.update(a.attr for a in _attr_refs(q))
+            names.update(c for group in q.partition_by for c in group)
+            if isinstance(q.within, ast.AttributeWindow):
+                names.add(q.within.attr)
+        return frozenset(names)
 
     @property
     def projection(self) -> frozenset[str] | None:
@@ -416,3 +430,15 @@ def plan(query: ast.Query, schema: Schema | None = None, report: CheckReport | N
         fanout=fanout(query, rewritten_query.partition_by),
         filename=filename,
     )
+
+
+def _attr_refs(node) -> Iterator[ast.AttrRef]:
+    """Every ``x[a]`` (and ``PREV(x).a``) anywhere under a query's node."""
+    if isinstance(node, ast.AttrRef):
+        yield node
+    elif isinstance(node, (tuple, list)):
+        for item in node:
+            yield from _attr_refs(item)
+    elif is_dataclass(node) and not isinstance(node, type):
+        for f in fields(node):
+            yield from _attr_refs(getattr(node, f.name))

@@ -1,8 +1,10 @@
-"""The Spark fan-out: how a planned query is cut into tasks, and why that is exact.
+"""The fan-out: how a planned query is cut into tasks, and why that is exact.
 
-Local mode runs one engine over the whole time-ordered stream. On Spark the stream is cut
-into pieces, one engine runs per piece, and the pieces' matches are merged by end position.
-Three fan-outs, chosen from the query alone (``fanout``):
+One engine over the whole time-ordered stream is the single core's way. A local pool of
+threads (``cer match --jobs N``, ``plan/pool.py``) and Spark (``spark/tasks.py``) cut the
+stream into pieces instead, run one engine per piece, and merge the pieces' matches by end
+position. Three fan-outs, chosen from the query alone (``fanout``); which runner executes
+it locally, and with how many tasks, is ``Fanout.runner``:
 
 ``partition`` — the query has ``PARTITION BY`` and no ``CONSUME BY ANY``. The engine
 evaluates every key's sub-stream independently (its own table, its own EVENTS positions,
@@ -29,8 +31,10 @@ still reads the logs and computes positions in parallel.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from cer_cli.engine.jit import JIT_MIN_EVENTS
 from cer_cli.query import ast
 from cer_cli.query.printer import groups_text, window_span
 
@@ -71,6 +75,56 @@ class Fanout:
         how.append("  matches are merged by end position, then the engine's order (as local mode)")
         how += ["  " + line for line in spark_pays(self.kind, n_events)]
         return "\n".join(how)
+
+    def runner(self, jobs: int | None = None, n_events: int | None = None,
+               open_ends: bool = False) -> Runner:
+        """Who runs this fan-out locally (``cer match --jobs``): a pool of ``jobs`` threads
+        (default: ``default_jobs``), or the single core, and why. ``n_events``: the log's
+        size when known; ``open_ends``: ``--open-absence report``."""
+        jobs = default_jobs() if jobs is None else jobs
+        if self.kind == SINGLE:
+            return Runner(1, f"one core: the query cannot be split ({self.reason})")
+        if jobs <= 1:
+            return Runner(1, "one core: --jobs 1")
+        if open_ends:
+            return Runner(1, "one core: --open-absence report ends the open matches one past"
+                             " the whole log's last event, which no task sees")
+        if n_events is not None and n_events < POOL_MIN_EVENTS:
+            return Runner(1, f"one core: {n_events:,} events (below {POOL_MIN_EVENTS:,} the"
+                             " kernel runs as plain Python, which threads cannot share)")
+        how = ("each PARTITION BY key's events go to one task (keys spread by hash)"
+               if self.kind == PARTITION else
+               "the stream is cut into consecutive ranges, dealt to the tasks in turn, each"
+               f" run after its context ({_context(self.window)})")
+        return Runner(jobs, f"a local pool of {jobs} threads: {how}")
+
+
+@dataclass(frozen=True)
+class Runner:
+    """How ``cer match`` runs a plan locally: ``tasks`` threads of a local pool
+    (``plan/pool.py``), or the single core when ``tasks`` is 1; ``reason`` says which
+    and why (``cer explain`` prints it)."""
+
+    tasks: int
+    reason: str
+
+    @property
+    def pool(self) -> bool:
+        return self.tasks > 1
+
+
+#: The local pool runs only on logs of at least this many events: below it the kernel runs
+#: as plain Python (``engine.jit.JIT_MIN_EVENTS``), which holds the GIL, so threads would
+#: only take turns.
+POOL_MIN_EVENTS = JIT_MIN_EVENTS
+
+
+def default_jobs() -> int:
+    """``--jobs`` by default: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 #: Below this many events `cer explain --spark` says local mode is faster. Measured

@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make `tests.bench` importable
 
 import polars as pl  # noqa: E402
 
-from tests.bench import correlation, startup  # noqa: E402
+from tests.bench import correlation, scale, startup  # noqa: E402
 from tests.bench import generators as gen  # noqa: E402
 from tests.bench import harness as h  # noqa: E402
 from tests.bench import spark as spark_bench  # noqa: E402
@@ -74,9 +74,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="cer benchmark suite")
     p.add_argument("--size", type=int, default=gen.DEFAULT_SIZE, help="events per log (1M)")
     p.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
-    p.add_argument("--groups", default=",".join((*GROUPS, STARTUP, CORRELATION, spark_bench.SMALL)),
+    p.add_argument("--groups", default=",".join((*GROUPS, STARTUP, CORRELATION, scale.GROUP, spark_bench.SMALL)),
                    help="comma-separated subset of "
-                        f"{','.join((*GROUPS, STARTUP, CORRELATION, *spark_bench.GROUPS))} "
+                        f"{','.join((*GROUPS, STARTUP, CORRELATION, scale.GROUP, *spark_bench.GROUPS))} "
                         f"(default: all but {spark_bench.BIG}, Spark on 1M+ events)")
     p.add_argument("--only", default="", help="comma-separated workload names (e.g. 'P3,F-Q1')")
     p.add_argument("--stress-lengths", default=",".join(map(str, STRESS_LENGTHS)))
@@ -92,6 +92,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark-master", default=spark_bench.MASTER)
     p.add_argument("--spark-repeats", type=int, default=1,
                    help="runs per Spark figure (median, after a warm-up run)")
+    p.add_argument("--scale-size", type=int, default=scale.DEFAULT_SIZE,
+                   help=f"events of the {scale.GROUP} group's log (10M; e.g. 1000000 for a quick run)")
     p.add_argument("--report", type=Path, default=OUT / "report.md")
     p.add_argument("--plot", type=Path, default=OUT / "throughput.png")
     extra = shlex.split(os.environ.get("CER_BENCH_ARGS", ""))
@@ -188,7 +190,8 @@ def plot(results: list[Result], path: Path) -> str:
 def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
                  startup_lines: list[str] | None = None,
                  correlation_lines: list[str] | None = None, spark_lines: list[str] | None = None,
-                 issue_lines: list[str] | None = None) -> None:
+                 issue_lines: list[str] | None = None,
+                 scale_lines: list[str] | None = None) -> None:
     rows = [row(r) for r in results]
     lines = [
         "# cer benchmark report",
@@ -217,6 +220,8 @@ def write_report(results: list[Result], args, notes: list[str], plot_msg: str,
         lines += ["## Start-up and whole-process `--count` (issue #15)", "", *startup_lines, ""]
     if correlation_lines:
         lines += ["## Predicates between events (issue #17)", "", *correlation_lines, ""]
+    if scale_lines:
+        lines += ["## Scale: one fan-out, several runners (issue #23)", "", *scale_lines, ""]
     if spark_lines:
         lines += ["## Spark (issue #15)", "", *spark_lines, ""]
     if any(r.workload.group == "stress" for r in results):
@@ -369,6 +374,12 @@ def main(argv: list[str] | None = None) -> list[Result]:
         correlation_lines += ["", *correlation.report_next(nfigs)]
         if not correlation.agree(cfigs + nfigs):
             notes.append("correlation: a count differs from the brute force")
+    scale_lines = None
+    if scale.GROUP in groups:
+        cells, limit = scale.run(args.data, args.scale_size, args.seed, args.repeats, args.timeout)
+        scale_lines = scale.report(cells, limit, args.scale_size, args.repeats)
+        if not scale.agree(cells):
+            notes.append("scale: a runner's count differs from the single core's")
     spark_lines = None
     spark_groups = groups & set(spark_bench.GROUPS)
     trivial, cases = None, []
@@ -381,14 +392,14 @@ def main(argv: list[str] | None = None) -> list[Result]:
     issue_lines = issue_table(results, figs, trivial, cases)
     print()
     print(text_table([row(r) for r in results]))
-    for block in (startup_lines, correlation_lines, spark_lines, issue_lines):
+    for block in (startup_lines, correlation_lines, scale_lines, spark_lines, issue_lines):
         if block:
             print("\n".join(["", *block]))
     args.plot.parent.mkdir(parents=True, exist_ok=True)
     plot_msg = plot(results, args.plot)
     print(plot_msg)
     write_report(results, args, notes, plot_msg, startup_lines, correlation_lines, spark_lines,
-                 issue_lines)
+                 issue_lines, scale_lines)
     print(f"report written to {args.report}")
     for n in notes:
         print(f"note: {n}")
