@@ -1,16 +1,19 @@
 """The numba loader: which kernel functions compile, how, and when a run uses them.
 
-The kernel (``engine/kernel.py``) is plain Python marked with ``njit``, ``njit_plain`` or
-``njit_inline``; ``compiled()`` imports numba and compiles copies of the marked functions
-over a copy of their module's globals in which every marked name is compiled, so compiled
-code calls compiled code while the module's own names stay plain Python (the tests patch
-them). numba is imported only when a run asks for it: a run switches to the compiled
-functions once it has seen ``JIT_MIN_EVENTS`` events (``kernel_state.KernelState``), and a
-log expected to be large starts loading them early, beside its read (``warm_up_jit``).
+A kernel is plain Python marked with ``njit``, ``njit_plain`` or ``njit_inline``: the CEA's
+(``engine/kernel.py``) and the hash join's (``engine/pcea_kernel.py`` with the ordered index
+of ``engine/ordered_kernel.py``). ``compiled(*modules)`` imports numba and compiles copies of the
+marked functions of those modules over one copy of their globals in which every marked name
+is compiled, so compiled code calls compiled code while the modules' own names stay plain
+Python (the tests patch them). numba is imported only when a run asks for it: a run switches
+to the compiled functions once it has seen ``JIT_MIN_EVENTS`` events (``kernel_state.
+KernelState``, ``pcea_state.JoinState``), and a log expected to be large starts loading them
+early, beside its read (``warm_up_jit``).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import threading
@@ -19,25 +22,33 @@ import threading
 #: it and loading the cached machine code costs ~1 s, more than a small log takes uncompiled.
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
-#: name -> compile without reference counting? (the functions ``compiled`` compiles)
-_JIT: dict[str, bool] = {}
-#: the functions numba inlines into their callers (see ``njit_inline``)
-_INLINE: set[str] = set()
-_PLAIN: dict = {}  # name -> the plain function (to tell when a test replaced the name)
+#: The CEA kernel's module: what ``compiled()`` and ``plain(name)`` mean without one.
+KERNEL = "cer_cli.engine.kernel"
+
+#: module -> name -> compile without reference counting? (the functions ``compiled`` compiles)
+_JIT: dict[str, dict[str, bool]] = {}
+#: (module, name) of the functions numba inlines into their callers (see ``njit_inline``)
+_INLINE: set[tuple[str, str]] = set()
+#: (module, name) -> the plain function (to tell when a test replaced the name)
+_PLAIN: dict[tuple[str, str], object] = {}
+
+
+def _mark(f, no_nrt: bool):
+    _JIT.setdefault(f.__module__, {})[f.__name__] = no_nrt
+    _PLAIN[f.__module__, f.__name__] = f
+    return f
 
 
 def njit(f):
     """Mark ``f`` for compilation; the module keeps the plain function (see ``compiled``)."""
-    _JIT[f.__name__], _PLAIN[f.__name__] = False, f
-    return f
+    return _mark(f, False)
 
 
 def njit_plain(f):
     """``njit`` without numba's reference counting (``_nrt=False``): such a function
     cannot allocate, and in exchange pays nothing for the arrays it passes around —
     with counting on, the atomic increments per call cost more than the algorithm."""
-    _JIT[f.__name__], _PLAIN[f.__name__] = True, f
-    return f
+    return _mark(f, True)
 
 
 def njit_inline(f):
@@ -45,43 +56,47 @@ def njit_inline(f):
     tECS and union-list helpers run several times per event, and an array argument of a
     compiled call is passed as some seven machine words, so a call to ``_add`` with its
     three arrays cost about as much as the node it creates."""
-    _INLINE.add(f.__name__)
+    _INLINE.add((f.__module__, f.__name__))
     return njit_plain(f)
 
 
-_compiled: dict | None = None
+_compiled: dict[tuple[str, ...], dict] = {}
 _compiling = threading.Lock()
 
 
-def compiled() -> dict:
-    """The numba-compiled kernel functions by name (compiled with ``cache=True`` on first
-    call, then loaded from numba's cache). Empty without numba, or with
-    ``NUMBA_DISABLE_JIT=1``: the plain functions then run (so tests can patch them)."""
-    global _compiled
+def compiled(*modules: str) -> dict:
+    """The numba-compiled functions of ``modules`` (default: the CEA kernel's) by name,
+    compiled with ``cache=True`` on first call, then loaded from numba's cache. Empty
+    without numba, or with ``NUMBA_DISABLE_JIT=1``: the plain functions then run (so tests
+    can patch them). The marked names of one call's modules must be distinct."""
+    key = modules or (KERNEL,)
     with _compiling:
-        if _compiled is None:
-            _compiled = _compile_all()
-    return _compiled
+        if key not in _compiled:
+            _compiled[key] = _compile_all(key)
+    return _compiled[key]
 
 
-def _compile_all() -> dict:
+def _compile_all(modules: tuple[str, ...]) -> dict:
     if not HAVE_NUMBA or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         return {}
     import types
 
     import numba
 
-    # every marked function is the kernel's: copies over one copy of its module's globals
-    g = dict(next(iter(_PLAIN.values())).__globals__)
-    for name, no_nrt in _JIT.items():
-        f = g[name]
+    # copies over one copy of the modules' globals, where every marked name gets compiled
+    g: dict = {}
+    for m in modules:  # importing a module marks its functions
+        g.update(importlib.import_module(m).__dict__)
+    names = [(m, name) for m in modules for name in _JIT.get(m, {})]
+    for m, name in names:
+        f = _PLAIN[m, name]
         copy = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
         copy.__qualname__, copy.__module__, copy.__doc__ = f.__qualname__, f.__module__, f.__doc__
-        opts = {"_nrt": False} if no_nrt else {}
-        if name in _INLINE:
+        opts = {"_nrt": False} if _JIT[m][name] else {}
+        if (m, name) in _INLINE:
             opts["inline"] = "always"
         g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
-    return {name: g[name] for name in _JIT}
+    return {name: g[name] for _, name in names}
 
 
 #: The kernel's entry point, the function a run calls from Python: numba caches machine code
@@ -134,9 +149,10 @@ def jit_forced() -> bool | None:
     return forced == "1" if forced in ("0", "1") else None
 
 
-def plain(name: str):
-    """The plain function marked as ``name`` (to tell when a test replaced the module's)."""
-    return _PLAIN[name]
+def plain(name: str, module: str = KERNEL):
+    """The plain function marked as ``name`` in ``module`` (to tell when a test replaced
+    the module's)."""
+    return _PLAIN[module, name]
 
 
 def warm_up_jit(events: int) -> threading.Thread | None:
