@@ -270,3 +270,118 @@ def report_next(figs: list[Figure]) -> list[str]:
         lines.append(f"| `{f.query}` | {'–' if f.matches is None else f'{f.matches:,}'} |"
                      f" {f.expected:,} | {ok} | {times} |")
     return lines
+
+
+# --------------------------------------------------------------------------- the chain (issue #26)
+
+#: Issue #26, part 1: the comparison chain against the plain pattern on the next-match log
+#: (uniform A–D, ``val`` uniform 0–99, ``time`` = position). The target: the chain within
+#: ``TARGET``× the plain pattern per match enumerated (time / matches), and ≥ 10× faster than
+#: the interpreted hash join (1M events: 56–61 s, 12.5M matches).
+CHAIN_QUERIES = {
+    "plain": f"A ; B ; C WITHIN {NEXT_WINDOW} EVENTS",
+    "comparison chain": ("A AS x ; B AS y ; C AS z FILTER x.val < y.val AND y.val < z.val"
+                         f" WITHIN {NEXT_WINDOW} EVENTS"),
+}
+
+
+def chain_brute_counts(df: pl.DataFrame, window: int = NEXT_WINDOW) -> dict[str, int]:
+    """Counts of ``CHAIN_QUERIES`` by their meaning, not the engine: per B at ``j``, the A's
+    at ``j - d`` (``0 < d < window``) times the C's in ``(j, j - d + window]``, with and
+    without the values rising. Column-wise in O(window) passes: ``cnt`` grows by the C's at
+    offset ``m`` while ``d = window - m`` falls, so each A offset meets its C count."""
+    t = df["type"].to_numpy()
+    v = df["val"].to_numpy()
+    n = len(t)
+    j = np.flatnonzero(t == "B")
+    out = {}
+    for name, corr in (("plain", False), ("comparison chain", True)):
+        cnt = np.zeros(len(j), dtype=np.int64)
+        total = 0
+        for m in range(1, window):
+            k = j + m
+            ok = k < n
+            kk = np.minimum(k, n - 1)
+            c = ok & (t[kk] == "C") & ((v[kk] > v[j]) if corr else True)
+            cnt += c
+            i = j - (window - m)
+            ok = i >= 0
+            ii = np.maximum(i, 0)
+            a = ok & (t[ii] == "A") & ((v[ii] < v[j]) if corr else True)
+            total += int(cnt[a].sum())
+        out[name] = total
+    return out
+
+
+def run_chain(data: Path, timeout: float = 900.0, repeats: int = 3,
+              size: int = NEXT_SIZE, baseline: Path | None = None) -> list[Figure]:
+    """Median wall and CPU time of ``repeats`` runs per query of ``CHAIN_QUERIES`` on the
+    next-match log of ``size`` events, after an unmeasured warm-up run of the plain pattern;
+    with ``baseline`` (another source tree) its figures too, in the same run."""
+    path = data / f"next_match_{size}.csv"
+    if not path.exists():
+        data.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        next_log(size).write_csv(tmp)
+        tmp.replace(path)
+    expected = chain_brute_counts(pl.read_csv(path))
+    sides = [("this tree", h.cer_command(), h.REPO)]
+    if baseline is not None:
+        sides.append((f"baseline {baseline}", [sys.executable, "-m", "cer_cli"], baseline))
+    figs = []
+    for side, cer, cwd in sides:
+        h.spawn(cer + ["match", "-e", CHAIN_QUERIES["plain"], str(path), "--count"], timeout,
+                cwd=cwd)
+        for name, query in CHAIN_QUERIES.items():
+            cmd = cer + ["match", "-e", query, str(path), "--count"]
+            walls, cpus, count, error = [], [], None, None
+            for _ in range(max(1, repeats)):
+                proc = h.spawn(cmd, timeout, cwd=cwd)
+                if proc.rc != 0 or proc.timed_out:
+                    error = h._reason(proc)
+                    break
+                walls.append(proc.wall_s)
+                cpus.append(proc.cpu_s)
+                digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
+                                 if c.isdigit())
+                count = int(digits) if digits else None
+            figs.append(Figure(name, query, cmd, None if error else statistics.median(walls),
+                               count, expected[name], error,
+                               None if error else statistics.median(cpus), side))
+    return figs
+
+
+def report_chain(figs: list[Figure], size: int = NEXT_SIZE) -> list[str]:
+    """Markdown lines: per side, the plain pattern and the chain with their time per match
+    (µs) and the chain's ratio to the plain pattern per match, wall and CPU."""
+    lines = [f"Comparison chain (issue #26): {size:,} events, uniform A–D, `val` uniform 0–99:"
+             " median wall and CPU time after a warm-up run of `cer match -e QUERY LOG"
+             " --count`; counts checked by a numpy brute force; target: the chain within"
+             f" {TARGET:g}× the plain pattern per match.", ""]
+    for side in dict.fromkeys(f.side for f in figs):
+        rows = [f for f in figs if f.side == side]
+        plain = next((f for f in rows if f.name == "plain"), None)
+        lines += [f"{side}:", "",
+                  "| query | matches | brute force | agree | wall s | µs/match | vs plain |"
+                  " CPU s | µs/match | vs plain |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for f in rows:
+            ok = "–" if f.matches is None else ("yes" if f.matches == f.expected else "NO")
+            if f.seconds is None:
+                times = f"failed: {f.error} | – | – | – | – | –"
+            else:
+                cols = []
+                for mine, base in ((f.seconds, plain and plain.seconds),
+                                   (f.cpu, plain and plain.cpu)):
+                    per = per_match(mine, f.matches)
+                    cols += [f"{mine:.2f}", "–" if per is None else f"{per:.3f}",
+                             _ratio(per, per_match(base, plain and plain.matches))]
+                times = " | ".join(cols)
+            lines.append(f"| `{f.query}` | {'–' if f.matches is None else f'{f.matches:,}'} |"
+                         f" {f.expected:,} | {ok} | {times} |")
+        lines.append("")
+    return lines
+
+
+def per_match(seconds: float | None, matches: int | None) -> float | None:
+    """Microseconds per match (None without a time or a match)."""
+    return None if seconds is None or not matches else seconds / matches * 1e6

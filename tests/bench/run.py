@@ -372,6 +372,10 @@ def main(argv: list[str] | None = None) -> list[Result]:
         correlation_lines = correlation.report(cfigs)
         nfigs = correlation.run_next(args.data, args.timeout, args.repeats)
         correlation_lines += ["", *correlation.report_next(nfigs)]
+        chfigs = correlation.run_chain(args.data, max(args.timeout, 900.0), args.repeats,
+                                       baseline=args.baseline)
+        correlation_lines += ["", *correlation.report_chain(chfigs)]
+        nfigs += chfigs
         if not correlation.agree(cfigs + nfigs):
             notes.append("correlation: a count differs from the brute force")
     scale_lines = None

@@ -91,3 +91,29 @@ def test_correlation_brute_force_equals_the_reference():
     for name, text in correlation.QUERIES.items():
         query = parse(text.replace(f"WITHIN {correlation.WINDOW}", "WITHIN 6"))
         assert got[name] == len(reference.reference_matches(query, events)), name
+
+
+def test_chain_brute_force_equals_the_reference():
+    """The bench's numpy count of the comparison chain and its plain pattern (issue #26)
+    against the reference on a small log."""
+    from cer_cli.query.parser import parse
+    from tests import reference
+    from tests.bench import correlation
+
+    df = correlation.next_log(300, seed=3)
+    events = df.to_dicts()
+    got = correlation.chain_brute_counts(df, window=9)
+    for name, text in correlation.CHAIN_QUERIES.items():
+        query = parse(text.replace(f"WITHIN {correlation.NEXT_WINDOW}", "WITHIN 9"))
+        assert got[name] == len(reference.reference_matches(query, events)), name
+        assert got[name] > 0
+
+
+def test_chain_report_gives_the_ratio_per_match():
+    from tests.bench import correlation as c
+
+    figs = [c.Figure("plain", "P", [], 2.0, 1_000_000, 1_000_000, cpu=1.0),
+            c.Figure("comparison chain", "Q", [], 3.0, 500_000, 500_000, cpu=1.0)]
+    text = "\n".join(c.report_chain(figs))
+    assert "| 2.00 | 2.000 | 1.00× | 1.00 | 1.000 | 1.00× |" in text
+    assert "| 3.00 | 6.000 | 3.00× | 1.00 | 2.000 | 2.00× |" in text
