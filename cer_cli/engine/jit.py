@@ -7,8 +7,8 @@ marked functions of those modules over one copy of their globals in which every 
 is compiled, so compiled code calls compiled code while the modules' own names stay plain
 Python (the tests patch them). numba is imported only when a run asks for it: a run switches
 to the compiled functions once it has seen ``JIT_MIN_EVENTS`` events (``kernel_state.
-KernelState``, ``pcea_state.JoinState``), and a log expected to be large starts loading them
-early, beside its read (``warm_up_jit``).
+KernelState``), and a log expected to be large starts loading them early, beside its read
+(``warm_up_jit``).
 """
 
 from __future__ import annotations
