@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from cer_cli.api import compile_query
 from cer_cli.compiler.correlation import partition_plan
 from cer_cli.engine import ordered
+from cer_cli.engine import pcea as P
 from cer_cli.engine.pcea import HashJoinEngine, Node, adopted, depth, heap_nodes, runs, union
 from cer_cli.plan import plan
 from cer_cli.query import ast
@@ -554,7 +555,9 @@ def check_against_reference(query: ast.Query, events: list[dict], one_by_one: bo
     else:
         got = list(engine.run(frame))
     if query.limit is None:
-        reference.assert_same_matches(got, reference.reference_matches(query, events))
+        want = reference.reference_matches(query, events)
+        reference.assert_same_matches(got, want)
+        assert plan(query).executor().count(frame) == len(want)
     else:
         reference.check_limited(got, query, events)
 
@@ -970,3 +973,44 @@ def test_a_comparison_with_an_iterated_step_compares_every_iteration():
               for v in (0, 1, 0)]
     check_against_reference(query, events, False)
     assert len(reference.reference_matches(query, events)) == 1  # {p: 0, q: 1}, not {p: 0, q: 1, 2}
+
+
+def test_count_builds_no_match_and_equals_the_runs(monkeypatch):
+    """``--count`` of a hash join without a time window counts the runs over the DAG
+    (``count_runs``): no match is built, and the count is the brute force's."""
+    rng = random.Random(26)
+    events = [{"type": rng.choice("ABCD"), "val": rng.randrange(10)} for _ in range(400)]
+    query = parse("A AS x ; B AS y ; C AS z FILTER x.val < y.val AND y.val < z.val"
+                  " WITHIN 20 EVENTS")
+    want = len(reference.reference_matches(query, events))
+    assert want > 50
+
+    def no_match(*_):
+        raise AssertionError("a match was built")
+
+    monkeypatch.setattr(P, "Match", no_match)
+    assert plan(query).executor().count(events_frame(events)) == want
+
+
+def test_count_of_exponentially_many_runs_is_exact():
+    """A register over a rising log: every subset of a window is a match (2^100 and more),
+    which no enumeration reaches; counted over the DAG, the count is exact."""
+    n, w = 150, 100
+    events = [{"type": "A", "v": i} for i in range(n)]
+    query = parse(f"(A AS y FILTER y.v > PREV(y).v)+ WITHIN {w} EVENTS")
+    want = sum(2 ** (j - i - 1) if j > i else 1 for i in range(n) for j in range(i, min(n, i + w + 1)))
+    assert plan(query).executor().count(events_frame(events)) == want
+
+
+def test_count_falls_back_to_enumeration_when_too_deep(monkeypatch):
+    """Runs nested deeper than Python recurses are counted by enumerating them."""
+    events = [{"type": rng_t, "val": i % 7} for i, rng_t in enumerate("ABCABCDACBBCAC" * 5)]
+    query = parse("A AS x ; B AS y ; C AS z FILTER x.val < y.val AND y.val < z.val"
+                  " WITHIN 9 EVENTS")
+    want = len(reference.reference_matches(query, events))
+
+    def deep(*_):
+        raise RecursionError
+
+    monkeypatch.setattr(P, "count_runs", deep)
+    assert want > 0 and plan(query).executor().count(events_frame(events)) == want

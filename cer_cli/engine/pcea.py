@@ -265,6 +265,51 @@ def tree_runs(t: TNode, lo) -> Iterator[tuple[Node, ...]]:
             yield from runs(x, lo)
 
 
+def count_runs(h, lo, memo: dict) -> int:
+    """``len(list(adopted(h, lo)))``, counted over the DAG: a heap node's runs are the
+    product of its adopted sets' counts, and a set adopted by several nodes is counted once
+    per ``memo`` (one event: one ``lo``; keyed by identity, the objects outlive it). So
+    ``--count`` does not pay per match, as the CEA's count does not."""
+    got = memo.get(id(h))
+    if got is not None:
+        return got
+    n = 0
+    if type(h) is Bundle:
+        for piece in h.pieces:
+            if piece.ms >= lo:
+                n += count_runs(piece, lo, memo)
+    elif type(h) is TNode:  # as ``tree_runs``
+        stack = [h]
+        while stack:
+            m = stack.pop()
+            c = m.left
+            if c is not None and c.ms >= lo:
+                stack.append(c)
+            c = m.right
+            if c is not None and c.ms >= lo:
+                stack.append(c)
+            if m.node.ms >= lo:
+                n += count_runs(m.node, lo, memo)
+    else:  # as ``runs``
+        stack = [h]
+        while stack:
+            m = stack.pop()
+            c = m.left
+            if c is not None and c.ms >= lo:
+                stack.append(c)
+            c = m.right
+            if c is not None and c.ms >= lo:
+                stack.append(c)
+            k = 1
+            for sub in m.prod:
+                k *= count_runs(sub, lo, memo)
+                if not k:
+                    break
+            n += k
+    memo[id(h)] = n
+    return n
+
+
 def _in_range(h, rel: str, v, lo):
     """The runs of the ordered index ``h`` whose key is ``rel v`` (``engine.ordered.pieces``:
     O(log w) subtrees and payloads), adopted together as one ``Bundle``; None if none."""
@@ -620,7 +665,10 @@ class HashJoinEngine:
         decided per event)."""
         if not self._streams:
             return sum(len(b) for b in self.run_batches(frame))
-        n = sum(1 for group in self._candidates(frame) for _ in group)
+        if not self._timed:  # every run is a match: count them without building them
+            n = sum(self._candidates(frame, self._count_finals))
+        else:
+            n = sum(1 for group in self._candidates(frame) for _ in group)
         self._matches += n
         return n
 
@@ -629,8 +677,9 @@ class HashJoinEngine:
         """Every candidate is a match: no repeat to drop, no LIMIT."""
         return self.pcea.dedupe is None and self.limit is None
 
-    def _candidates(self, frame: pl.DataFrame) -> Iterator[Iterator[Match]]:
-        """Per event of ``frame`` that completes runs, its candidate matches (``_loop``)."""
+    def _candidates(self, frame: pl.DataFrame, emit=None) -> Iterator:
+        """Per event of ``frame`` that completes runs, its candidate matches (``_loop``;
+        ``emit``: what to yield instead, from the same arguments as ``_emit``)."""
         frame = self._prepare(frame)
         if frame.height == 0:
             return iter(())
@@ -639,7 +688,8 @@ class HashJoinEngine:
         times = frame[_WTIME].to_list() if self._timed else None
         keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows() \
             if self.partition_by else None
-        return self._loop(act, right, left, probe, tree_of, positions, times, keys)
+        return self._loop(act, right, left, probe, tree_of, positions, times, keys,
+                          emit or self._emit)
 
     def finish(self) -> Iterator[MatchBatch]:
         """Nothing: every match is reported at the event that ends it."""
@@ -657,12 +707,12 @@ class HashJoinEngine:
             out = self._active[mask] = tuple(s for s in range(len(self.pcea.states)) if mask >> s & 1)
         return out
 
-    def _loop(self, act, right, left, probe, tree_of, positions, times, keys
-              ) -> Iterator[Iterator[Match]]:
+    def _loop(self, act, right, left, probe, tree_of, positions, times, keys, emit
+              ) -> Iterator:
         """Algorithm 1 over the frame's events (``right``/``left``/``probe``/``tree_of``:
         the per-row keys and compared values ``_columns`` computes); per event that
-        completes runs, the iterator of its candidate matches (``_emit``), consumed before
-        the next event."""
+        completes runs, what ``emit`` makes of its new final nodes (``_emit``: the iterator
+        of its candidate matches, consumed before the next event)."""
         bound, by_events, timed = self._bound, self._by_events, self._timed
         windowed = bound is not None
         single = self._partition(None) if keys is None else None
@@ -691,7 +741,7 @@ class HashJoinEngine:
             finals = update(new, carried, r, ft, lo, part.index, fifo if windowed else None,
                             left, tree_of)
             if finals and (not timed or t is not None):
-                yield self._emit(finals, lo, pos, part.key)
+                yield emit(finals, lo, pos, part.key)
 
     def _fire(self, mask: int, r: int, pos: int, t, ft, lo, index: list[dict], right, probe
               ) -> tuple[list[Node], list | None]:
@@ -813,6 +863,17 @@ class HashJoinEngine:
             self._entries -= 1
             if not d and pk is not None and top.get(pk) is d:
                 del top[pk]
+
+    def _count_finals(self, finals: list[Node], lo, pos: int, key) -> int:
+        """How many matches ``_emit`` yields, without building them: the runs ``runs``
+        would walk, counted over the DAG (``count_runs``). Only without a time window:
+        there ``_emit``'s check of the start's time never fails (a run's earliest event is
+        one of its starts, whose window time is its max-start, at least ``lo``)."""
+        memo: dict = {}
+        try:
+            return sum(count_runs(root, lo, memo) for root in finals if root.ms >= lo)
+        except RecursionError:  # runs nested deeper than Python recurses (long iterations)
+            return sum(1 for _ in self._emit(finals, lo, pos, key))
 
     def _emit(self, finals: list[Node], lo, pos: int, key) -> Iterator[Match]:
         """The windowed runs of the new final nodes as candidate matches (projected; a tree's
