@@ -1,8 +1,7 @@
 """The numba loader: which kernel functions compile, how, and when a run uses them.
 
-A kernel is plain Python marked with ``njit``, ``njit_plain`` or ``njit_inline``: the CEA's
-(``engine/kernel.py``) and the hash join's (``engine/pcea_kernel.py`` with the ordered index
-of ``engine/ordered_kernel.py``). ``compiled(*modules)`` imports numba and compiles copies of the
+A kernel is plain Python marked with ``njit``, ``njit_plain`` or ``njit_inline`` (today the
+CEA's, ``engine/kernel.py``). ``compiled(*modules)`` imports numba and compiles copies of the
 marked functions of those modules over one copy of their globals in which every marked name
 is compiled, so compiled code calls compiled code while the modules' own names stay plain
 Python (the tests patch them). numba is imported only when a run asks for it: a run switches
