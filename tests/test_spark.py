@@ -388,6 +388,28 @@ def test_spark_wide_frames_equal_local_wide_frames(spark, query):
     assert got.equals(want.cast(got.schema))
 
 
+@pytest.mark.parametrize("query", [WIDE_QUERIES[1], WIDE_QUERIES[2],
+                                   "SELECT * WHERE SELL AS s OR BUY AS b"])
+def test_spark_struct_shape_nests_each_variable_of_the_wide_shape(spark, query):
+    """``shape="struct"``: the wide rows, a struct column per variable (a list of structs
+    for a variable binding several events, null where the match binds none), so
+    ``F.col("s.price")`` reads what the flat ``s.price`` column holds."""
+    from pyspark.sql import functions as F
+
+    from cer_cli.spark import match
+
+    df = _user_frame(spark, str(ROOT / "samples" / "stocks.csv"))
+    options = {"type_column": "type", "time_column": "ts"}
+    wide = match(df, query, shape="wide", **options)
+    nested = match(df, query, shape="struct", **options)
+    variables = [v for v, _ in wide_variables(compile_query(query).query)]
+    assert nested.columns == [c for c in wide.columns if "." not in c] + variables
+    for c in wide.columns:
+        flat = wide.select(F.col(f"`{c}`")).collect()
+        assert nested.select(F.col(c)).collect() == flat, c
+    assert nested.count() > 0
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_cli_spark_writes_the_wide_shape_as_local_mode(spark, tmp_path, fmt):
     args = ["-e", WIDE_QUERIES[1], str(ROOT / "samples" / "stocks.csv"), "--shape", "wide"]
@@ -511,7 +533,7 @@ def test_spark_match_refuses_unknown_shapes_and_non_frames(spark):
     from cer_cli.spark import match
 
     df = _user_frame(spark, str(ROOT / "samples" / "stocks.csv"))
-    with pytest.raises(ValueError, match="shapes: long, wide"):
+    with pytest.raises(ValueError, match="shapes: long, wide, struct"):
         match(df, "SELECT * WHERE SELL ; BUY", shape="tall")
     with pytest.raises(TypeError):
         match(pl.DataFrame({"type": ["A"]}), "SELECT * WHERE A")
