@@ -541,7 +541,8 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
         f"--spark-conf {key}: not a Spark setting cer knows (Spark ignores unknown keys)", None,
         ("check its spelling; known prefixes are listed in README.md, section Spark",),
         of_query=False) for key in unknown_conf_keys(options["conf"])], None, None, strict)
-    compiled = compile_query(text, spark_schema(logs, **options), filename)
+    compiled = compile_query(text, spark_schema(logs, columns=_read_attributes(text), **options),
+                             filename)
     if not allow_unbounded:
         _refuse_unbounded(compiled)
     # the log's size is Spark's to know: no memory warning
@@ -583,6 +584,18 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     write_matches(matches, lookup, fmt, output, console=_table_console(fmt),
                   partition_names=[g[0] for g in compiled.query.partition_by],
                   shape=shape, variables=_wide_variables(compiled, shape))
+
+
+def _read_attributes(text: str):
+    """The attributes the query reads (``plan.read_attributes``), the only ones whose
+    values Spark's schema pass looks at; None when it does not parse (compiling says why)."""
+    from cer_cli.plan import read_attributes
+    from cer_cli.query.parser import parse
+
+    try:
+        return read_attributes(parse(text))
+    except QueryError:
+        return None
 
 
 def _refuse_unbounded(compiled) -> None:

@@ -177,6 +177,8 @@ def user_errors(debug: bool) -> Iterator[None]:
         if isinstance(e, OutputError) or (type(e).__name__ == "SparkError"
                                           and hasattr(e, "exit_code")):
             console = stderr()
+            if debug and getattr(e, "detail", None):  # what Spark said, Java stack and all
+                print(e.detail, file=sys.stderr)  # type: ignore[attr-defined]
             error_line(console, "error: ", "bold red", e.message)  # type: ignore[attr-defined]
             for hint in e.hints:  # type: ignore[attr-defined]
                 error_line(console, "  hint: ", "cyan", hint)

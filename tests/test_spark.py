@@ -39,7 +39,13 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from cer_cli.io.contract import LogError  # noqa: E402
 from cer_cli.plan.fanout import PARTITION, RANGES, SINGLE  # noqa: E402
-from cer_cli.spark import SparkError, spark_match, spark_session, spark_write  # noqa: E402
+from cer_cli.spark import (  # noqa: E402
+    SparkError,
+    spark_match,
+    spark_session,
+    spark_write,
+)
+from cer_cli.spark.job import spark_count  # noqa: E402
 from tests.builders import run as _cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +115,7 @@ def test_samples_and_example_queries(spark, sample, query):
     assert list(spark_match(compiled, [sample])) == expected
     if compiled.fanout.kind == RANGES:
         assert list(spark_match(compiled, [sample], ranges=5)) == expected
+        assert spark_count(compiled, [sample], ranges=5) == len(expected)
 
 
 def _write_streams(events: list[dict], directory: Path) -> list[str]:
@@ -144,6 +151,8 @@ def test_random_queries_equal_local(spark, tmp_path_factory, query, events, rang
     except QueryError:
         return
     assert list(spark_match(compiled, logs, ranges=ranges)) == expected, text
+    # --count: unnumbered events, shuffled once, counted by each task
+    assert spark_count(compiled, logs, ranges=ranges) == len(expected), text
 
 
 @given(case=outputs.CASES)
@@ -381,6 +390,28 @@ def test_spark_wide_frames_equal_local_wide_frames(spark, query):
     assert got.equals(want.cast(got.schema))
 
 
+@pytest.mark.parametrize("query", [WIDE_QUERIES[1], WIDE_QUERIES[2],
+                                   "SELECT * WHERE SELL AS s OR BUY AS b"])
+def test_spark_struct_shape_nests_each_variable_of_the_wide_shape(spark, query):
+    """``shape="struct"``: the wide rows, a struct column per variable (a list of structs
+    for a variable binding several events, null where the match binds none), so
+    ``F.col("s.price")`` reads what the flat ``s.price`` column holds."""
+    from pyspark.sql import functions as F
+
+    from cer_cli.spark import match
+
+    df = _user_frame(spark, str(ROOT / "samples" / "stocks.csv"))
+    options = {"type_column": "type", "time_column": "ts"}
+    wide = match(df, query, shape="wide", **options)
+    nested = match(df, query, shape="struct", **options)
+    variables = [v for v, _ in wide_variables(compile_query(query).query)]
+    assert nested.columns == [c for c in wide.columns if "." not in c] + variables
+    for c in wide.columns:
+        flat = wide.select(F.col(f"`{c}`")).collect()
+        assert nested.select(F.col(c)).collect() == flat, c
+    assert nested.count() > 0
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_cli_spark_writes_the_wide_shape_as_local_mode(spark, tmp_path, fmt):
     args = ["-e", WIDE_QUERIES[1], str(ROOT / "samples" / "stocks.csv"), "--shape", "wide"]
@@ -542,7 +573,7 @@ def test_spark_match_refuses_unknown_shapes_and_non_frames(spark):
     from cer_cli.spark import match
 
     df = _user_frame(spark, str(ROOT / "samples" / "stocks.csv"))
-    with pytest.raises(ValueError, match="shapes: long, wide"):
+    with pytest.raises(ValueError, match="shapes: long, wide, struct"):
         match(df, "SELECT * WHERE SELL ; BUY", shape="tall")
     with pytest.raises(TypeError):
         match(pl.DataFrame({"type": ["A"]}), "SELECT * WHERE A")
@@ -556,6 +587,70 @@ def test_unreadable_log_is_an_input_error(spark, tmp_path):
     with pytest.raises(SparkError) as info:
         list(spark_match(compiled, [str(tmp_path / "missing.csv")]))
     assert info.value.input_error and info.value.exit_code == 2
+
+
+@pytest.mark.parametrize(("said", "what"), [
+    ("java.lang.OutOfMemoryError: Java heap space", "out of memory"),
+    ("java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.",
+     "Spark stopped"),
+    ("org.apache.spark.SparkException: Job aborted due to stage failure: ExecutorLostFailure"
+     " (executor 1 exited caused by one of the running tasks)", "lost an executor"),
+])
+def test_sparks_own_failures_are_one_line_with_the_setting_that_helps(said, what):
+    """Spark's own failure (not the input's): one line saying what happened, the setting
+    that gives Spark memory as a hint, exit 1; the Java stack only for ``--debug``."""
+    from cer_cli.spark.errors import spark_error
+
+    error = spark_error(RuntimeError(f"An error occurred while calling o42.collect.\n: {said}"
+                                     "\n\tat org.apache.spark.SparkContext.runJob(x.scala:1)"))
+    assert what in error.message and "\n" not in error.message and "at org." not in error.message
+    assert error.exit_code == 1 and not error.input_error
+    assert any("spark.driver.memory=" in h for h in error.hints)
+    assert "at org.apache.spark" in error.detail
+
+
+def test_a_spark_failure_under_the_cli_is_one_line_and_the_stack_is_for_debug(spark, monkeypatch):
+    """A Spark context stopped under a run, as the 10M-event run's driver JVM did: exit 1,
+    no "internal error", no Java stack; ``--debug`` prints the stack."""
+    import cer_cli.spark.job as job
+
+    def stopped(*args, **kwargs):
+        raise RuntimeError("An error occurred while calling o7.collectToPython.\n"
+                           ": java.lang.IllegalStateException: Cannot call methods on a stopped"
+                           " SparkContext.\n\tat org.apache.spark.SparkContext.assertNotStopped")
+
+    monkeypatch.setattr(job, "count_matches", stopped)
+    args = ["match", "-e", "SELECT * WHERE SELL ; BUY", str(ROOT / "samples" / "stocks.csv"),
+            "--spark", "--master", "local[2]", "--count"]
+    result = _cli(*args)
+    assert result.exit_code == 1, result.output
+    assert "internal error" not in result.output and "at org.apache" not in result.output
+    assert "Spark stopped" in result.output and "spark.driver.memory=4g" in result.output
+    assert "at org.apache.spark.SparkContext" in _cli(*args, "--debug").output
+
+
+def test_an_unreadable_text_time_is_refused_before_any_job_as_locally(spark, tmp_path):
+    """A text time column that cannot be read: Spark refuses it up front with the local
+    reader's message (not as a failed task when an action runs), by the CLI and by
+    ``cer_cli.spark.match`` on a DataFrame."""
+    from cer_cli.spark import match
+
+    log = tmp_path / "log.csv"
+    log.write_text("type,time\nA,2024-01-01 10:00:00\nB,2024-01-01 10:00:01\n"
+                   "B,not a time\nB,2024-01-01 10:00:03\n")
+    args = ["match", "-e", "SELECT * WHERE A ; B WITHIN 1 hours", str(log)]
+    local = _cli(*args, "--count")
+    assert local.exit_code == 2 and "data row 2" in local.output, local.output
+    for extra in ([], ["--count"]):
+        on_spark = _cli(*args, *extra, "--spark", "--master", "local[2]")
+        assert on_spark.exit_code == 2, on_spark.output
+        assert on_spark.output.splitlines()[0] == local.output.splitlines()[0]
+        assert "USER_RAISED_EXCEPTION" not in on_spark.output
+    rows = [("A", "2024-01-01 10:00:00"), ("B", "not a time")]
+    with pytest.raises(SparkError, match="data row 1") as e:
+        match(spark.createDataFrame(rows, "type string, time string"),
+              compile_query("SELECT * WHERE A ; B"))  # no action: refused all the same
+    assert e.value.input_error
 
 
 def test_unknown_format_is_an_input_error(spark, tmp_path):

@@ -611,6 +611,16 @@ def unit_bound(unit: str) -> int:
     return (2**63 - 1) // TIME_UNITS[unit]
 
 
+def row_place(path: Any, fmt: str, row: int) -> str:
+    """Where 0-based data row ``row`` of a log is, in a message: line numbers for text
+    formats (a header line in CSV), as both readers name a bad row."""
+    if fmt == "csv":
+        return f"{path}: line {row + 2} (data row {row}, 0-based)"
+    if fmt == "ndjson":
+        return f"{path}: line {row + 1} (data row {row}, 0-based)"
+    return f"{path}: data row {row} (0-based)"
+
+
 def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
              unit: str | None = None) -> LogError:
     """The error for a time value the readers could not read, with the hint that fits it:

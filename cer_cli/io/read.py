@@ -327,12 +327,8 @@ def _parse_datetime(col: pl.Expr, fmt: str | None = None, zoned: bool = False) -
 
 
 def _where(spec: LogSpec, row: int) -> str:
-    """Human location of 0-based data row ``row``: line numbers for text formats."""
-    if spec.format == "csv":
-        return f"{spec.path}: line {row + 2} (data row {row}, 0-based)"
-    if spec.format == "ndjson":
-        return f"{spec.path}: line {row + 1} (data row {row}, 0-based)"
-    return f"{spec.path}: data row {row} (0-based)"
+    """Human location of 0-based data row ``row`` (``contract.row_place``)."""
+    return contract.row_place(spec.path, spec.format, row)
 
 
 # --------------------------------------------------------------------------- schema

@@ -54,6 +54,7 @@ from cer_cli.plan.fanout import Fanout, fanout
 from cer_cli.query import ast
 from cer_cli.query.checks import CheckReport
 from cer_cli.query.errors import QueryError
+from cer_cli.query.scope import attr_refs
 
 if TYPE_CHECKING:  # loaded when used: most runs need neither (start-up time, issue #15)
     from cer_cli.engine.pcea import HashJoinEngine
@@ -61,6 +62,17 @@ if TYPE_CHECKING:  # loaded when used: most runs need neither (start-up time, is
 __all__ = ["Plan", "RewriteResult", "PassResult", "Correlation", "Method", "PredicateMethod",
            "OutputWindow", "plan"]
 
+
+
+def read_attributes(query: ast.Query) -> frozenset[str]:
+    """The log columns evaluating ``query`` reads besides the type, time and stream: the
+    attributes its predicates, PARTITION BY and window name. A reader may leave the other
+    columns unread (Spark's column pruning); an output reads them from the log."""
+    names = {r.attr for r in attr_refs(query)}
+    names.update(a for group in query.partition_by for a in group)
+    if isinstance(query.within, ast.AttributeWindow):
+        names.add(query.within.attr)
+    return frozenset(names)
 
 @dataclass(frozen=True)
 class RewriteResult:
@@ -143,6 +155,12 @@ class Plan:
     @property
     def window(self) -> ast.Window | None:
         return self.query.within
+
+    @property
+    def read_columns(self) -> frozenset[str]:
+        """The log columns a run reads besides type, time and stream (``read_attributes``
+        of the query and of the partitions the equality rewrite added)."""
+        return read_attributes(self.query) | {a for g in self.partition_by for a in g}
 
     @property
     def executor_kind(self) -> str:

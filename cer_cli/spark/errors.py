@@ -19,6 +19,8 @@ class SparkError(Exception):
     message: str
     hints: list[str] = field(default_factory=list)
     input_error: bool = False
+    #: What Spark and py4j said in full (Java stack included): printed with ``--debug``.
+    detail: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -66,10 +68,52 @@ def _meaningful(text: str, default: str) -> str:
     return lines[0]
 
 
+#: Spark's own failures (not the input's, not cer's): the JVM out of memory, a context
+#: stopped under the run (the JVM ended, or was told to), a lost executor or Python worker.
+#: Each with what it says and the setting that helps; checked in this order.
+_SPARK_FAILURES = (
+    (("java.lang.OutOfMemoryError", "Java heap space", "GC overhead limit exceeded"),
+     "Spark ran out of memory (Java heap space)"),
+    (("MemoryError",), "a Spark task ran out of memory"),
+    (("ExecutorLostFailure", "Lost executor", "executor lost"),
+     "Spark lost an executor during the run (out of memory, or killed)"),
+    (("Python worker exited unexpectedly", "Python worker exited", "worker crashed"),
+     "a Python worker of Spark ended during the run (out of memory, or killed)"),
+    (("stopped SparkContext", "SparkContext was shut down", "SparkContext has been shutdown",
+      "SparkContext is stopped", "Answer from Java side is empty", "Py4JNetworkError",
+      "Error while sending or receiving"),
+     "Spark stopped before the run ended (its JVM ended or was stopped: often out of memory)"),
+)
+_STOPPED = _SPARK_FAILURES[-1][1]  # py4j cannot reach the JVM any more: it ended
+#: The settings that give Spark more memory: the driver's JVM (which also runs the tasks
+#: with a local master), the executors', their Python workers'.
+MEMORY_HINTS = [
+    "give Spark more memory: --spark-conf spark.driver.memory=4g (a local master runs the"
+    " tasks in the driver's JVM), on a cluster --spark-conf spark.executor.memory=4g",
+    "rerun with --debug for Spark's own messages",
+]
+
+
+def spark_failure(text: str) -> str | None:
+    """What Spark's own failure in ``text`` (a py4j error, a Java stack) was, in words; None
+    when it is no failure of Spark itself."""
+    return next((said for marks, said in _SPARK_FAILURES if any(m in text for m in marks)),
+                None)
+
+
 def spark_error(e: BaseException, master: str | None = None, what: str = "",
                 writing: bool = False) -> SparkError:
+    """``_spark_error``, keeping py4j's full text for ``--debug``."""
+    error = _spark_error(e, master, what, writing)
+    error.detail = f"{type(e).__name__}: {e}"
+    return error
+
+
+def _spark_error(e: BaseException, master: str | None = None, what: str = "",
+                 writing: bool = False) -> SparkError:
     """A readable ``SparkError`` from whatever Spark or py4j raised: one line, the input's
-    failures (unreadable files, unknown hosts) as input errors. ``writing``: Spark failed
+    failures (unreadable files, unknown hosts) as input errors, Spark's own (``spark_failure``)
+    with the settings that help. ``writing``: Spark failed
     writing the output, whose failure it is (exit 1, "cannot write the output", as for a
     local ``-o``), unless an engine in a task found a mistake in the query."""
     text = str(e)
@@ -81,6 +125,9 @@ def spark_error(e: BaseException, master: str | None = None, what: str = "",
         lines = [ln for ln in text.splitlines() if "QueryError" in ln]
         msg = lines[-1].split("QueryError:", 1)[-1].strip() if lines else first
         return SparkError(f"{what}{msg}", input_error=True)
+    failure = spark_failure(text) or (_STOPPED if isinstance(e, ConnectionError) else None)
+    if failure is not None:  # Spark itself failed: the hint is a setting, not the input
+        return SparkError(f"{what}{failure}", MEMORY_HINTS)
     if writing:
         return SparkError(f"{what}{first}")
     if "Master" in text and ("parse" in text or "URL" in text):

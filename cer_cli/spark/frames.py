@@ -72,18 +72,22 @@ def match(
     texts) and, for a ``ranges`` fan-out, the event count and the time window's reach. ROW is a row's rank in ``df``'s
     partition order, so ``df`` should have a stable order (a file read, or a cached frame).
     Nothing is persisted (there is no end of job at which to release it): cache the result
-    if several actions use it, since each action re-runs the engines. Rows without an event
-    type or a readable time fail the action that computes them. The session should carry
+    if several actions use it, since each action re-runs the engines. A row without an
+    event type or a readable time is refused here with the local reader's message when the
+    time column holds numbers or texts (one aggregation looks); otherwise the action that
+    computes it fails. The session should carry
     ``job.SESSION_DEFAULTS`` (``spark_session()`` sets them: UTC, naive timestamps).
 
     Raises ``LogError`` for a frame the contract refuses, ``QueryError`` for a query
     mistake (options named as keywords, as ``cer_cli.match`` names them), ``SparkError``
     for Spark's own failures. ``shape="wide"``: one row per match, as
-    ``cer_cli.match(..., shape="wide")`` (ordered by match)."""
+    ``cer_cli.match(..., shape="wide")`` (ordered by match), a flat column ``v.attr`` per
+    variable and attribute (back-quote it in Spark expressions); ``shape="struct"``: the same
+    rows, a struct column per variable (``as_structs``), so ``F.col("v.attr")`` works."""
     from pyspark.sql import DataFrame as SparkFrame
 
-    if shape not in ("long", "wide"):
-        raise ValueError(f"unknown shape {shape!r}; shapes: long, wide")
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; shapes: {', '.join(SHAPES)}")
     if open_absence not in ("drop", "report"):
         raise ValueError(f"unknown open_absence {open_absence!r}; choices: drop, report")
     if open_absence == "report":
@@ -109,11 +113,59 @@ def match(
             if e.input_error:  # the contract refused a frame: the error cer_cli.match raises
                 raise LogError(e.message, e.hints) from None
             raise
-    variables = wide_variables(compiled.query) if shape == "wide" else ()
-    return shaped(run, found, ev, output_spec(ev, shape, variables))[0]
+    variables = wide_variables(compiled.query) if shape != "long" else ()
+    frame = shaped(run, found, ev, output_spec(ev, "long" if shape == "long" else "wide",
+                                             variables))[0]
+    return as_structs(frame, variables) if shape == "struct" else frame
 
 
 def _query(query: str | None) -> str:
     if query is None:
         raise TypeError("give the query: match(df, query) or match(query=..., logs=...)")
     return query
+
+
+#: ``match``'s shapes: ``long`` and ``wide`` as locally; ``struct``, the wide shape with a
+#: struct column per variable (Spark's own way to nest).
+SHAPES = ("long", "wide", "struct")
+
+
+def as_structs(wide: DataFrame, variables) -> DataFrame:
+    """The wide shape with each variable's flat ``v.attr`` columns as one column ``v``: a
+    struct of the attributes, or for a variable that binds several events (``many``) a list
+    of such structs, one per event; null where the match binds none. So
+    ``F.col("v.attr")`` reads an attribute without back-quotes (``v.attr`` of a list
+    variable: the list of its events' values). The flat wide shape stays polars' and the
+    files'; this is only a view of it."""
+    from pyspark.sql import functions as F
+
+    def flat(v: str, field: str):
+        return F.col(f"`{v}.{field}`")
+
+    fields = {v: [c[len(v) + 1:] for c in wide.columns if c.startswith(f"{v}.")]
+              for v, _ in variables}
+    nested = {}
+    for v, many in variables:
+        first = fields[v][0]  # position: set whenever the match binds the variable
+        if many:
+            nested[v] = F.transform(flat(v, first), _each_event(v, fields[v]))
+        else:
+            nested[v] = F.when(flat(v, first).isNotNull(),
+                               F.struct(*(flat(v, f).alias(f) for f in fields[v])))
+    out, placed = [], set()  # each variable where its first flat column was
+    for c in wide.columns:
+        v = next((v for v, _ in variables if c.startswith(f"{v}.")), None)
+        if v is None:
+            out.append(F.col(f"`{c}`"))
+        elif v not in placed:
+            placed.add(v)
+            out.append(nested[v].alias(v))
+    return wide.select(*out)
+
+
+def _each_event(v: str, fields: list[str]):
+    """The ``transform`` function of a list variable ``v``: its i-th event as a struct of
+    the i-th values of its flat list columns."""
+    from pyspark.sql import functions as F
+
+    return lambda _, i: F.struct(*(F.col(f"`{v}.{f}`")[i].alias(f) for f in fields))

@@ -17,17 +17,18 @@ pyarrow and numpy). Spark and input failures become ``SparkError`` (``errors``).
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
-from cer_cli.events import Match, Schema
+from cer_cli.events import POS, Match, Schema
 from cer_cli.plan import Plan
+from cer_cli.plan.fanout import RANGES
 from cer_cli.query.errors import QueryError
 from cer_cli.spark.errors import SparkError, spark_error
 from cer_cli.spark.output import WRITE_FORMATS, output_spec, write_directory
-from cer_cli.spark.read import events, logs_schema, open_logs
+from cer_cli.spark.read import event_frame, input_bytes, logs_schema, open_logs, stream_frame
 from cer_cli.spark.run import Run
 from cer_cli.spark.session import spark_session
-from cer_cli.spark.tasks import find_matches
+from cer_cli.spark.tasks import count_matches, find_matches, time_ranges
 
 __all__ = ["SparkError", "spark_count", "spark_match", "spark_schema", "spark_session",
            "spark_write"]
@@ -41,11 +42,25 @@ def spark_schema(
     type_column: str | None = None,
     time_column: str | None = None,
     log_format: str | None = None,
+    columns: Collection[str] | None = None,
 ) -> Schema:
     """The logs' ``Schema`` computed by Spark (for logs the driver cannot read locally),
-    as ``contract.build_schema`` defines it."""
+    as ``contract.build_schema`` defines it; ``columns``: the attributes the query reads
+    (``plan.read_attributes``), the only ones whose values Spark looks at. A row
+    without an event type or a readable time is refused here (``read.check_rows``)."""
     spark = spark_session(master, conf)
-    return logs_schema(open_logs(spark, logs, type_column, log_format, time_column))
+    return logs_schema(open_logs(spark, logs, type_column, log_format, time_column), columns)
+
+
+def _opened(run: Run, logs: list[str], type_column, time_column, log_format) -> list:
+    """The logs opened (``open_logs``), the run's shuffles sized to them."""
+    run.size_shuffles(input_bytes(logs))
+    return open_logs(run.spark, logs, type_column, log_format, time_column)
+
+
+#: Matches per Spark partition when they are streamed back to the driver in order: the
+#: driver holds one partition at a time (``toLocalIterator``).
+STREAM_MATCHES = 100_000
 
 
 def spark_match(
@@ -60,7 +75,8 @@ def spark_match(
     log_format: str | None = None,
 ) -> Iterator[Match]:
     """Every match of ``compiled`` over ``logs``, computed on Spark and streamed back to
-    the driver in local mode's order (end position, then the engine's order).
+    the driver in local mode's order (end position, then the engine's order), at most
+    ``STREAM_MATCHES`` in the driver's memory at a time.
 
     ``ranges`` is the number of tasks (default: Spark's default parallelism); ``fmt``
     forces the logs' format. Raises ``SparkError`` (or ``QueryError`` for a window the
@@ -68,8 +84,11 @@ def spark_match(
     spark = spark_session(master, conf)
     run = Run(spark)
     try:
-        ev = events(run, logs, type_column, time_column, log_format)
-        rows = find_matches(run, compiled, ev, ranges).orderBy("end", "seq").toLocalIterator()
+        ev = event_frame(run, _opened(run, logs, type_column, time_column, log_format))
+        found = find_matches(run, compiled, ev, ranges)
+        parts = max(1, -(-found.count() // STREAM_MATCHES))
+        rows = (found.repartitionByRange(parts, "end", "seq").sortWithinPartitions("end", "seq")
+                .toLocalIterator())
         for r in rows:
             yield Match(
                 r["start"], r["end"],
@@ -95,14 +114,26 @@ def spark_count(
     ranges: int | None = None,
     log_format: str | None = None,
 ) -> int:
-    """The number of matches ``spark_match`` would stream, counted by Spark: without the
-    sort by end position (a sampling job and a shuffle) and the one job per partition
-    that streaming the matches back to the driver takes."""
+    """The number of matches ``spark_match`` would stream, counted by Spark in one job:
+    the logs read once (only the columns the plan reads), shuffled once by the fan-out's
+    key, sorted within each task, counted by each task's engine (``tasks.count_matches``).
+    Nothing numbers the events (no POS, no ROW) unless the plan cuts ranges by position
+    (a window in events, or on an attribute other than the time), or a task's error names
+    a data row (then the count runs again on numbered events, for that message)."""
     spark = spark_session(master, conf)
     run = Run(spark)
     try:
-        ev = events(run, logs, type_column, time_column, log_format)
-        return find_matches(run, compiled, ev, ranges).count()
+        opened = _opened(run, logs, type_column, time_column, log_format)
+        ev = stream_frame(opened, compiled.read_columns)
+        if compiled.fanout.kind == RANGES and not time_ranges(compiled, ev):
+            ev = event_frame(run, opened)
+        try:
+            return count_matches(run, compiled, ev, ranges)
+        except Exception as e:
+            error = e if isinstance(e, SparkError) else spark_error(e)
+            if not error.input_error or POS in ev.frame.columns:
+                raise error from None
+        return count_matches(run, compiled, event_frame(run, opened), ranges)
     except (SparkError, QueryError):
         raise
     except Exception as e:
@@ -139,7 +170,7 @@ def spark_write(
     spark = spark_session(master, conf)
     run = Run(spark)
     try:
-        ev = events(run, logs, type_column, time_column, log_format)
+        ev = event_frame(run, _opened(run, logs, type_column, time_column, log_format))
         found = find_matches(run, compiled, ev, ranges)
         return write_directory(run, found, ev, output_spec(ev, shape, variables), output,
                                output_format, mode)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from pathlib import Path
@@ -88,6 +89,17 @@ def _kind(dtype) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """A log's rows as one aggregation saw them (``_row_facts``): so a run checks its rows
+    and finds its time span without a pass of its own."""
+
+    no_type: bool = False
+    bad_time: bool = False
+    low: int | float | None = None
+    high: int | float | None = None
+
+
 @dataclass
 class _Log:
     """A loaded log and the contract's decision on it (``contract.LogDecision``), which the
@@ -98,6 +110,9 @@ class _Log:
     df: DataFrame
     decision: contract.LogDecision
     time_values: contract.TimeValues | None = None
+    #: What the same aggregation learnt of its rows (``_row_facts``): whether one has no
+    #: event type or no readable time, and the least and greatest TIME (None: not computed).
+    rows: _Rows | None = None
 
     @property
     def by_files(self) -> bool:
@@ -369,14 +384,30 @@ def _time_error(spark, g: _Log) -> SparkError:
     if d.time_kind == "str" and d.time_format is None:
         bad = contract.blame_time((r[0], r[1]) for r in rows) or bad
     value = next(r[1] for r in rows if r[0] == bad)
-    e = contract.bad_time(f"{g.src.path}: data row {bad} (0-based)", d.time_column, value,
+    e = contract.bad_time(contract.row_place(g.src.path, g.src.format, bad), d.time_column, value,
                           d.time_format, d.time_unit)
     return SparkError(e.message, e.hints, input_error=True)
 
 
-def logs_schema(opened: list[_Log]) -> Schema:
+def _type_error(spark, g: _Log) -> SparkError:
+    """The local reader's error for the log's first row without an event type."""
+    from pyspark.sql import functions as F
+
+    numbered = (_with_rows(spark, g.df) if g.by_files
+                else Run(spark, lazy=True).index(g.df, ROW)[0])  # nothing persisted
+    bad = (numbered.filter(column(g.decision.type_column).isNull())
+           .agg(F.min(ROW)).first()[0])
+    return SparkError(f"{contract.row_place(g.src.path, g.src.format, bad)}: no event type in"
+                      f" column {g.decision.type_column!r}", input_error=True)
+
+
+def logs_schema(opened: list[_Log], columns: Collection[str] | None = None) -> Schema:
     """The ``Schema`` of opened logs: one small aggregation (a row per event type), which
-    also learns the logs' ``time_values`` (and so the contract's verdicts on them)."""
+    also learns the logs' ``time_values`` (and so the contract's verdicts on them) and
+    their ``_Rows`` (then ``check_rows``: a bad row is refused before any job runs).
+    ``columns``: the attributes a query reads (``plan.read_attributes``), the only ones
+    whose values are looked at (Parquet reads no other column); the others count as
+    holding values, which only a query reading them could tell."""
     from pyspark.sql import functions as F
 
     decisions = [g.decision for g in opened]
@@ -387,22 +418,71 @@ def logs_schema(opened: list[_Log]) -> Schema:
     try:
         for g in opened:
             usable = contract.attribute_columns(g.decision, kinds)
+            looked = [c for c in usable if columns is None or c in columns]
             flags = [F.max(column(c).isNotNull().cast("int")).alias(f"c{i}")
-                     for i, c in enumerate(usable)]
+                     for i, c in enumerate(looked)]
             etype = F.lit(g.src.name) if g.decision.type_column is None else column(g.decision.type_column)
             # a log of types only has no attribute to flag (agg needs one expression)
-            flags = (flags + _time_facts(g)) or [F.lit(0).alias("none")]
+            flags = (flags + _time_facts(g) + _row_facts(g, False)) or [F.lit(0).alias("none")]
             rows = g.df.groupBy(etype.cast("string").alias(TYPE)).agg(*flags).collect()
-            present.append({r[TYPE]: {c: bool(r[f"c{i}"]) for i, c in enumerate(usable)}
-                            for r in rows})
+            assumed = {c: True for c in usable if c not in looked}
+            present.append({r[TYPE]: {**assumed, **{c: bool(r[f"c{i}"]) for i, c in
+                                                    enumerate(looked)}} for r in rows})
             g.time_values = _time_values(g, rows)
+            g.rows = _rows(g, rows, no_type=any(r[TYPE] is None for r in rows))
     except SparkError:
         raise
     except Exception as e:
         raise spark_error(e) from None
     with input_errors():
         fits = _judge(opened)
-        return contract.build_schema([g.decision for g in opened], present, kinds, tc, fits)
+        schema = contract.build_schema([g.decision for g in opened], present, kinds, tc, fits)
+    check_rows(opened)
+    return schema
+
+
+_NO_TYPE, _BAD_TIME = "__cer_no_type", "__cer_bad_time"
+_TIME_MIN, _TIME_MAX = "__cer_time_min", "__cer_time_max"
+
+
+def _row_facts(g: _Log, typed: bool = True) -> list:
+    """Aggregations for ``_Rows``: whether a row has no readable time (``_time_expr`` is
+    null: the local reader refuses the log at once, so the Spark reader does too instead of
+    failing the job that reaches it), the least and greatest TIME, and (``typed``: not
+    grouped by type, whose null group says it) whether a row has no event type."""
+    from pyspark.sql import functions as F
+
+    d = g.decision
+    facts = []
+    if typed and d.type_column is not None:
+        facts.append(F.max(column(d.type_column).isNull().cast("int")).alias(_NO_TYPE))
+    if d.time_column is not None and d.time_kind in contract.TIME_KINDS:  # else refused
+        t = _time_expr(d)
+        facts += [F.max(t.isNull().cast("int")).alias(_BAD_TIME), F.min(t).alias(_TIME_MIN),
+                  F.max(t).alias(_TIME_MAX)]
+    return facts
+
+
+def _rows(g: _Log, rows, no_type: bool = False) -> _Rows:
+    """The log's ``_Rows`` from rows carrying ``_row_facts`` (per event type, or one)."""
+    facts = [r.asDict() for r in rows]
+    lows = [f[_TIME_MIN] for f in facts if f.get(_TIME_MIN) is not None]
+    highs = [f[_TIME_MAX] for f in facts if f.get(_TIME_MAX) is not None]
+    return _Rows(no_type or any(f.get(_NO_TYPE) for f in facts),
+                 any(f.get(_BAD_TIME) for f in facts),
+                 min(lows, default=None), max(highs, default=None))
+
+
+def check_rows(logs: list[_Log]) -> None:
+    """Refuse logs whose ``_Rows`` say a row has no readable time or no event type, with
+    the local reader's message (the first such row, times first as locally): looked up
+    only then."""
+    for g in logs:
+        if g.rows is not None and g.rows.bad_time:
+            raise _time_error(g.df.sparkSession, g)
+    for g in logs:
+        if g.rows is not None and g.rows.no_type:
+            raise _type_error(g.df.sparkSession, g)
 
 
 _LOW, _HIGH, _ZONED = contract.TIME_LOW, contract.TIME_HIGH, contract.TIME_ZONED
@@ -443,19 +523,23 @@ def _judge(logs: list[_Log]) -> dict[str, str]:
 
 
 def _judge_times(logs: list[_Log]) -> None:
-    """The time values' verdicts for logs whose schema Spark did not compute (``_schema``
-    learns them): one row per log."""
+    """The time values' verdicts and ``_Rows`` for logs whose schema Spark did not compute
+    (``logs_schema`` learns them): one row per log, only for a log whose time column says
+    more than its type (numbers, texts); then ``check_rows``."""
     if all(g.time_values is not None for g in logs):
         return
     try:
         for g in logs:
             if g.time_values is None:
                 facts = _time_facts(g)
-                g.time_values = _time_values(g, [g.df.agg(*facts).first()] if facts else [])
+                row = [g.df.agg(*facts, *_row_facts(g)).first()] if facts else []
+                g.time_values = _time_values(g, row)
+                g.rows = _rows(g, row) if row else None
     except Exception as e:
         raise spark_error(e) from None
     with input_errors():
         _judge(logs)
+    check_rows(logs)
 
 
 def events(run: Run, specs: list[str], type_column, time, log_format) -> Events:
@@ -464,60 +548,118 @@ def events(run: Run, specs: list[str], type_column, time, log_format) -> Events:
     run.size_shuffles(input_bytes(specs))
     return event_frame(run, open_logs(run.spark, specs, type_column, log_format, time))
 
+
 def event_frame(run: Run, logs: list[_Log]) -> Events:
     """The event frame of opened logs (files or a DataFrame): TYPE, STREAM, TIME, ROW
     and the widened columns, numbered by POS in the local reader's order."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     tc = next(iter(contract.time_columns_of([g.decision for g in logs])), None)
     _judge_times(logs)
-    with input_errors():
-        time_kind = contract.event_time_kind([g.decision for g in logs])
-    time_type = _TIME_TYPES[contract.time_storage(time_kind or "int")]
+    if not run.lazy:
+        _ensure_rows(logs)
+    time_type = _time_type(logs)
     frames, columns = [], []
     for g in logs:
-        d = g.decision
         # a DataFrame has no files: ROW is its rank in the frame's partition order
         df = _with_rows(run.spark, g.df) if g.by_files else run.index(g.df, ROW)[0]
-        widened = []
-        ttime = F.lit(None) if d.time_column is None else _time_expr(d)
-        for f in g.df.schema.fields:
-            c = column(f.name)
-            if f.name == d.time_column and d.reads_time_as_datetime:
-                c = _time_value(d, ttime)
-            elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
-                c = c.cast("long")
-            elif isinstance(f.dataType, T.FloatType):
-                c = c.cast("double")
-            if f.name != d.type_column:
-                widened.append(c.alias(f.name))
-                if f.name not in columns:
-                    columns.append(f.name)
-        etype = F.lit(g.src.name) if d.type_column is None else column(d.type_column)
-        frames.append(df.select(
-            *widened,
-            etype.cast("string").alias(TYPE),
-            F.lit(g.src.name).alias(STREAM),
-            ttime.cast(time_type).alias(TIME),
-            F.col(ROW),
-            F.lit(d.index).cast("long").alias(_ARG),
-        ))
+        frames.append(df.select(*_event_columns(g, None, time_type, columns), F.col(ROW)))
+    frame, n = run.rank(_union(frames), POS, F.col(TIME).asc_nulls_first(), _ARG, ROW)
+    if run.lazy:
+        return Events(_fail_on_bad_rows(frame, logs, tc).drop(_ARG), columns, tc, n, logs)
+    return Events(frame.drop(_ARG), columns, tc, n, logs)
+
+
+#: The columns that put the events of ``stream_frame`` in the local reader's order after
+#: TIME and the argument index: a log's file (its path; "" for a log of one file), the
+#: file block a task reads, and the row's id in the task (``monotonically_increasing_id``,
+#: increasing with the row within a block).
+FILE, BLOCK = _FILE, _BLOCK
+ORDER = (TIME, _ARG, FILE, BLOCK, MID)
+
+
+def stream_frame(logs: list[_Log], keep: Collection[str]) -> Events:
+    """The events of opened logs as the engines read them, without numbering them: TYPE,
+    STREAM, TIME, the columns ``keep`` (widened; the others are never read: Parquet's
+    column pruning), and ``ORDER``'s columns, which sort them as the local reader does.
+
+    No pass over the logs: no POS and no ROW (``event_frame``'s sort and block counts), so
+    for a run whose output needs neither (``--count``), or that numbers only what it
+    outputs. The logs' rows are checked first (``check_rows``, by the aggregation that
+    judged their times, or one of its own)."""
+    from pyspark.sql import functions as F
+
+    tc = next(iter(contract.time_columns_of([g.decision for g in logs])), None)
+    _judge_times(logs)
+    _ensure_rows(logs)
+    time_type = _time_type(logs)
+    frames, columns = [], []
+    for g in logs:
+        if not g.by_files:  # a DataFrame: its partition order
+            where = (F.lit(""), F.lit(0).cast("long"))
+        else:  # the path only when it tells files apart
+            path = F.lit("") if len(g.df.inputFiles()) <= 1 else F.col("_metadata.file_path")
+            where = (path, F.col("_metadata.file_block_start"))
+        frames.append(g.df.select(*_event_columns(g, keep, time_type, columns),
+                                  where[0].alias(FILE), where[1].alias(BLOCK),
+                                  F.monotonically_increasing_id().alias(MID)))
+    return Events(_union(frames), columns, tc, None, logs)
+
+
+def _time_type(logs: list[_Log]) -> str:
+    """The Spark type of TIME (``contract.time_storage`` of ``event_time_kind``)."""
+    with input_errors():
+        time_kind = contract.event_time_kind([g.decision for g in logs])
+    return _TIME_TYPES[contract.time_storage(time_kind or "int")]
+
+
+def _event_columns(g: _Log, keep: Collection[str] | None, time_type: str,
+                   columns: list[str]) -> list:
+    """A log's columns in the event frame: its data columns (those in ``keep``, or all)
+    widened as polars reads them, the time column as the decision shows it, then TYPE,
+    STREAM, TIME and the argument index. ``columns`` collects the data columns' names."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    d = g.decision
+    widened = []
+    ttime = F.lit(None) if d.time_column is None else _time_expr(d)
+    for f in g.df.schema.fields:
+        if f.name == d.type_column or (keep is not None and f.name not in keep):
+            continue
+        c = column(f.name)
+        if f.name == d.time_column and d.reads_time_as_datetime:
+            c = _time_value(d, ttime)
+        elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
+            c = c.cast("long")
+        elif isinstance(f.dataType, T.FloatType):
+            c = c.cast("double")
+        widened.append(c.alias(f.name))
+        if f.name not in columns:
+            columns.append(f.name)
+    etype = F.lit(g.src.name) if d.type_column is None else column(d.type_column)
+    return [*widened, etype.cast("string").alias(TYPE), F.lit(g.src.name).alias(STREAM),
+            ttime.cast(time_type).alias(TIME), F.lit(d.index).cast("long").alias(_ARG)]
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
     union = frames[0]
     try:
         for f in frames[1:]:
             union = union.unionByName(f, allowMissingColumns=True)
     except Exception as e:
         raise spark_error(e, what="the logs have incompatible columns: ") from None
-    frame, n = run.rank(union, POS, F.col(TIME).asc_nulls_first(), _ARG, ROW)
-    if run.lazy:
-        return Events(_fail_on_bad_rows(frame, logs, tc).drop(_ARG), columns, tc, n, logs)
-    bad = frame.filter(F.col(TYPE).isNull() | (F.col(TIME).isNull() if tc else F.lit(False)))
-    row = bad.select(_ARG, ROW, F.col(TYPE).isNull().alias("t")).limit(1).collect()
-    if row:
-        g = logs[row[0][0]]
-        if row[0][2]:
-            raise SparkError(f"{g.src.path}: data row {row[0][1]} (0-based): no event type"
-                             f" in column {g.decision.type_column!r}", input_error=True)
-        raise _time_error(run.spark, g)
-    return Events(frame.drop(_ARG), columns, tc, n, logs)
+    return union
+
+
+def _ensure_rows(logs: list[_Log]) -> None:
+    """``_Rows`` for the logs no aggregation has seen yet (a log whose time is datetimes or
+    absent, read without a schema pass): one row per log; then ``check_rows``."""
+    try:
+        for g in logs:
+            if g.rows is None:
+                facts = _row_facts(g)
+                g.rows = _rows(g, [g.df.agg(*facts).first()]) if facts else _Rows()
+    except Exception as e:
+        raise spark_error(e) from None
+    check_rows(logs)

@@ -52,17 +52,29 @@ class Run:
         self.spark.conf.set(key, str(max(parallelism, math.ceil(size / SHUFFLE_BYTES))))
 
     def persist(self, df: DataFrame) -> DataFrame:
+        """``df`` kept for the rest of the run: on disk with a local master, whose tasks
+        run in the driver's JVM (a frame of the log's size kept in its memory crowded out
+        the rest: the 1 GB default heap failed a 10M-event run); in the executors' memory,
+        or disk, on a cluster."""
         if self.lazy:
             return df
-        df = df.persist()
+        from pyspark import StorageLevel
+
+        local = self.spark.sparkContext.master.startswith("local")
+        df = df.persist(StorageLevel.DISK_ONLY if local else StorageLevel.MEMORY_AND_DISK)
         self.cached.append(df)
         return df
 
     def close(self) -> None:
-        for df in self.cached:
-            df.unpersist()
-        for k, v in self.restore.items():
-            self.spark.conf.set(k, v)
+        """Release what the run persisted. Best effort: Spark may have stopped under the
+        run (its failure is what the caller reports, not this)."""
+        try:
+            for df in self.cached:
+                df.unpersist()
+            for k, v in self.restore.items():
+                self.spark.conf.set(k, v)
+        except Exception:
+            pass
 
     def rank(self, df: DataFrame, name: str, *order) -> tuple[DataFrame, int | None]:
         """Number the rows 0.. in ``order``. A lazy run ranks in one window: numbering a

@@ -1,9 +1,16 @@
 """The fan-out: the events of each task, as the plan's ``fanout`` says (see
-``cer_cli.plan.fanout`` for why each one is exact), sorted by POS and streamed, Arrow batch
-by Arrow batch, into a fresh executor of the plan (``mapInArrow``); a task of the
-``ranges`` plan keeps only the matches ending in its own range. Matches carry their end
-position and their rank within the task: the one task that reports a match ending at an
-event reports it in the engine's order, so sorting by (end, rank) gives local mode's order.
+``cer_cli.plan.fanout`` for why each one is exact), sorted in the stream's order and
+streamed, Arrow batch by Arrow batch, into a fresh executor of the plan (``mapInArrow``); a
+task of the ``ranges`` plan keeps only the matches ending in its own range. Matches carry
+their end position and their rank within the task: the one task that reports a match ending
+at an event reports it in the engine's order, so sorting by (end, rank) gives local mode's
+order.
+
+One shuffle, by the fan-out's key (a PARTITION BY key, a range), then a sort within each
+Spark partition. Events numbered by POS (``read.event_frame``) are sorted by it; events that
+are not (``read.stream_frame``, for ``--count``) by ``read.ORDER``, the local reader's order,
+and each task numbers them itself: the engines need positions that grow along the stream,
+not the global ones, which only an output shows.
 """
 
 from __future__ import annotations
@@ -14,12 +21,12 @@ from typing import TYPE_CHECKING
 
 from cer_cli.engine.driver import Driver
 from cer_cli.engine.executor import partition_columns, window_source
-from cer_cli.events import POS, STREAM, as_matches
+from cer_cli.events import POS, ROW, STREAM, TIME
 from cer_cli.io.encoding import partition_json
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
-from cer_cli.spark.read import Events, column
+from cer_cli.spark.read import ORDER, Events, column
 from cer_cli.spark.run import Run
 
 if TYPE_CHECKING:
@@ -35,15 +42,20 @@ MATCH_SCHEMA = (
     "events array<struct<position: long, vars: array<string>>>, partition binary, "
     "partition_json string"
 )
+#: A task's match count, as text: a count without a window may exceed 64 bits.
+COUNT_SCHEMA = "count string"
 
 
-def _task(compiled: Plan):
-    """The ``mapInArrow`` function: batches sorted by (GROUP, POS) -> match rows.
+def _task(compiled: Plan, count: bool = False):
+    """The ``mapInArrow`` function: batches sorted by (GROUP, stream order) -> match rows,
+    or (``count``) one row with the task's match count.
 
     It ships the whole plan and runs ``compiled.executor()`` through the driver
-    (``engine.driver.Driver``), so a task evaluates exactly as local mode does.
-    A fresh pass starts at every new GROUP; a match is kept when it ends at or after the
-    group's first OWN event (events before it are the context of a ``ranges`` task).
+    (``engine.driver.Driver``), so a task evaluates exactly as local mode does. Events
+    without POS are numbered here, in the order they come (their ROW is then unknown: a
+    message naming one is worth a rerun with it, ``job``). A fresh pass starts at every new
+    GROUP; a match is kept when it ends at or after the group's first OWN event (events
+    before it are the context of a ``ranges`` task), and counted when it ends at an OWN one.
     """
     names = [g[0] for g in compiled.query.partition_by]
 
@@ -51,38 +63,63 @@ def _task(compiled: Plan):
         import polars as pl
         import pyarrow as pa
 
-        schema = None
-        group, driver, lo, seq = None, None, None, 0
+        group, driver, lo, seq, total, numbered = None, None, None, 0, 0, 0
         for batch in batches:
             frame = pl.from_arrow(batch)
-            out: list[dict] = []
+            if POS not in frame.columns:
+                frame = frame.with_columns(
+                    pl.int_range(numbered, numbered + frame.height, dtype=pl.Int64).alias(POS),
+                    pl.lit(-1, dtype=pl.Int64).alias(ROW))
+                numbered += frame.height
+            out = []
             for part in frame.partition_by(_GROUP, maintain_order=True):
                 g = part[_GROUP][0]
                 if driver is None or g != group:  # --open-absence report is local only:
                     group, driver, lo = g, Driver(compiled.executor()), None  # no finish
-                own = part.filter(pl.col(_OWN))[POS]
-                if lo is None and own.len():
-                    lo = own[0]
-                events = part.drop(_GROUP, _OWN, _QPOS, strict=False)
-                for m in as_matches(driver.feed(events)):
-                    if lo is not None and m.end >= lo:
-                        out.append({
-                            "end": m.end, "seq": seq, "start": m.start,
-                            "events": [{"position": p, "vars": list(v)} for p, v in m.events],
-                            "partition": None if m.partition is None else pickle.dumps(m.partition),
-                            "partition_json": partition_json(m.partition, names),
-                        })
-                        seq += 1
-            if schema is None:
-                schema = pa.schema([
-                    ("end", pa.int64()), ("seq", pa.int64()), ("start", pa.int64()),
-                    ("events", pa.list_(pa.struct([("position", pa.int64()),
-                                                   ("vars", pa.list_(pa.string()))]))),
-                    ("partition", pa.binary()), ("partition_json", pa.string()),
-                ])
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
+                events = part.drop(_GROUP, _OWN, _QPOS, *ORDER[1:], strict=False)
+                if count:  # the context comes first: its matches are another task's
+                    context = int((~part[_OWN]).sum())
+                    if context:
+                        driver.count(events.head(context))
+                    total += driver.count(events.slice(context))
+                    continue
+                if lo is None and part[_OWN].any():
+                    lo = part.filter(pl.col(_OWN))[POS][0]
+                for found in driver.feed(events):
+                    kept = [] if lo is None else (found.end >= lo).nonzero()[0]
+                    if len(kept):
+                        out.append(_match_rows(found.take(kept), seq, names))
+                        seq += len(kept)
+            if out:
+                yield from out
+        if count:
+            yield pa.RecordBatch.from_pydict({"count": [str(total)]})
 
     return run
+
+
+def _match_rows(found, seq: int, names: list[str]):
+    """A ``MatchBatch`` as ``MATCH_SCHEMA``'s Arrow rows, column-wise: each event's
+    variables and each partition's key (pickled, and as JSON text) built once, then taken."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(found)
+    labels = pa.array([list(v) for v in found.labelsets] or [[]], pa.list_(pa.string()))
+    events = pa.StructArray.from_arrays(
+        [pa.array(np.asarray(found.pos, np.int64)), labels.take(pa.array(found.lab, pa.int64()))],
+        names=["position", "vars"])
+    ids, where = np.unique(np.asarray(found.part, np.int64), return_inverse=True)
+    keys = [found.partitions.get(int(i)) for i in ids]
+    where = pa.array(where.reshape(-1).astype(np.int64))
+    return pa.RecordBatch.from_arrays([
+        pa.array(np.asarray(found.end, np.int64)),
+        pa.array(np.arange(seq, seq + n, dtype=np.int64)),
+        pa.array(np.asarray(found.start, np.int64)),
+        pa.ListArray.from_arrays(pa.array(np.asarray(found.off, np.int32)), events),
+        pa.array([None if k is None else pickle.dumps(k) for k in keys], pa.binary()).take(where),
+        pa.array([partition_json(k, names) for k in keys], pa.string()).take(where),
+    ], names=["end", "seq", "start", "events", "partition", "partition_json"])
 
 
 def _wtime(query: ast.Query, ev: Events):
@@ -93,14 +130,16 @@ def _wtime(query: ast.Query, ev: Events):
 
 
 def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFrame:
-    """The events of every task, partitioned and sorted by (GROUP, POS), with OWN."""
+    """The events of every task, partitioned and sorted by (GROUP, stream order), with OWN."""
     from pyspark.sql import functions as F
 
     q, plan = compiled.query, compiled.fanout
     frame = ev.frame
+    order = [POS] if POS in frame.columns else list(ORDER)
     if q.streams is not None:
         frame = frame.filter(F.col(STREAM).isin(list(q.streams)))
     nparts = ranges or run.spark.sparkContext.defaultParallelism
+    one = {_GROUP: F.lit(0), _OWN: F.lit(True)}
     if plan.kind == PARTITION:
         keys = []
         for i, present in enumerate(partition_columns(plan.partition_by, frame.columns)):
@@ -108,12 +147,12 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
             keys.append(key.alias(f"{_KEY}{i}"))
         names = [f"{_KEY}{i}" for i in range(len(keys))]
         keyed = frame.select("*", *keys).dropna(subset=names)
-        return (keyed.repartition(nparts, *names).drop(*names)
-                .withColumns({_GROUP: F.lit(0), _OWN: F.lit(True)})
-                .sortWithinPartitions(POS))
+        return (keyed.repartition(nparts, *names).drop(*names).withColumns(one)
+                .sortWithinPartitions(*order))
     if plan.kind != RANGES:
-        return (frame.repartition(1).withColumns({_GROUP: F.lit(0), _OWN: F.lit(True)})
-                .sortWithinPartitions(POS))
+        return frame.repartition(1).withColumns(one).sortWithinPartitions(*order)
+    if POS not in frame.columns:
+        return _time_ranges(compiled, ev, frame, nparts)
     if q.streams is not None:
         # eager: ev.frame's partitions are already in POS order
         frame, n = run.rank(frame, _QPOS, POS) if run.lazy else run.index(frame, _QPOS)
@@ -151,7 +190,102 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
             .sortWithinPartitions(_GROUP, POS))
 
 
+def time_ranges(compiled: Plan, ev: Events) -> bool:
+    """Whether a ``ranges`` fan-out can cut ``ev`` (events without POS) by time: its window
+    measures TIME (a duration, or the logs' one time column as an attribute), and the logs'
+    time span is known. Otherwise the ranges are cut by position, which needs POS."""
+    w = compiled.query.within
+    known = all(g.rows is not None and g.rows.low is not None for g in ev.logs)
+    if isinstance(w, ast.DurationWindow):
+        return known and ev.time_column is not None
+    return (isinstance(w, ast.AttributeWindow) and known
+            and ev.time_columns == (w.attr,))
+
+
+def _time_ranges(compiled: Plan, ev: Events, frame: DataFrame, nparts: int) -> DataFrame:
+    """The ``ranges`` fan-out cut by time (``time_ranges``): range k owns the events whose
+    TIME lies in [low + k·width, low + (k+1)·width), and its context is the events of
+    earlier ranges within the window's bound of that start. A match ending in range k
+    starts at most the bound before its end, so its events are all there; equal times
+    share a range. The span comes from the aggregation that checked the logs' rows, so
+    cutting takes no pass; the ranges are as even as the times."""
+    from pyspark.sql import functions as F
+
+    low = min(g.rows.low for g in ev.logs)
+    high = max(g.rows.high for g in ev.logs)
+    _, bound = window_source(compiled.query.within, frame.columns, True)
+    exact = isinstance(low, int) and isinstance(high, int) and float(bound).is_integer()
+    if exact:
+        bound = int(bound)
+    else:  # float times: some room for rounding (a wider context changes no match)
+        bound = float(bound) * (1 + 1e-9) + 1e-9 * max(abs(low), abs(high), 1)
+    span = high - low
+    r = max(1, min(nparts, int(span // bound) if bound > 0 else nparts))
+    if exact:  # integer division: exact on ns since the epoch, which a double is not
+        width = span // r + 1
+
+        def index(x: str):
+            return F.expr(f"({x} - {low}) div {width}").cast("int")
+    else:
+        width = span / r or 1.0
+
+        def index(x: str):
+            return F.floor((F.expr(x) - F.lit(low)) / F.lit(width)).cast("int")
+    t = f"`{TIME}`"
+    first = F.least(index(t), F.lit(r - 1))
+    last = F.least(index(f"{t} + {bound!r}"), F.lit(r - 1))
+    # each range's group id hashes to a Spark partition of its own (no two share a core)
+    label = F.element_at(F.array(*map(F.lit, spread(r))), F.col(_K) + 1)
+    return (frame.withColumn(_FIRST, first)
+            .withColumn(_K, F.explode(F.sequence(F.col(_FIRST), F.greatest(first, last))))
+            .withColumns({_GROUP: label, _OWN: F.col(_FIRST) == F.col(_K)})
+            .drop(_FIRST, _K).repartition(r, _GROUP).sortWithinPartitions(_GROUP, *ORDER))
+
+
+_FIRST, _K = "__cer_first", "__cer_k"  # an event's own range, and each range it is in
+
+
+def spread(r: int) -> list[int]:
+    """``r`` ints that Spark's hash partitioning into ``r`` partitions (Murmur3 with seed
+    42, as ``pmod(hash(x), r)``) sends to ``r`` different partitions: the ranges' ids."""
+    labels, taken, x = [], set(), 0
+    while len(labels) < r:
+        p = _murmur3_int(x) % r
+        if p not in taken:
+            taken.add(p)
+            labels.append((p, x))
+        x += 1
+    return [x for _, x in sorted(labels)]
+
+
+def _murmur3_int(k: int, seed: int = 42) -> int:
+    """Spark's ``Murmur3_x86_32.hashInt`` (``F.hash`` of an int column), signed."""
+    mask = 0xFFFFFFFF
+    k1 = (k & mask) * 0xCC9E2D51 & mask
+    k1 = ((k1 << 15) | (k1 >> 17)) & mask
+    k1 = k1 * 0x1B873593 & mask
+    h1 = (seed & mask) ^ k1
+    h1 = ((h1 << 13) | (h1 >> 19)) & mask
+    h1 = (h1 * 5 + 0xE6546B64) & mask
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & mask
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
 def find_matches(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFrame:
+    """The match rows (``MATCH_SCHEMA``) of the events ``ev`` (numbered by POS)."""
     tasks = _tasks(run, compiled, ev, ranges)
     # Persisted: sorting by end samples its input first, which would run the engines twice.
     return run.persist(tasks.mapInArrow(_task(compiled), MATCH_SCHEMA))
+
+
+def count_matches(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> int:
+    """How many matches the events ``ev`` hold: each task counts its own (the engines count
+    without enumerating where they can), the driver adds the few counts up."""
+    tasks = _tasks(run, compiled, ev, ranges)
+    return sum(int(r[0]) for r in tasks.mapInArrow(_task(compiled, count=True),
+                                                   COUNT_SCHEMA).collect())
