@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test test-slow lint bench demo samples clean
+.PHONY: install test test-spark test-slow lint bench demo samples clean
 
 $(BIN)/cer: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,8 +13,13 @@ $(BIN)/cer: pyproject.toml
 
 install: $(BIN)/cer
 
+# The default run, on every core (pytest-xdist): all but Spark's tests and the long explorations.
 test: install
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
+
+# Spark's tests, one at a time: each starts a JVM that uses every core.
+test-spark: install
+	$(BIN)/pytest -m spark
 
 test-slow: install
 	$(BIN)/pytest -m slow

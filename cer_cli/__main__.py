@@ -33,12 +33,12 @@ def main() -> None:
             signals.check()
             raise
     except signals.Interrupted as e:
-        signals.exit_for(e)
+        signals.exit_for(e, program=True)
         return
     except KeyboardInterrupt:
-        signals.exit_for(signals.Interrupted(signal.SIGINT))
+        signals.exit_for(signals.Interrupted(signal.SIGINT), program=True)
         return
-    cli_main(gc_paused=True)
+    cli_main(gc_paused=True, program=True)
 
 
 if __name__ == "__main__":

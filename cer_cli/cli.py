@@ -907,11 +907,12 @@ def plot_command(
             click.echo(f"{n:,} match{'' if n == 1 else 'es'} plotted to {output}", err=True)
 
 
-def main(gc_paused: bool = False) -> None:
+def main(gc_paused: bool = False, program: bool = False) -> None:
     """Entry point: click's own error handling, except that a signal ends the run with one
     line and 128 + its number: Ctrl-C 130, SIGTERM 143, SIGHUP 129 (cer_cli/signals.py; the
     `cer` script installs it before importing this module, this call covers other callers).
-    ``gc_paused``: the caller turned the garbage collector off for start-up (``_resume_gc``)."""
+    ``gc_paused``: the caller turned the garbage collector off for start-up (``_resume_gc``);
+    ``program``: the caller is the ``cer`` process itself (``signals.exit_for``)."""
     global _GC_PAUSED
     _GC_PAUSED = gc_paused and not gc.isenabled()
     previous = signals.install()
@@ -926,7 +927,7 @@ def main(gc_paused: bool = False) -> None:
             _error_line(_stderr(), "error: ", "bold red", e.message)
             sys.exit(e.exit_code)
         except signals.Interrupted as e:
-            signals.exit_for(e)
+            signals.exit_for(e, program)
         except (KeyboardInterrupt, click.exceptions.Abort):
             click.echo("interrupted", err=True)
             sys.exit(130)

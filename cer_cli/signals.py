@@ -209,20 +209,23 @@ def reclaim() -> None:
             signal.signal(signum, _handler)
 
 
-def exit_for(error: Interrupted) -> None:
-    """Print the signal's one line and exit with its code (never returns). A guarded run
-    (``guard``) ends with ``os._exit`` after the ``atexit`` functions: the interpreter's own
-    exit would run py4j's finalizers, which call the JVM (and may wait for it)."""
-    g = _state["guard"]
-    _leave(error.message, g)
-    if g is not None:
-        import atexit
+def exit_for(error: Interrupted, program: bool = False) -> None:
+    """Print the signal's one line and exit with its code (never returns). The ``cer``
+    program (``program``) and a guarded run (``guard``) end with ``os._exit`` after the
+    ``atexit`` functions (the ``finally`` blocks ran while the stack unwound): the
+    interpreter's own exit would run finalizers that a signal may have caught half-way —
+    py4j's call the JVM (and may wait for it), and LLVM's, after a signal that landed while
+    numba loaded a compiled function, crashed the process (SIGSEGV instead of 130). An
+    in-process caller gets ``SystemExit``."""
+    import atexit
 
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # a closed pipe, a full disk: the signal's exit code stands
-                pass
-        os._exit(error.exit_code)
-    sys.exit(error.exit_code)
+    _leave(error.message, _state["guard"])
+    if _state["guard"] is None and not program:
+        sys.exit(error.exit_code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe, a full disk: the signal's exit code stands
+            pass
+    os._exit(error.exit_code)
