@@ -479,8 +479,9 @@ def event_errors(d: Path) -> dict[str, tuple[list[str], dict]]:
 CONF = {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def spark():
+    """The active ``local[2]`` session (started again if a test stopped it)."""
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Spark needs Java")

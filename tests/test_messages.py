@@ -197,7 +197,7 @@ def test_spark_prints_the_checks_warnings_and_strict_ends_the_run():
     """``--spark`` printed none of the check's warnings; now as locally, and ``--strict``
     ends the run (exit 2) before Spark runs the query."""
     pytest.importorskip("pyspark")
-    args = ["match", "--spark", "--master", "local[1]", "-e", "Q AS x", FIG1, "--count"]
+    args = ["match", "--spark", "--master", "local[2]", "-e", "Q AS x", FIG1, "--count"]
     lax = _cer({}, *args)
     assert lax.returncode == 0 and lax.stdout.strip() == "0", lax.stderr
     assert "<expr>:1:1: warning: the log has no event type 'Q'" in lax.stderr

@@ -166,6 +166,6 @@ def test_spark_prints_the_same_wide_shape_as_local_mode():
     query, sample = ROOT / "queries/phi3.cel", ROOT / "samples/fig1.csv"
     args = ["match", str(query), str(sample), "--shape", "wide", "--format", "jsonl"]
     local = run(*args)
-    spark = run(*args, "--spark", "--master", "local[1]")
+    spark = run(*args, "--spark", "--master", "local[2]")
     assert spark.exit_code == 0, spark.output
     assert spark.stdout.splitlines() == local.stdout.splitlines()

@@ -54,8 +54,10 @@ QUERIES = sorted(glob.glob(str(ROOT / "queries" / "*.cel")))
 CONF = {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def spark():
+    """The shared ``local[2]`` session: ``spark_session`` returns the active one, or starts
+    it again when a test ran the CLI on another master (which stops the active session)."""
     return spark_session("local[2]", CONF)
 
 
@@ -564,7 +566,7 @@ def test_cli_spark_count_by_equals_local_mode():
     args = ["match", str(ROOT / "queries/flights_delayed_thrice.cel"),
             str(ROOT / "samples/flights.parquet"), "--count", "--by", "tailnum", "--by",
             "d1.carrier", "--format", "csv"]
-    local, spark = run(*args), run(*args, "--spark", "--master", "local[1]")
+    local, spark = run(*args), run(*args, "--spark", "--master", "local[2]")
     assert local.exit_code == spark.exit_code == 0, spark.output
     assert spark.stdout == local.stdout and len(local.stdout.splitlines()) > 10
 
