@@ -83,7 +83,7 @@ def parse_and_check(
         if logs:
             from cer_cli.io.read import read_schema
 
-            schema = read_schema(list(logs), type_column=type_column, time_column=times)
+            schema = read_schema(list(logs), type_column=type_column, times=times)
         report = check_query(query, schema)
     except QueryError as e:
         raise e.with_source(text, filename) from None
@@ -297,7 +297,7 @@ def _compile(text, filename, logs, type_column, times, batch_size=None, warm_up=
     log = None
     if logs:
         log = read_events(
-            list(logs), type_column=type_column, time_column=times, batch_size=batch_size
+            list(logs), type_column=type_column, times=times, batch_size=batch_size
         )
     compiled = compile_query(text, schema=None if log is None else log.schema, filename=filename)
     return compiled, log
@@ -447,7 +447,7 @@ def match_command(
                 "master": master,
                 "conf": _spark_conf(spark_conf),
                 "type_column": type_column,
-                "time_column": times,
+                "times": times,
             }
             _run_spark(text, filename, list(logs), spark_options, ranges, fmt, output, limit,
                        count, allow_unbounded, shape=shape, strict=strict, by=by)
@@ -569,7 +569,7 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
         lookup = None
         if not by_partition(keys):
             log = read_events(logs, type_column=options["type_column"],
-                              time_column=options["time_column"])
+                              times=options["times"])
             lookup = EventLookup.for_log(log)
             lookup.add(log.frame())
         write_counts(ordered(count_values(matches, lookup, keys)), keys, fmt,
@@ -578,7 +578,7 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     if count:
         click.echo(sum(1 for _ in matches))
         return
-    log = read_events(logs, type_column=options["type_column"], time_column=options["time_column"])
+    log = read_events(logs, type_column=options["type_column"], times=options["times"])
     lookup = EventLookup.for_log(log)
     lookup.add(log.frame())
     write_matches(matches, lookup, fmt, output, console=_table_console(fmt),

@@ -75,7 +75,7 @@ READ_ALL = """
 import sys
 from cer_cli.cli import BATCH_ROWS
 from cer_cli.io.read import read_events
-log = read_events([sys.argv[1]], time_column="t", batch_size=BATCH_ROWS)
+log = read_events([sys.argv[1]], times="t", batch_size=BATCH_ROWS)
 assert log.sorted_input and sum(f.height for f in log.batches()) == log.n_events
 """
 
@@ -105,16 +105,16 @@ def test_time_check_carries_order_and_rows_across_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(read_module, "_TIME_CHUNK_ROWS", 2)
     ordered = tmp_path / "o.parquet"
     pl.DataFrame({"type": ["A"] * 6, "t": [1, 2, 3, 4, 5, 6]}).write_parquet(ordered)
-    log = read_events([str(ordered)], time_column="t", batch_size=4)
+    log = read_events([str(ordered)], times="t", batch_size=4)
     assert log.sorted_input and log.n_events == 6
     back = tmp_path / "b.parquet"  # 2 < 3 across the boundary of chunks [1, 3] and [2, 4]
     pl.DataFrame({"type": ["A"] * 6, "t": [1, 3, 2, 4, 5, 6]}).write_parquet(back)
-    log = read_events([str(back)], time_column="t", batch_size=4)
+    log = read_events([str(back)], times="t", batch_size=4)
     assert not log.sorted_input and log.frame()["t"].to_list() == [1, 2, 3, 4, 5, 6]
     hole = tmp_path / "h.parquet"
     pl.DataFrame({"type": ["A"] * 6, "t": [1, 2, 3, 4, None, 6]}).write_parquet(hole)
     with pytest.raises(LogError, match="data row 4 "):
-        read_events([str(hole)], time_column="t", batch_size=4)
+        read_events([str(hole)], times="t", batch_size=4)
 
 
 # --------------------------------------------------------------------------- writers

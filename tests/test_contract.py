@@ -405,23 +405,23 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
     logs["unusual names"] = ([w("names.csv", "type,a b,a.b,x-y,température,TS\nA,1,2,3,4,5\nB,1,,3,4,6\n")], {})
     logs["int type values"] = ([w("it.csv", "type,v,ts\n1,1,1\n2,2,2\n")], {})
     logs["json array"] = ([w("arr.json", '[{"type":"A","v":1,"ts":1},{"type":"B","v":2.5,"ts":2}]')], {})
-    logs["explicit columns"] = ([w("k.csv", "kind,at,v\nA,5,1\nB,6,2\n")], {"type_column": "kind", "time_column": "at"})
+    logs["explicit columns"] = ([w("k.csv", "kind,at,v\nA,5,1\nB,6,2\n")], {"type_column": "kind", "times": "at"})
     a = w("la.csv", "type,id,ts,x\nA,1,1,1\nB,2,2,2\n")
     b = w("lb.csv", "type,ts,y,x\nC,1,a,1.5\nA,3,b,\n")
     c = w("lc.csv", "ts,z\n2,true\n")
     logs["several logs"] = ([f"L1={a}", f"L2={b}", f"L3={c}"], {})
     # issue #13: units, formats, per-log columns, a trailing blank line
     logs["time unit s"] = ([w("e.csv", "type,time\nA,1700000000\nB,1700000100\n")],
-                           {"time_column": TimeOptions(unit=("s",))})
+                           {"times": TimeOptions(unit=("s",))})
     logs["time unit ms, floats"] = ([w("fm.csv", "type,ts\nA,1.5\nB,2.25\n")],
-                                    {"time_column": TimeOptions(unit=("fm=ms",))})
+                                    {"times": TimeOptions(unit=("fm=ms",))})
     logs["time format"] = ([w("dm.csv", "type,time\nA,01/02/2024\nB,03/02/2024\n")],
-                           {"time_column": TimeOptions(format=("%d/%m/%Y",))})
+                           {"times": TimeOptions(format=("%d/%m/%Y",))})
     clicks = w("clicks.csv", "event_type,time\nClick,2024-01-01T00:00:00\nView,2024-01-01T00:00:30\n")
     orders = w("orders.csv", "id,at\n1,2024-01-01T00:00:10\n")
     logs["per-log columns"] = ([clicks, f"Order={orders}"],
                                {"type_column": ("event_type",),
-                                "time_column": TimeOptions(column=("Order=at",))})
+                                "times": TimeOptions(column=("Order=at",))})
     logs["trailing blank line"] = ([w("blank.csv", "type,ts\nA,1\nB,2\n\n")], {})
     # issue #24: offsets make a column of instants (Spark types the first as TIMESTAMP, the
     # second as strings); epoch numbers without a unit are named by the unit that fits them
@@ -437,7 +437,7 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
                                        w("hollow.csv", "type,ts,v,u\n")], {})
     logs["time format of one log"] = ([w("fa.csv", "type,ts\nA,01/02/2024 10:00\n"),
                                        w("fb.csv", "type,ts\nB,2024-01-02T11:00\n")],
-                                      {"time_column": TimeOptions(format=("fa=%d/%m/%Y %H:%M",))})
+                                      {"times": TimeOptions(format=("fa=%d/%m/%Y %H:%M",))})
     return logs
 
 
@@ -447,13 +447,13 @@ def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
     ok = w("ok.csv", "type,v,ts\nA,1,1\n")
     return {
         "missing type column": ([ok], {"type_column": "kind"}),
-        "missing time column": ([ok], {"time_column": "at"}),
+        "missing time column": ([ok], {"times": "at"}),
         "detected time missing": ([ok, w("nots.csv", "type,v\nA,1\n")], {}),
         "reserved name": ([w("res.csv", "type,__cer_x\nA,1\n")], {}),
         "unknown extension": ([w("log.txt", "type\nA\n")], {}),
         "unknown format": ([ok], {"log_format": "xml"}),
         "time unit ms on epoch seconds": ([w("es.csv", "type,time\nA,1700000000\nB,1700000100.5\n")],
-                                          {"time_column": TimeOptions(unit=("ms",))}),
+                                          {"times": TimeOptions(unit=("ms",))}),
         "bool and datetime": ([w("bo.csv", "type,v,ts\nA,true,1\n"),
                                w("bd.csv", "type,v,ts\nA,2024-01-01T00:00:00,2\n")], {}),
     }
@@ -464,12 +464,12 @@ def event_errors(d: Path) -> dict[str, tuple[list[str], dict]]:
     w = lambda name, text: _write(d / name, text)  # noqa: E731
     return {
         "mixed time kinds": ([w("ti.csv", "type,ts\nA,1\n"), w("td.csv", "type,ts\nA,2024-01-01T00:00:00\n")], {}),
-        "bool time": ([w("bt.csv", "type,v\nA,true\n")], {"time_column": "v"}),
+        "bool time": ([w("bt.csv", "type,v\nA,true\n")], {"times": "v"}),
         "ambiguous date": ([w("am.csv", "type,time\nA,01/02/2024\n")], {}),
         "mixed time texts": ([w("mx.csv", "type,time\nA,0\nB,soon\n")], {}),
         "nan time": ([w("nt.csv", "type,ts\nA,1.5\nB,nan\n")], {}),
         "unit out of range": ([w("big.csv", "type,ts\nA,1\nB,10000000000\n")],
-                              {"time_column": TimeOptions(unit=("s",))}),
+                              {"times": TimeOptions(unit=("s",))}),
     }
 
 
@@ -497,7 +497,7 @@ def _spark_events(spark, logs: list[str], options: dict, *columns: str) -> pl.Da
 
     run = Run(spark)
     try:
-        ev = events(run, logs, options.get("type_column"), options.get("time_column"),
+        ev = events(run, logs, options.get("type_column"), options.get("times"),
                     options.get("log_format"))
         picked = ev.frame.select(POS, TYPE, STREAM, ROW, TIME, *(f"`{c}`" for c in columns))
         return pl.from_arrow(picked.toArrow()).sort(POS)

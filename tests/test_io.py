@@ -130,7 +130,7 @@ def test_explicit_type_column(tmp_path: Path) -> None:
 
 def test_missing_explicit_time_column_names_columns(sensors: str) -> None:
     with pytest.raises(LogError) as e:
-        read_schema([sensors], time_column="ts")
+        read_schema([sensors], times="ts")
     assert "'ts'" in e.value.message and "type, id, tmp, hum" in e.value.hints[0]
 
 
@@ -265,11 +265,11 @@ def test_batched_merge_equals_full_sort(tmp_path_factory, times, batch_size) -> 
         ).write_parquet(path)
         specs.append(str(path))
     cols = [TIME, STREAM, ROW, POS]
-    full = read_events(specs, time_column="t").frame().select(cols)
+    full = read_events(specs, times="t").frame().select(cols)
     batched = pl.concat(
         [
             f.select(cols)
-            for f in read_events(specs, time_column="t", batch_size=batch_size).batches()
+            for f in read_events(specs, times="t", batch_size=batch_size).batches()
         ]
         or [full.clear()]
     )
@@ -422,5 +422,5 @@ def test_a_time_format_named_for_one_of_several_logs(tmp_path: Path) -> None:
 
     fa = _csv(tmp_path / "fa.csv", "type,ts\nA,01/02/2024 10:00\n")
     fb = _csv(tmp_path / "fb.csv", "type,ts\nB,2024-01-02T11:00\n")
-    log = read_events([fa, fb], time_column=TimeOptions(format=("fa=%d/%m/%Y %H:%M",)))
+    log = read_events([fa, fb], times=TimeOptions(format=("fa=%d/%m/%Y %H:%M",)))
     assert log.frame()["ts"].to_list() == [dt.datetime(2024, 1, 2, 11), dt.datetime(2024, 2, 1, 10)]

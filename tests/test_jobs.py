@@ -66,7 +66,7 @@ def check_pool_equals_one_core(query, events, directory: Path, batch: int) -> No
     same matches in the same order, and the same count, as one driver over the stream."""
     logs = _logs(events, directory)
     text = to_text(query)
-    log = read_events(logs, time_column=outputs.TIME_OPTIONS, batch_size=batch)
+    log = read_events(logs, times=outputs.TIME_OPTIONS, batch_size=batch)
     try:
         compiled = compile_query(text, schema=log.schema)
     except QueryError:

@@ -80,7 +80,7 @@ def compiled_case(query: ast.Query, logs: list[str]) -> tuple[str, Plan, list[Ma
     """The query's text, its plan against the logs and the engine's own matches; None when
     the query is refused (then the CLI must refuse it too)."""
     text = to_text(query)
-    log = read_events(logs, time_column=TIME_OPTIONS)
+    log = read_events(logs, times=TIME_OPTIONS)
     try:
         compiled = compile_query(text, schema=log.schema)
         return text, compiled, list(compiled.run(log.batches()))

@@ -85,15 +85,15 @@ def test_a_unit_that_puts_the_times_in_1970_is_refused_naming_the_one_that_fits(
 
 
 def test_time_unit_values_and_explain(tmp_path: Path, epoch: str) -> None:
-    frame = read_events([epoch], time_column=TimeOptions(unit=("s",))).frame()
+    frame = read_events([epoch], times=TimeOptions(unit=("s",))).frame()
     assert frame[TIME].to_list() == [1_700_000_000 * S, 1_700_000_100 * S]
     assert frame["time"][0] == dt.datetime(2023, 11, 14, 22, 13, 20)  # shown as the instant
     floats = write(tmp_path / "f.csv", "type,ts\nA,1.5\nB,2.25\n")
-    got = read_events([floats], time_column=TimeOptions(unit=("s",))).frame()[TIME].to_list()
+    got = read_events([floats], times=TimeOptions(unit=("s",))).frame()[TIME].to_list()
     assert got == [1_500_000_000, 2_250_000_000]
     huge = write(tmp_path / "h.csv", "type,ts\nA,1\nB,10000000000\n")  # 1e10 s > int64 ns
     with pytest.raises(LogError, match="line 3 .*out of range for --time-unit s"):
-        read_events([huge], time_column=TimeOptions(unit=("s",)))
+        read_events([huge], times=TimeOptions(unit=("s",)))
     r = run("explain", "-e", "A ; B WITHIN 2 minutes", epoch, "--time-unit", "s")
     assert r.exit_code == 0, r.output
     assert "time: e: time (numbers, s since the epoch)" in r.stdout
@@ -194,9 +194,9 @@ def test_ambiguous_dates_need_a_time_format(tmp_path: Path) -> None:
     assert r.exit_code == 2  # was read as 1 February without notice
     assert "'01/02/2024'" in r.output and "no clear day/month order" in r.output
     assert "--time-format" in r.output
-    day_first = read_events([log], time_column=TimeOptions(format=("%d/%m/%Y",))).frame()
+    day_first = read_events([log], times=TimeOptions(format=("%d/%m/%Y",))).frame()
     assert day_first["time"].to_list() == [dt.datetime(2024, 2, 1), dt.datetime(2024, 2, 3)]
-    month_first = read_events([log], time_column=TimeOptions(format=("d=%m/%d/%Y",))).frame()
+    month_first = read_events([log], times=TimeOptions(format=("d=%m/%d/%Y",))).frame()
     assert month_first["time"].to_list() == [dt.datetime(2024, 1, 2), dt.datetime(2024, 3, 2)]
     r = run("match", "-e", "A ; B WITHIN 1 days", log, "--time-format", "%d/%m/%Y", "--count")
     assert r.stdout == "0\n"  # 1 and 3 February: two days apart

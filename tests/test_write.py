@@ -316,7 +316,7 @@ def _tricky_lookup(tmp_path: Path) -> EventLookup:
         dec=pl.Series([1.25, None, -3.5, 0.0]).cast(pl.Decimal(10, 2)),
     )
     frame.write_parquet(tmp_path / "tricky.parquet")
-    log = read_events([str(tmp_path / "tricky.parquet")], time_column="ts")
+    log = read_events([str(tmp_path / "tricky.parquet")], times="ts")
     lk = EventLookup.for_log(log)
     list(lk.tap(log.batches()))
     return lk
@@ -389,7 +389,7 @@ def test_match_times_are_each_events_own_time(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("type,ts,v\nA,2024-01-01T10:00:00,1\n")
     (tmp_path / "b.csv").write_text("type,when,w\nB,2024-01-01T10:05:00.5,2\n")
     log = read_events([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")],
-                      time_column=TimeOptions(column=("a=ts", "b=when")))
+                      times=TimeOptions(column=("a=ts", "b=when")))
     lk = EventLookup.for_log(log)
     list(lk.tap(log.batches()))
     matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))))]
@@ -419,7 +419,7 @@ def test_jsonl_writes_decimals_with_their_exact_digits(tmp_path: Path) -> None:
     frame = pl.DataFrame({"type": ["A", "B"], "ts": [1, 2],
                           "d": pl.Series([long, Decimal("0.000000100")], dtype=pl.Decimal(38, 18))})
     frame.write_parquet(tmp_path / "d.parquet")
-    log = read_events([str(tmp_path / "d.parquet")], time_column="ts")
+    log = read_events([str(tmp_path / "d.parquet")], times="ts")
     lk = EventLookup.for_log(log)
     list(lk.tap(log.batches()))
     matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))), partition=(long,))]
@@ -448,7 +448,7 @@ def test_csv_writes_durations_as_jsonl_does_and_names_what_it_refuses(tmp_path: 
 
     frame = pl.DataFrame({"type": ["A", "B"], "ts": [1, 2],
                           "dur": [dt.timedelta(seconds=1.5), None]})
-    log = read_frame(frame, "s", time_column="ts")
+    log = read_frame(frame, "s", times="ts")
     lk = EventLookup.for_log(log)
     list(lk.tap(log.batches()))
     matches = [Match(0, 1, ((0, ("A",)), (1, ("B",))))]
@@ -462,7 +462,7 @@ def test_csv_writes_durations_as_jsonl_does_and_names_what_it_refuses(tmp_path: 
     write_matches(matches, lk, "jsonl", stdout=jsonl)
     assert json.loads(jsonl.getvalue())["events"][0]["attrs"]["dur"] == 1.5
     objects = read_frame(frame.with_columns(o=pl.Series([object(), None], dtype=pl.Object)), "s",
-                         time_column="ts")
+                         times="ts")
     lk = EventLookup.for_log(objects)
     list(lk.tap(objects.batches()))
     with pytest.raises(LogError, match="column 'o' holds Python objects, which the CSV output"):

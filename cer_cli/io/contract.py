@@ -457,7 +457,7 @@ def api_options(type_column: Any = None, time_column: Any = None, time_unit: Any
 
 
 def time_options(given: str | Sequence[str] | TimeOptions | None) -> TimeOptions:
-    """A reader's ``time_column`` argument (None, a name, names, or ``TimeOptions``)."""
+    """A reader's ``times`` argument (None, a name, names, or ``TimeOptions``)."""
     if isinstance(given, TimeOptions):
         return given
     if given is None:

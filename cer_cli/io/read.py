@@ -266,15 +266,15 @@ def _interpret(spec: LogSpec, lf: pl.LazyFrame, d: contract.LogDecision) -> _Log
     return _Log(spec, lf, d)
 
 
-def _open(specs: list[str], type_column, time, log_format=None) -> list[_Log]:
+def _open(specs: list[str], type_column, times, log_format=None) -> list[_Log]:
     """Scan the logs and have the contract decide how each is read (``contract.decide``);
-    ``time``: ``--time-column`` & co. (``contract.time_options``)."""
+    ``times``: ``--time-column`` & co. (``contract.time_options``)."""
     if not specs:
         raise LogError("no event log given")
     resolved = [s if isinstance(s, LogSpec) else parse_log_spec(s, log_format) for s in specs]
     scans = [_scan(s) for s in resolved]
     seen = [_seen(i, s, lf) for i, (s, lf) in enumerate(zip(resolved, scans, strict=True))]
-    decided = contract.decide(seen, type_column, time)
+    decided = contract.decide(seen, type_column, times)
     return [_interpret(s, lf, d) for s, lf, d in zip(resolved, scans, decided, strict=True)]
 
 
@@ -337,7 +337,7 @@ def _where(spec: LogSpec, row: int) -> str:
 def read_schema(
     specs: list[str],
     type_column: str | None = None,
-    time_column: str | None = None,
+    times: str | contract.TimeOptions | None = None,
     log_format: str | None = None,
 ) -> Schema:
     """The schema of the logs, from column types and one grouped pass (nothing materialised).
@@ -346,9 +346,11 @@ def read_schema(
     the stream name as the event type; an explicit name must exist in every log. An event
     type's attributes are its log's columns (``contract.build_schema``); the grouped pass
     finds those null for every event of a type (``Schema.empty``). Columns predicates
-    cannot use (lists, structs, ...) are ``Schema.refused``.
+    cannot use (lists, structs, ...) are ``Schema.refused``. ``times``: the logs' time
+    columns, units and formats (``--time-column`` & co.), a column name or
+    ``contract.TimeOptions`` (``contract.time_options``); ``None`` detects each log's.
     """
-    return _schema(_open(specs, type_column, time_column, log_format))
+    return _schema(_open(specs, type_column, times, log_format))
 
 
 def _schema(logs: list[_Log]) -> Schema:
@@ -490,7 +492,7 @@ class EventLog:
 def read_events(
     specs: list[str],
     type_column: str | None = None,
-    time_column: str | None = None,
+    times: str | contract.TimeOptions | None = None,
     batch_size: int | None = None,
     log_format: str | None = None,
 ) -> EventLog:
@@ -498,11 +500,12 @@ def read_events(
 
     First validates every time value (one streaming pass per log): a missing or unparsable
     time raises ``LogError`` naming the file and the row. With ``batch_size`` and ordered
-    input, ``batches()`` streams; otherwise it yields one stably sorted frame.
+    input, ``batches()`` streams; otherwise it yields one stably sorted frame. ``times``:
+    the logs' time columns, units and formats, as for ``read_schema``.
     """
     if batch_size is not None and batch_size < 1:
         raise LogError(f"batch size must be positive, got {batch_size}")
-    logs = _open(specs, type_column, time_column, log_format)
+    logs = _open(specs, type_column, times, log_format)
     if batch_size is not None and _loaded_bytes(logs) <= READ_ONCE_BYTES:
         _unified_dtypes(logs)  # incompatible columns are reported before any value
         logs = [_materialised(g) for g in logs]
@@ -588,25 +591,25 @@ def read_frame(
     frame: pl.DataFrame | pl.LazyFrame,
     name: str = "events",
     type_column: str | None = None,
-    time_column: str | contract.TimeOptions | None = None,
+    times: str | contract.TimeOptions | None = None,
 ) -> EventLog:
     """An in-memory polars frame as one log named ``name``, read by the same contract as a
     file (type and time columns, time parsing, ordering), so that a frame gives the events
-    ``read_events`` gives for the file it was read from."""
-    return read_frames({name: frame}, type_column, time_column)
+    ``read_events`` gives for the file it was read from (``times``: as for ``read_events``)."""
+    return read_frames({name: frame}, type_column, times)
 
 
 def read_frames(
     frames: dict[str, pl.DataFrame | pl.LazyFrame],
     type_column: str | Sequence[str] | None = None,
-    time_column: str | contract.TimeOptions | None = None,
+    times: str | contract.TimeOptions | None = None,
 ) -> EventLog:
     """In-memory polars frames as logs named by their keys, merged as ``read_events``
     merges files given in that order (``NAME=path`` each); a log is named ``<NAME>`` in
-    messages."""
+    messages (``times``: as for ``read_events``)."""
     specs = [LogSpec(name, Path(f"<{name}>"), "frame", frame.lazy())
              for name, frame in frames.items()]
-    return read_events(specs, type_column, time_column)  # type: ignore[arg-type]
+    return read_events(specs, type_column, times)  # type: ignore[arg-type]
 
 
 def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:

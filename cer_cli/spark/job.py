@@ -20,6 +20,7 @@ import pickle
 from collections.abc import Collection, Iterator
 
 from cer_cli.events import POS, Match, Schema
+from cer_cli.io import contract
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import RANGES
 from cer_cli.query.errors import QueryError
@@ -40,22 +41,23 @@ def spark_schema(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     type_column: str | None = None,
-    time_column: str | None = None,
+    times: str | contract.TimeOptions | None = None,
     log_format: str | None = None,
     columns: Collection[str] | None = None,
 ) -> Schema:
     """The logs' ``Schema`` computed by Spark (for logs the driver cannot read locally),
     as ``contract.build_schema`` defines it; ``columns``: the attributes the query reads
-    (``plan.read_attributes``), the only ones whose values Spark looks at. A row
+    (``plan.read_attributes``), the only ones whose values Spark looks at; ``times``: the
+    logs' time columns, units and formats, as for ``io.read.read_schema``. A row
     without an event type or a readable time is refused here (``read.check_rows``)."""
     spark = spark_session(master, conf)
-    return logs_schema(open_logs(spark, logs, type_column, log_format, time_column), columns)
+    return logs_schema(open_logs(spark, logs, type_column, log_format, times), columns)
 
 
-def _opened(run: Run, logs: list[str], type_column, time_column, log_format) -> list:
+def _opened(run: Run, logs: list[str], type_column, times, log_format) -> list:
     """The logs opened (``open_logs``), the run's shuffles sized to them."""
     run.size_shuffles(input_bytes(logs))
-    return open_logs(run.spark, logs, type_column, log_format, time_column)
+    return open_logs(run.spark, logs, type_column, log_format, times)
 
 
 #: Matches per Spark partition when they are streamed back to the driver in order: the
@@ -70,7 +72,7 @@ def spark_match(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     type_column: str | None = None,
-    time_column: str | None = None,
+    times: str | contract.TimeOptions | None = None,
     ranges: int | None = None,
     log_format: str | None = None,
 ) -> Iterator[Match]:
@@ -84,7 +86,7 @@ def spark_match(
     spark = spark_session(master, conf)
     run = Run(spark)
     try:
-        ev = event_frame(run, _opened(run, logs, type_column, time_column, log_format))
+        ev = event_frame(run, _opened(run, logs, type_column, times, log_format))
         found = find_matches(run, compiled, ev, ranges)
         parts = max(1, -(-found.count() // STREAM_MATCHES))
         rows = (found.repartitionByRange(parts, "end", "seq").sortWithinPartitions("end", "seq")
@@ -110,7 +112,7 @@ def spark_count(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     type_column: str | None = None,
-    time_column: str | None = None,
+    times: str | contract.TimeOptions | None = None,
     ranges: int | None = None,
     log_format: str | None = None,
 ) -> int:
@@ -123,7 +125,7 @@ def spark_count(
     spark = spark_session(master, conf)
     run = Run(spark)
     try:
-        opened = _opened(run, logs, type_column, time_column, log_format)
+        opened = _opened(run, logs, type_column, times, log_format)
         ev = stream_frame(opened, compiled.read_columns)
         if compiled.fanout.kind == RANGES and not time_ranges(compiled, ev):
             ev = event_frame(run, opened)
@@ -151,7 +153,7 @@ def spark_write(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     type_column: str | None = None,
-    time_column: str | None = None,
+    times: str | contract.TimeOptions | None = None,
     ranges: int | None = None,
     log_format: str | None = None,
     mode: str = "errorifexists",
@@ -170,7 +172,7 @@ def spark_write(
     spark = spark_session(master, conf)
     run = Run(spark)
     try:
-        ev = event_frame(run, _opened(run, logs, type_column, time_column, log_format))
+        ev = event_frame(run, _opened(run, logs, type_column, times, log_format))
         found = find_matches(run, compiled, ev, ranges)
         return write_directory(run, found, ev, output_spec(ev, shape, variables), output,
                                output_format, mode)

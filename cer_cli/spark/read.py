@@ -125,7 +125,7 @@ class _Log:
 FRAME = "frame"
 
 
-def open_logs(spark, specs: list[str], type_column, log_format, time=None) -> list[_Log]:
+def open_logs(spark, specs: list[str], type_column, log_format, times=None) -> list[_Log]:
     """Load the logs and have the contract decide how each is read (``contract.decide``),
     as the local reader does.
 
@@ -134,7 +134,7 @@ def open_logs(spark, specs: list[str], type_column, log_format, time=None) -> li
     the same, because a CSV's ``inferSchema`` is a Spark job that reads the whole file."""
     if not specs:
         raise SparkError("no event log given", input_error=True)
-    key = (spark.sparkContext.applicationId, tuple(specs), type_column, log_format, time,
+    key = (spark.sparkContext.applicationId, tuple(specs), type_column, log_format, times,
            tuple(_stamp(contract.split_log_arg(s)[1]) for s in specs))
     if None not in key[-1] and _opened.get("key") == key:
         return _opened["logs"]
@@ -142,7 +142,7 @@ def open_logs(spark, specs: list[str], type_column, log_format, time=None) -> li
     for spec in specs:
         src = _source(spec, log_format)
         loaded.append((src, _load(spark, src)))
-    logs = _decide(spark, loaded, type_column, time)
+    logs = _decide(spark, loaded, type_column, times)
     _opened.update(key=key, logs=logs)
     return logs
 
@@ -174,12 +174,12 @@ def input_bytes(specs: list[str]) -> int | None:
     return total
 
 
-def frame_logs(frames: dict[str, DataFrame], type_column, time=None) -> list[_Log]:
+def frame_logs(frames: dict[str, DataFrame], type_column, times=None) -> list[_Log]:
     """A user's DataFrames as logs named by their keys (``<NAME>`` in messages, as
     ``io.read.read_frames`` names an in-memory log), in that order, with the contract's
     decisions of file logs."""
     loaded = [(_Source(name, f"<{name}>", FRAME), df) for name, df in frames.items()]
-    return _decide(next(iter(frames.values())).sparkSession, loaded, type_column, time)
+    return _decide(next(iter(frames.values())).sparkSession, loaded, type_column, times)
 
 
 def _seen(index: int, src: _Source, df: DataFrame) -> contract.LogDecision:
@@ -199,7 +199,7 @@ def _seen(index: int, src: _Source, df: DataFrame) -> contract.LogDecision:
     return seen
 
 
-def _decide(spark, loaded: list[tuple[_Source, DataFrame]], type_column, time) -> list[_Log]:
+def _decide(spark, loaded: list[tuple[_Source, DataFrame]], type_column, times) -> list[_Log]:
     """The contract's decisions on loaded logs (files or a DataFrame), each log's frame made
     to have the kinds decided: an empty log's columns null, a time column of texts that
     Spark's CSV inference typed as timestamps read again as text."""
@@ -208,7 +208,7 @@ def _decide(spark, loaded: list[tuple[_Source, DataFrame]], type_column, time) -
 
     with input_errors():
         seen = [_seen(i, src, df) for i, (src, df) in enumerate(loaded)]
-        decided = contract.decide(seen, type_column, time)
+        decided = contract.decide(seen, type_column, times)
     logs = []
     for (src, df), d in zip(loaded, decided, strict=True):
         if d.empty:
@@ -542,11 +542,11 @@ def _judge_times(logs: list[_Log]) -> None:
     check_rows(logs)
 
 
-def events(run: Run, specs: list[str], type_column, time, log_format) -> Events:
+def events(run: Run, specs: list[str], type_column, times, log_format) -> Events:
     """The event frame of the logs ``specs`` (``open_logs``), the run's shuffles sized to
     them."""
     run.size_shuffles(input_bytes(specs))
-    return event_frame(run, open_logs(run.spark, specs, type_column, log_format, time))
+    return event_frame(run, open_logs(run.spark, specs, type_column, log_format, times))
 
 
 def event_frame(run: Run, logs: list[_Log]) -> Events:
