@@ -35,8 +35,6 @@ def chains(draw, max_steps: int = 4, next_form: float = 0.7, shorthand: bool = F
     step's own condition (the next-match form), else another type, filter or comparison.
     ``shorthand``: every ψ in the next-match form, and the text written with ';>' too:
     ``(text with ';>', text with the absences)``."""
-    if shorthand:
-        next_form = 1.0
     n = draw(st.integers(2, max_steps))
     types = [draw(st.sampled_from("ABC")) for _ in range(n)]
     unary = [draw(st.sampled_from(["", "", "", "v > 0", "id != 1"])) for _ in range(n)]
@@ -57,7 +55,7 @@ def chains(draw, max_steps: int = 4, next_form: float = 0.7, shorthand: bool = F
             out = [f"{var}.{unary[k]}"] if unary[k] else []
             return out + [f"{var}.{a} {op} x{j}.{b}" for a, op, b, j in joins[k]]
 
-        if draw(st.floats(0, 1)) < next_form:
+        if shorthand or draw(st.floats(0, 1)) < next_form:  # floats(0, 1) may draw 1.0
             psi_type, psi_conds = types[k], cond(f"n{k}")
         else:
             psi_type = draw(st.sampled_from("ABC"))
