@@ -279,27 +279,11 @@ def count_runs(h, lo, memo: dict) -> int:
             if piece.ms >= lo:
                 n += count_runs(piece, lo, memo)
     elif type(h) is TNode:  # as ``tree_runs``
-        stack = [h]
-        while stack:
-            m = stack.pop()
-            c = m.left
-            if c is not None and c.ms >= lo:
-                stack.append(c)
-            c = m.right
-            if c is not None and c.ms >= lo:
-                stack.append(c)
+        for m in _live(h, lo):
             if m.node.ms >= lo:
                 n += count_runs(m.node, lo, memo)
     else:  # as ``runs``
-        stack = [h]
-        while stack:
-            m = stack.pop()
-            c = m.left
-            if c is not None and c.ms >= lo:
-                stack.append(c)
-            c = m.right
-            if c is not None and c.ms >= lo:
-                stack.append(c)
+        for m in _live(h, lo):
             k = 1
             for sub in m.prod:
                 k *= count_runs(sub, lo, memo)
@@ -308,6 +292,22 @@ def count_runs(h, lo, memo: dict) -> int:
             n += k
     memo[id(h)] = n
     return n
+
+
+def _live(h, lo) -> Iterator:
+    """The nodes of the heap or ordered-index subtree ``h`` whose subtree's max-start is at
+    least ``lo`` (the walk of ``runs`` and ``tree_runs``, which inline it: they are the
+    enumeration's hot loop; counting visits each shared set once per event)."""
+    stack = [h]
+    while stack:
+        m = stack.pop()
+        c = m.left
+        if c is not None and c.ms >= lo:
+            stack.append(c)
+        c = m.right
+        if c is not None and c.ms >= lo:
+            stack.append(c)
+        yield m
 
 
 def _in_range(h, rel: str, v, lo):

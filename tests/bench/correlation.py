@@ -86,6 +86,34 @@ def brute_counts(df: pl.DataFrame, window: int = WINDOW) -> dict[str, int]:
     return {names[0]: plain, names[1]: chain, names[2]: equal}
 
 
+def _measure(name: str, query: str, path: Path, cer: list[str], cwd, timeout: float,
+             repeats: int, expected: int | None, side: str) -> Figure:
+    """One query's ``Figure``: the median wall and CPU time of ``repeats`` ``cer match
+    --count`` runs and the count the last one printed (or why a run failed)."""
+    cmd = cer + ["match", "-e", query, str(path), "--count"]
+    walls, cpus, count, error = [], [], None, None
+    for _ in range(max(1, repeats)):
+        proc = h.spawn(cmd, timeout, cwd=cwd)
+        if proc.rc != 0 or proc.timed_out:
+            error = h._reason(proc)
+            break
+        walls.append(proc.wall_s)
+        cpus.append(proc.cpu_s)
+        digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
+                         if c.isdigit())
+        count = int(digits) if digits else None
+    return Figure(name, query, cmd, None if error else statistics.median(walls), count,
+                  expected, error, None if error else statistics.median(cpus), side)
+
+
+def _sides(baseline: Path | None) -> list[tuple[str, list[str], Path]]:
+    """(side, cer command, working directory): this tree, and the ``baseline`` tree if any."""
+    sides = [("this tree", h.cer_command(), h.REPO)]
+    if baseline is not None:
+        sides.append((f"baseline {baseline}", [sys.executable, "-m", "cer_cli"], baseline))
+    return sides
+
+
 def run(data: Path, timeout: float = 600.0, repeats: int = 3,
         baseline: Path | None = None) -> list[Figure]:
     """Median wall and CPU time of ``repeats`` runs per query, after one unmeasured warm-up
@@ -94,28 +122,11 @@ def run(data: Path, timeout: float = 600.0, repeats: int = 3,
     as ``python -m cer_cli`` there: before and after in one run, on the same machine load."""
     path = ensure_log(data)
     expected = brute_counts(pl.read_csv(path))
-    sides = [("this tree", h.cer_command(), h.REPO)]
-    if baseline is not None:
-        sides.append((f"baseline {baseline}", [sys.executable, "-m", "cer_cli"], baseline))
     figs = []
-    for side, cer, cwd in sides:
+    for side, cer, cwd in _sides(baseline):
         h.spawn(cer + ["match", "-e", PLAIN, str(path), "--count"], timeout, cwd=cwd)
-        for name, query in QUERIES.items():
-            cmd = cer + ["match", "-e", query, str(path), "--count"]
-            walls, cpus, count, error = [], [], None, None
-            for _ in range(max(1, repeats)):
-                proc = h.spawn(cmd, timeout, cwd=cwd)
-                if proc.rc != 0 or proc.timed_out:
-                    error = h._reason(proc)
-                    break
-                walls.append(proc.wall_s)
-                cpus.append(proc.cpu_s)
-                digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
-                                 if c.isdigit())
-                count = int(digits) if digits else None
-            figs.append(Figure(name, query, cmd, None if error else statistics.median(walls),
-                               count, expected[name], error,
-                               None if error else statistics.median(cpus), side))
+        figs += [_measure(name, query, path, cer, cwd, timeout, repeats, expected[name], side)
+                 for name, query in QUERIES.items()]
     return figs
 
 
@@ -180,6 +191,17 @@ def next_log(n: int = NEXT_SIZE, seed: int = 26) -> pl.DataFrame:
                          "val": rng.integers(0, 100, n), "time": np.arange(n, dtype=np.int64)})
 
 
+def ensure_next_log(data: Path, size: int = NEXT_SIZE) -> Path:
+    """The next-match log of ``size`` events under ``data``, written once (atomically)."""
+    path = data / f"next_match_{size}.csv"
+    if not path.exists():
+        data.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        next_log(size).write_csv(tmp)
+        tmp.replace(path)
+    return path
+
+
 def _first_after(start: np.ndarray, limit: np.ndarray, ok) -> np.ndarray:
     """Per row: the first position p with ``start < p <= limit`` and ``ok(row, p)``, or -1;
     by offsets, column-wise (the window bounds the offsets)."""
@@ -222,32 +244,14 @@ def run_next(data: Path, timeout: float = 600.0, repeats: int = 3,
              size: int = NEXT_SIZE) -> list[Figure]:
     """Median wall and CPU time of ``repeats`` runs per query of ``NEXT_QUERIES``, after an
     unmeasured warm-up run of each (numba fills its cache on a fresh tree)."""
-    path = data / f"next_match_{size}.csv"
-    if not path.exists():
-        data.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        next_log(size).write_csv(tmp)
-        tmp.replace(path)
+    path = ensure_next_log(data, size)
     expected = next_brute_counts(pl.read_csv(path))
     cer = h.cer_command()
     figs = []
     for name, query in NEXT_QUERIES.items():
-        cmd = cer + ["match", "-e", query, str(path), "--count"]
-        h.spawn(cmd, timeout)
-        walls, cpus, count, error = [], [], None, None
-        for _ in range(max(1, repeats)):
-            proc = h.spawn(cmd, timeout)
-            if proc.rc != 0 or proc.timed_out:
-                error = h._reason(proc)
-                break
-            walls.append(proc.wall_s)
-            cpus.append(proc.cpu_s)
-            digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
-                             if c.isdigit())
-            count = int(digits) if digits else None
-        figs.append(Figure(name, query, cmd, None if error else statistics.median(walls),
-                           count, expected[name], error,
-                           None if error else statistics.median(cpus), "next match"))
+        h.spawn(cer + ["match", "-e", query, str(path), "--count"], timeout)  # warm-up
+        figs.append(_measure(name, query, path, cer, None, timeout, repeats, expected[name],
+                             "next match"))
     return figs
 
 
@@ -318,36 +322,14 @@ def run_chain(data: Path, timeout: float = 900.0, repeats: int = 3,
     """Median wall and CPU time of ``repeats`` runs per query of ``CHAIN_QUERIES`` on the
     next-match log of ``size`` events, after an unmeasured warm-up run of the plain pattern;
     with ``baseline`` (another source tree) its figures too, in the same run."""
-    path = data / f"next_match_{size}.csv"
-    if not path.exists():
-        data.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        next_log(size).write_csv(tmp)
-        tmp.replace(path)
+    path = ensure_next_log(data, size)
     expected = chain_brute_counts(pl.read_csv(path))
-    sides = [("this tree", h.cer_command(), h.REPO)]
-    if baseline is not None:
-        sides.append((f"baseline {baseline}", [sys.executable, "-m", "cer_cli"], baseline))
     figs = []
-    for side, cer, cwd in sides:
+    for side, cer, cwd in _sides(baseline):
         h.spawn(cer + ["match", "-e", CHAIN_QUERIES["plain"], str(path), "--count"], timeout,
                 cwd=cwd)
-        for name, query in CHAIN_QUERIES.items():
-            cmd = cer + ["match", "-e", query, str(path), "--count"]
-            walls, cpus, count, error = [], [], None, None
-            for _ in range(max(1, repeats)):
-                proc = h.spawn(cmd, timeout, cwd=cwd)
-                if proc.rc != 0 or proc.timed_out:
-                    error = h._reason(proc)
-                    break
-                walls.append(proc.wall_s)
-                cpus.append(proc.cpu_s)
-                digits = "".join(c for c in (proc.stdout.strip().splitlines() or [""])[-1]
-                                 if c.isdigit())
-                count = int(digits) if digits else None
-            figs.append(Figure(name, query, cmd, None if error else statistics.median(walls),
-                               count, expected[name], error,
-                               None if error else statistics.median(cpus), side))
+        figs += [_measure(name, query, path, cer, cwd, timeout, repeats, expected[name], side)
+                 for name, query in CHAIN_QUERIES.items()]
     return figs
 
 
