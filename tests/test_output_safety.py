@@ -541,6 +541,25 @@ def test_a_signal_mid_write_leaves_the_old_file(tmp_path: Path, signum, code, li
     assert _names(tmp_path) == ["big.csv", "out.jsonl"]
 
 
+def test_the_programs_exit_after_a_signal_removes_a_part_no_finally_block_removed(
+        tmp_path: Path) -> None:
+    """After a signal, the ``cer`` program leaves with ``os._exit`` (``signals.exit_for``),
+    skipping the finalizers that would close a writer suspended in a generator: the
+    temporary file that writer holds is removed by the ``atexit`` functions it runs."""
+    code = (
+        "import signal, sys\n"
+        "from cer_cli import signals\n"
+        "from cer_cli.io.files import open_output\n"
+        "writer = open_output(sys.argv[1])\n"
+        "writer.__enter__().write(b'partial')  # a writer whose finally never runs\n"
+        "signals.exit_for(signals.Interrupted(signal.SIGTERM), program=True)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out.jsonl")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 143 and out.stderr == "terminated\n", out.stderr
+    assert _names(tmp_path) == []
+
+
 def test_a_killed_run_leaves_a_part_that_the_next_write_removes(tmp_path: Path, lookup) -> None:
     log = _big_log(tmp_path)
     proc = _start(tmp_path, "-e", "A ; B", log.name, "-o", "out.jsonl")

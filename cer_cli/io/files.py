@@ -26,6 +26,7 @@ heavy is imported.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import io
 import os
@@ -378,10 +379,16 @@ def _copy_mode(fd: int, st: os.stat_result | None) -> None:
 
 def remove_open_parts() -> None:
     """Remove the temporary files being written: for an exit that skips ``finally`` blocks
-    (``os._exit`` at a signal's deadline, ``cer_cli.signals.guard``)."""
+    (``os._exit`` at a signal's deadline, ``cer_cli.signals.guard``; the ``cer`` program's
+    exit after a signal, ``signals.exit_for``, which runs the ``atexit`` functions: a writer
+    suspended in a generator would otherwise only clean up when the interpreter finalizes
+    it, which that exit skips)."""
     for dfd, tmp in list(_open_parts):
         with suppress(OSError):
             os.unlink(tmp, dir_fd=dfd)
+
+
+atexit.register(remove_open_parts)
 
 
 def shared_links(target: str | os.PathLike, st: os.stat_result | None = None) -> str | None:
