@@ -295,13 +295,13 @@ def untyped(fmt: str, kinds: Mapping[str, str | None]) -> bool:
 
 
 def decide(seen: Sequence[LogDecision], type_column: str | Sequence[str] | None = None,
-           time: Any = None) -> list[LogDecision]:
+           times: Any = None) -> list[LogDecision]:
     """The contract's decisions on each log (``seen``: what its reader saw, see
     ``LogDecision``), in one pass for every reader: reserved column names refused; an empty
     log's columns of kind ``null`` (they have no value, and so widen no other log's column);
     the type column (``type_columns``); the time column and its unit (``time_columns``); a
     CSV's time column read as text, whatever its reader inferred (the contract parses it,
-    not a reader's date guess); the time format (``time_format``). ``time``: see
+    not a reader's date guess); the time format (``time_format``). ``times``: see
     ``time_options``."""
     for g in seen:
         check_columns(g.where, g.columns)
@@ -310,10 +310,10 @@ def decide(seen: Sequence[LogDecision], type_column: str | Sequence[str] | None 
     logs = [replace(g, type_column=t) for g, t in zip(logs, tcols, strict=True)]
     streams = [g.stream for g in logs]
     out = []
-    for g in time_columns(logs, time):
+    for g in time_columns(logs, times):
         if g.format == "csv" and g.time_kind == "datetime":
             g = replace(g, columns={**g.columns, g.time_column: "str"})
-        out.append(replace(g, time_format=time_format(g, time, streams)))
+        out.append(replace(g, time_format=time_format(g, times, streams)))
     return out
 
 
