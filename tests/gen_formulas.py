@@ -366,3 +366,31 @@ def queries(
         consume=draw(st.sampled_from(("NONE", "ANY", "PARTITION"))) if consume else "NONE",
         limit=draw(st.none() | st.integers(0, 3)) if limit else None,
     )
+
+
+# --------------------------------------------------------------------------- predicate trees
+
+
+def predicate_trees(num_exprs, int_exprs, str_exprs, ints, like_refs, like_patterns,
+                    max_leaves: int) -> st.SearchStrategy[ast.Predicate]:
+    """Every predicate form of the language (comparisons, LIKE, IN sets and intervals, IN
+    RANGE, constants, AND/OR/NOT) over the given expressions: the vectorised predicates'
+    and the post-filter's property tests draw from one grammar, each over its own
+    expressions (one event's attributes, or several variables')."""
+    atomic = st.one_of(
+        st.builds(ast.Compare, st.sampled_from(ast.COMPARE_OPS), num_exprs, num_exprs),
+        st.builds(ast.Compare, st.sampled_from(["=", "!="]), str_exprs, str_exprs),
+        st.builds(ast.Like, like_refs, st.sampled_from(like_patterns)),
+        st.builds(ast.InSet, int_exprs,
+                  st.lists(ints.map(ast.Literal), min_size=1, max_size=3).map(tuple), st.booleans()),
+        st.builds(ast.InInterval, int_exprs, st.none() | ints.map(ast.Literal),
+                  st.none() | ints.map(ast.Literal), st.booleans()),
+        st.builds(ast.InRange, num_exprs, int_exprs, int_exprs),
+        st.booleans().map(ast.BoolConst),
+    )
+    return st.recursive(
+        atomic,
+        lambda sub: st.one_of(st.builds(ast.And, sub, sub), st.builds(ast.Or, sub, sub),
+                              st.builds(ast.Not, sub)),
+        max_leaves=max_leaves,
+    )

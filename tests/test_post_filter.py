@@ -17,6 +17,7 @@ from cer_cli.events import POS, Match, MatchBatch, batch_of
 from cer_cli.query import ast as A
 from cer_cli.query.errors import QueryError
 from tests import reference
+from tests.gen_formulas import predicate_trees
 
 VARS = ("x", "y", "z")
 GUARDS = ("g", "x")
@@ -48,23 +49,8 @@ num_exprs = st.one_of(
 )
 str_exprs = st.one_of(st.builds(ref, variables, st.just("s")),
                       st.sampled_from(["ab", "b", ""]).map(A.Literal))
-atomic = st.one_of(
-    st.builds(A.Compare, st.sampled_from(A.COMPARE_OPS), num_exprs, num_exprs),
-    st.builds(A.Compare, st.sampled_from(["=", "!="]), str_exprs, str_exprs),
-    st.builds(A.Like, st.builds(ref, variables, st.just("s")), st.sampled_from(["a", "^b", "a.b"])),
-    st.builds(A.InSet, int_exprs, st.lists(ints.map(A.Literal), min_size=1, max_size=3).map(tuple),
-              st.booleans()),
-    st.builds(A.InInterval, int_exprs, st.none() | ints.map(A.Literal),
-              st.none() | ints.map(A.Literal), st.booleans()),
-    st.builds(A.InRange, num_exprs, int_exprs, int_exprs),
-    st.booleans().map(A.BoolConst),
-)
-predicates = st.recursive(
-    atomic,
-    lambda sub: st.one_of(st.builds(A.And, sub, sub), st.builds(A.Or, sub, sub),
-                          st.builds(A.Not, sub)),
-    max_leaves=5,
-)
+predicates = predicate_trees(num_exprs, int_exprs, str_exprs, ints,
+                             st.builds(ref, variables, st.just("s")), ["a", "^b", "a.b"], max_leaves=5)
 sites = st.lists(
     st.builds(Site, predicates, st.just(()), st.lists(st.sampled_from(GUARDS), max_size=1).map(tuple)),
     min_size=1, max_size=3,

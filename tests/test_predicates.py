@@ -25,6 +25,7 @@ from cer_cli.compiler.predicates import (
 from cer_cli.events import STREAM, TYPE
 from cer_cli.query import ast as A
 from cer_cli.query.errors import QueryError
+from tests.gen_formulas import predicate_trees
 
 INT_ATTRS = ("a", "b")
 
@@ -107,24 +108,8 @@ num_exprs = st.one_of(
               st.one_of(st.just(A.AttrRef("", "f")), floats.map(A.Literal))),
 )
 str_exprs = st.one_of(st.just(A.AttrRef("", "s")), st.sampled_from(["ab", "b", ""]).map(A.Literal))
-ops = st.sampled_from(A.COMPARE_OPS)
-atomic = st.one_of(
-    st.builds(A.Compare, ops, num_exprs, num_exprs),
-    st.builds(A.Compare, st.sampled_from(["=", "!="]), str_exprs, str_exprs),
-    st.builds(A.Like, st.just(A.AttrRef("", "s")), st.sampled_from(["a", "^b", "b$", "a.b"])),
-    st.builds(A.InSet, int_exprs, st.lists(ints.map(A.Literal), min_size=1, max_size=3).map(tuple),
-              st.booleans()),
-    st.builds(A.InInterval, int_exprs, st.none() | ints.map(A.Literal),
-              st.none() | ints.map(A.Literal), st.booleans()),
-    st.builds(A.InRange, num_exprs, int_exprs, int_exprs),
-    st.booleans().map(A.BoolConst),
-)
-predicates = st.recursive(
-    atomic,
-    lambda sub: st.one_of(st.builds(A.And, sub, sub), st.builds(A.Or, sub, sub),
-                          st.builds(A.Not, sub)),
-    max_leaves=4,
-)
+predicates = predicate_trees(num_exprs, int_exprs, str_exprs, ints, st.just(A.AttrRef("", "s")),
+                             ["a", "^b", "b$", "a.b"], max_leaves=4)
 rows = st.lists(
     st.fixed_dictionaries({
         "a": st.none() | ints,
