@@ -317,3 +317,20 @@ def test_count_reads_only_the_columns_the_query_needs(tmp_path):
     assert want and got.stdout.strip() == str(want)
     assert seen and all({c for c in cols if not c.startswith("__cer")} == {"type", "v", "k", "t"}
                         for cols in seen), seen
+
+
+def test_count_looks_only_at_the_columns_the_query_reads(tmp_path):
+    """``--count``'s schema pass looks only at the attributes the query reads, as its
+    events pass does (Spark's schema pass too): a column it never reads is not parsed, so a
+    late value that does not fit its type is no error for a count, while a run that outputs
+    the events reads the column and names the value's row."""
+    log = tmp_path / "l.csv"
+    log.write_text("type,v,w\n" + "A,1,5\nB,2,6\n" * 6_000 + "A,abc,7\nB,3,8\n")
+    for jobs in ("1", "2"):
+        got = outputs.run("match", "-e", "A ; B FILTER B[w > 0] WITHIN 2 EVENTS", str(log),
+                          "--count", "--jobs", jobs)
+        assert got.exit_code == 0, got.output
+        assert got.stdout.strip() == "6001"
+    got = outputs.run("match", "-e", "A ; B WITHIN 2 EVENTS", str(log), "--format", "jsonl")
+    assert got.exit_code == 2 and "line 12002" in got.output and "column 'v'" in got.output, \
+        got.output
