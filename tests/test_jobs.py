@@ -334,3 +334,42 @@ def test_count_looks_only_at_the_columns_the_query_reads(tmp_path):
     got = outputs.run("match", "-e", "A ; B WITHIN 2 EVENTS", str(log), "--format", "jsonl")
     assert got.exit_code == 2 and "line 12002" in got.output and "column 'v'" in got.output, \
         got.output
+
+
+# --------------------------------------------------------------------------- Python API
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * WHERE A AS a ; B AS b ; C AS c PARTITION BY k WITHIN 5 EVENTS",
+    "A ; B ; C WITHIN 6 [ts]",
+])
+def test_the_python_api_runs_the_pool_with_jobs(query):
+    """``cer_cli.match`` / ``count`` with ``jobs=2`` run the plan's fan-out on the local
+    pool (the whole frame dealt slice by slice) and give ``jobs=1``'s frame and count."""
+    import cer_cli
+
+    n = 60_000
+    rng = np.random.default_rng(23)
+    df = pl.DataFrame({"type": np.array(list("ABCD"))[rng.integers(0, 4, n)],
+                       "ts": np.arange(n), "k": rng.integers(0, 10, n)})
+    one = cer_cli.match(df, query, jobs=1, shape="wide")
+    used = []
+    real_batches, real_count = pool.run_batches, pool.run_count
+
+    def batches(plan, frames, jobs, *a, **k):
+        used.append(("match", jobs))
+        return real_batches(plan, frames, jobs, *a, **k)
+
+    def count(plan, frames, jobs, *a, **k):
+        used.append(("count", jobs))
+        return real_count(plan, frames, jobs, *a, **k)
+
+    with mock.patch.object(pool, "run_batches", batches), \
+            mock.patch.object(pool, "run_count", count):
+        two = cer_cli.match(df, query, jobs=2, shape="wide")
+        counted = cer_cli.count(df, query, jobs=2)
+    assert used == [("match", 2), ("count", 2)]
+    assert one.height > 1000 and two.equals(one)
+    assert counted == cer_cli.count(df, query, jobs=1) == one.height
+    with pytest.raises(ValueError, match="jobs must be a positive integer"):
+        cer_cli.count(df, query, jobs=0)
