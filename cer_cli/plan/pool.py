@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 _KEY = "__cer_pool_key"  # PARTITION BY groups, as prepare_frame computes them
 _WTIME = "__cer_pool_time"  # the window time
-_TASK = "__cer_pool_task"
 
 #: Events per range of a ``ranges`` fan-out, at least: a range pays a fresh executor and
 #: re-reads its context, so ranges are large against both.
@@ -454,10 +453,9 @@ class _Feeder:
             for b in new[np.argsort(-sizes[new], kind="stable")]:  # the largest first
                 self.owner[b] = int(np.argmin(self.load))
                 self.load[self.owner[b]] += sizes[b]
-            split = self._own(prepared).with_columns(pl.Series(_TASK, self.owner[bucket])) \
-                .partition_by(_TASK, as_dict=True, include_key=False, maintain_order=True)
-            for (t,), part in split.items():
-                pieces[t] = part
+            tasks, own = self.owner[bucket], self._own(prepared)
+            for t in np.unique(tasks):  # a filter per task: 2-3x cheaper than partition_by
+                pieces[t] = own.filter(pl.Series(tasks == t))
         self.dealt = self.last
         for t, piece in enumerate(pieces):
             pool.put(pool.inboxes[t], _Piece(piece, self.last))
