@@ -19,7 +19,8 @@ import io
 import os
 import re
 import stat
-from collections.abc import Collection, Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
@@ -524,11 +525,11 @@ def read_events(
     if batch_size is not None and _loaded_bytes(logs) <= READ_ONCE_BYTES:
         _unified_dtypes(logs)  # incompatible columns are reported before any value
         logs = [_materialised(g) for g in logs]
+    checked = _time_checks(logs)
     schema, logs = _schema_and_times(logs, columns)
     contract.event_time_kind([g.decision for g in logs])  # comparable times, or refused
     total, ordered = 0, True
-    for g in logs:
-        n, in_order = _check_time(g)
+    for n, in_order in checked():
         total += n
         ordered = ordered and in_order
     dtypes = _unified_dtypes(logs)
@@ -651,6 +652,35 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
         ROW: pl.Int64,
         _ARG: pl.Int64,
     }
+
+
+def _time_checks(logs: list[_Log]) -> Callable[[], list[tuple[int, bool]]]:
+    """Start the logs' time checks (``_check_time``, in argument order) in a thread beside
+    the schema pass, and return what waits for their results. The check reads the time
+    column as ``_open`` decided it: the schema pass's verdict (``contract.judge_times``)
+    sets only ``time_zoned``, which ``_time_expr`` does not read. polars releases the GIL,
+    so the two passes share the cores instead of one waiting for the other (before
+    ``--jobs``' pool, both are serial). A check's failure is raised by the waiter, so the
+    schema pass's own errors and ``event_time_kind``'s still come first."""
+    result: list = []
+
+    def check() -> None:
+        try:
+            result.append([_check_time(g) for g in logs])
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
+            result.append(e)
+
+    thread = threading.Thread(target=check, name="cer-time-check", daemon=True)
+    thread.start()
+
+    def wait() -> list[tuple[int, bool]]:
+        while thread.is_alive():  # in steps: a signal reaches the caller's thread at once
+            thread.join(0.05)
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
+
+    return wait
 
 
 def _check_time(g: _Log) -> tuple[int, bool]:
