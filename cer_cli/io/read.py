@@ -14,6 +14,7 @@ pass runs on that frame. Every input mistake raises ``LogError``.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import io
 import os
@@ -670,7 +671,9 @@ def _time_checks(logs: list[_Log]) -> Callable[[], list[tuple[int, bool]]]:
         except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
             result.append(e)
 
-    thread = threading.Thread(target=check, name="cer-time-check", daemon=True)
+    # in the caller's context: its messages name options as the caller does (``options``)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(check,),
+                              name="cer-time-check", daemon=True)
     thread.start()
 
     def wait() -> list[tuple[int, bool]]:
