@@ -286,9 +286,12 @@ def explain_command(
         render(data, fmt, _stdout())
 
 
-def _compile(text, filename, logs, type_column, times, batch_size=None, warm_up=False):
+def _compile(text, filename, logs, type_column, times, batch_size=None, warm_up=False,
+             count=False):
     """Read the logs' schema (if any), then parse, check and compile the query; with
-    ``warm_up``, a large log's compiled kernel starts loading while the log is read."""
+    ``warm_up``, a large log's compiled kernel starts loading while the log is read;
+    ``count``: the run outputs no event, so the schema pass looks only at the attributes
+    the query reads (``read_events``'s ``columns``)."""
     from cer_cli.api import compile_query
     from cer_cli.io.read import read_events
 
@@ -297,7 +300,8 @@ def _compile(text, filename, logs, type_column, times, batch_size=None, warm_up=
     log = None
     if logs:
         log = read_events(
-            list(logs), type_column=type_column, times=times, batch_size=batch_size
+            list(logs), type_column=type_column, times=times, batch_size=batch_size,
+            columns=_read_attributes(text) if count else None,
         )
     compiled = compile_query(text, schema=None if log is None else log.schema, filename=filename)
     return compiled, log
@@ -455,7 +459,7 @@ def match_command(
         if master or spark_conf or ranges:
             raise click.UsageError("--master, --spark-conf and --ranges go with --spark")
         compiled, log = _compile(text, filename, logs, type_column, times, BATCH_ROWS,
-                                 warm_up=True)
+                                 warm_up=True, count=count and not by)
         if not allow_unbounded:
             _refuse_unbounded(compiled)
         if by:
@@ -588,7 +592,8 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
 
 def _read_attributes(text: str):
     """The attributes the query reads (``plan.read_attributes``), the only ones whose
-    values Spark's schema pass looks at; None when it does not parse (compiling says why)."""
+    values Spark's schema pass, and a local ``--count``'s, looks at; None when it does not
+    parse (compiling says why)."""
     from cer_cli.plan import read_attributes
     from cer_cli.query.parser import parse
 

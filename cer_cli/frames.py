@@ -36,7 +36,7 @@ from cer_cli.io.counts import counts_frame, ordered
 from cer_cli.io.read import EventLog, read_frames
 from cer_cli.io.write import SHAPES, EventLookup, match_frame
 from cer_cli.options import spelling
-from cer_cli.plan import Plan
+from cer_cli.plan import Plan, pool
 from cer_cli.plan.count_by import count_by, count_keys
 from cer_cli.query.scope import wide_variables
 
@@ -87,6 +87,14 @@ def _compile(query: str | Plan | None, log: EventLog) -> Plan:
     return query if isinstance(query, Plan) else compile_query(query, schema=log.schema)
 
 
+def _runner(compiled: Plan, jobs: int | None, log: EventLog, open_ends: bool):
+    """Who runs the plan (``Fanout.runner``, as for ``cer match --jobs``): ``jobs`` threads
+    of the local pool, or the single core."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be a positive integer (or None: the cores), got {jobs!r}")
+    return compiled.fanout.runner(jobs, log.n_events, open_ends)
+
+
 def _open_ends(open_absence: str) -> bool:
     if open_absence not in OPEN_ABSENCE:
         raise ValueError(f"unknown open_absence {open_absence!r}; choices: drop, report")
@@ -105,6 +113,7 @@ def match(
     open_absence: str = "drop",
     shape: str = "long",
     stream: str = "events",
+    jobs: int | None = None,
 ) -> pl.DataFrame:
     """The matches of ``query`` (CEQL text, or a compiled ``Plan``) over ``frame`` as one
     polars frame: the long shape (one row per match x event) or the wide shape (one row per
@@ -116,7 +125,9 @@ def match(
     DataFrame or a pyarrow Table. The options are ``cer match``'s: ``type_column``,
     ``time_column``, ``time_unit`` (``s|ms|us|ns``), ``time_format`` (strftime), each one
     value for every log or a dict by log name; ``open_absence="report"`` reports a
-    trailing absence's matches whose window outlives the log.
+    trailing absence's matches whose window outlives the log; ``jobs`` as ``--jobs``: the
+    threads of the local pool when the plan's fan-out splits the log (``None``: the
+    cores; 1: the single core), the same matches in the same order.
 
     Raises ``LogError`` for a log the contract refuses (an unparsable time, a missing
     type column) and ``QueryError`` for a query mistake."""
@@ -131,8 +142,10 @@ def match(
         lookup.add(events)
         names = [g[0] for g in compiled.query.partition_by]
         variables = wide_variables(compiled.query) if shape == "wide" else None
-        return match_frame(run_batches(compiled.executor(open_ends=open_ends), events),
-                           lookup, shape, variables, names)
+        runner = _runner(compiled, jobs, log, open_ends)
+        batches = (pool.run_batches(compiled, events, runner.tasks) if runner.pool else
+                   run_batches(compiled.executor(open_ends=open_ends), events))
+        return match_frame(batches, lookup, shape, variables, names)
 
 
 def count(
@@ -147,6 +160,7 @@ def count(
     time_format: LogOption = None,
     open_absence: str = "drop",
     stream: str = "events",
+    jobs: int | None = None,
 ) -> int | pl.DataFrame:
     """The number of matches of ``query`` over ``frame`` (or ``logs``), counted without
     enumerating them where ``cer match --count`` does not: a Python int, exact however big.
@@ -155,13 +169,17 @@ def count(
     wide shape names it such as ``"a.carrier"``, or ``"stream"``), a polars frame with a
     row per value (a column per key, then ``matches``), most matches first: what ``cer
     match --count --by KEY`` prints. Partition keys are counted by the engine; the others
-    enumerate the matches. Options as for ``match``."""
+    enumerate the matches. Options as for ``match``; ``by`` counts on one core, as ``--count
+    --by`` does."""
     with spelling("api"):
         open_ends = _open_ends(open_absence)
         log = _read(frame, logs, stream, type_column, time_column, time_unit, time_format)
         compiled = _compile(query, log)
         events = log.frame()
+        runner = _runner(compiled, jobs, log, open_ends)
         if by is None:
+            if runner.pool:
+                return pool.run_count(compiled, events, runner.tasks)
             return run_count(compiled.executor(open_ends=open_ends), events)
         keys = count_keys(compiled, [by] if isinstance(by, str) else list(by), log.columns)
         counts = count_by(compiled, keys, events, EventLookup.for_log(log), open_ends=open_ends)

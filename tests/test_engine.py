@@ -336,3 +336,31 @@ def test_core_q1_from_text():
     got = list(plan(query).run(core_frame()))
     assert sorted(m.end for m in got) == [4, 4, 6, 6, 6, 6]
     assert dict(got[0].events) == {1: ("SELL", "msft"), 2: ("SELL", "intel"), 4: ("SELL", "amzn")}
+
+
+def test_partition_keys_are_numbered_once_across_frames():
+    """Each PARTITION BY key is numbered in Python once, when first seen; later frames look
+    their keys up in the table of known keys (a join), so a slice of a log with 100,000 keys
+    does not walk each key in Python. The matches are those of the whole log in one frame,
+    also when a frame brings its keys with another dtype (then numbered key by key)."""
+    from unittest import mock
+
+    from cer_cli.api import compile_query
+    from cer_cli.io.read import read_frame
+
+    n, keys = 6_000, 499
+    log = read_frame(pl.DataFrame({"type": ["A", "B"] * (n // 2),
+                                   "k": [(i * 7) % keys for i in range(n)]}))
+    frame = log.frame()
+    q = "SELECT * WHERE A AS a ; B AS b PARTITION BY k WITHIN 4 EVENTS"
+    plan_ = compile_query(q, schema=log.schema)
+    whole = sorted((m.start, m.end, m.partition) for m in plan_.executor().run(frame))
+    engine = plan_.executor()
+    with mock.patch.object(Engine, "_number", autospec=True, side_effect=Engine._number) as spy:
+        got = [m for i in range(0, n, 1000) for m in engine.run(frame.slice(i, 1000))]
+    assert spy.call_count == keys
+    assert sorted((m.start, m.end, m.partition) for m in got) == whole and len(whole) > 1000
+    engine = plan_.executor()
+    floats = frame.with_columns(pl.col("k").cast(pl.Float64))
+    got = [*engine.run(frame.slice(0, 3000)), *engine.run(floats.slice(3000))]
+    assert sorted((m.start, m.end, m.partition) for m in got) == whole

@@ -317,3 +317,59 @@ def test_count_reads_only_the_columns_the_query_needs(tmp_path):
     assert want and got.stdout.strip() == str(want)
     assert seen and all({c for c in cols if not c.startswith("__cer")} == {"type", "v", "k", "t"}
                         for cols in seen), seen
+
+
+def test_count_looks_only_at_the_columns_the_query_reads(tmp_path):
+    """``--count``'s schema pass looks only at the attributes the query reads, as its
+    events pass does (Spark's schema pass too): a column it never reads is not parsed, so a
+    late value that does not fit its type is no error for a count, while a run that outputs
+    the events reads the column and names the value's row."""
+    log = tmp_path / "l.csv"
+    log.write_text("type,v,w\n" + "A,1,5\nB,2,6\n" * 6_000 + "A,abc,7\nB,3,8\n")
+    for jobs in ("1", "2"):
+        got = outputs.run("match", "-e", "A ; B FILTER B[w > 0] WITHIN 2 EVENTS", str(log),
+                          "--count", "--jobs", jobs)
+        assert got.exit_code == 0, got.output
+        assert got.stdout.strip() == "6001"
+    got = outputs.run("match", "-e", "A ; B WITHIN 2 EVENTS", str(log), "--format", "jsonl")
+    assert got.exit_code == 2 and "line 12002" in got.output and "column 'v'" in got.output, \
+        got.output
+
+
+# --------------------------------------------------------------------------- Python API
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * WHERE A AS a ; B AS b ; C AS c PARTITION BY k WITHIN 5 EVENTS",
+    "A ; B ; C WITHIN 6 [ts]",
+])
+def test_the_python_api_runs_the_pool_with_jobs(query):
+    """``cer_cli.match`` / ``count`` with ``jobs=2`` run the plan's fan-out on the local
+    pool (the whole frame dealt slice by slice) and give ``jobs=1``'s frame and count."""
+    import cer_cli
+
+    n = 60_000
+    rng = np.random.default_rng(23)
+    df = pl.DataFrame({"type": np.array(list("ABCD"))[rng.integers(0, 4, n)],
+                       "ts": np.arange(n), "k": rng.integers(0, 10, n)})
+    one = cer_cli.match(df, query, jobs=1, shape="wide")
+    used = []
+    real_batches, real_count = pool.run_batches, pool.run_count
+
+    def batches(plan, frames, jobs, *a, **k):
+        used.append(("match", jobs))
+        return real_batches(plan, frames, jobs, *a, **k)
+
+    def count(plan, frames, jobs, *a, **k):
+        used.append(("count", jobs))
+        return real_count(plan, frames, jobs, *a, **k)
+
+    with mock.patch.object(pool, "run_batches", batches), \
+            mock.patch.object(pool, "run_count", count):
+        two = cer_cli.match(df, query, jobs=2, shape="wide")
+        counted = cer_cli.count(df, query, jobs=2)
+    assert used == [("match", 2), ("count", 2)]
+    assert one.height > 1000 and two.equals(one)
+    assert counted == cer_cli.count(df, query, jobs=1) == one.height
+    with pytest.raises(ValueError, match="jobs must be a positive integer"):
+        cer_cli.count(df, query, jobs=0)

@@ -272,3 +272,35 @@ def test_iso_times_with_offsets_print_as_the_utc_instant(tmp_path: Path) -> None
     got = cer_cli.match(pl.read_csv(zoned, infer_schema=False), "A ; B", time_column="time")
     assert got.schema["time"] == pl.Datetime("ns", "UTC")
     assert got["time"][0] == dt.datetime(2024, 1, 1, 9, tzinfo=dt.UTC)
+
+
+def test_the_time_check_runs_beside_the_schema_pass(tmp_path: Path) -> None:
+    """The time check (one pass over the time column) starts before the schema pass and runs
+    beside it: the schema pass here waits until a time check has begun, which, run after
+    it, none would. Its failure still comes after the schema pass's and names the row."""
+    import threading
+    from unittest import mock
+
+    from cer_cli.io import read
+
+    log = tmp_path / "l.csv"
+    log.write_text("type,time\n" + "".join(f"A,{i}\n" for i in range(100)))
+    began = threading.Event()
+    real_check, real_schema = read._check_time, read._schema_and_times
+
+    def check(g):
+        began.set()
+        return real_check(g)
+
+    def schema(*args, **kwargs):
+        assert began.wait(30), "the time check did not start beside the schema pass"
+        return real_schema(*args, **kwargs)
+
+    with mock.patch.object(read, "_check_time", check), \
+            mock.patch.object(read, "_schema_and_times", schema):
+        got = read_events([str(log)])
+    assert got.n_events == 100 and got.sorted_input
+    bad = tmp_path / "bad.csv"
+    bad.write_text("type,time\nA,1\nA,x\n")
+    with pytest.raises(LogError, match="line 3"):
+        read_events([str(bad)])

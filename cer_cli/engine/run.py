@@ -98,6 +98,13 @@ class Engine:
         self.report_groups = report_groups
         self._bound = window_bound(window)
         self._key_ids: dict[tuple, int] = {}
+        #: per key id, the key a match reports (``_reported_key``), kept as keys are numbered
+        self._key_of: dict[int, tuple | None] = {}
+        self._key_view: dict[int, tuple | None] = {}  # its copy the batches share
+        #: every key numbered so far and its id, joined to each frame (``_with_keys``)
+        self._key_table: pl.DataFrame | None = None
+        #: whether a frame came with other key dtypes: every frame is then numbered key by key
+        self._key_fallback = False
         self._last_time: float = float("-inf")
         self._compact_min = compact_min
         self._out_cap = out_cap
@@ -180,12 +187,38 @@ class Engine:
         return frame
 
     def _with_keys(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Add the partition key id column (one id per distinct key, stable across frames)."""
+        """Add the partition key id column (one id per distinct key, stable across frames).
+
+        Only the keys not seen before are numbered in Python (``_key_ids``, ``_key_of``);
+        the frame's keys are looked up by a join on the table of every key numbered so far
+        (``_key_table``): with 100,000 keys, walking each slice's keys in Python cost more
+        than the kernel. A frame whose key columns have other dtypes than the table's (one
+        frame at a time from the API) is numbered key by key, as the table cannot join it."""
+        if not frame.height:
+            return frame.with_columns(pl.lit(None, dtype=pl.Int64).alias(_KEY))
         names = [f"{_KEY}{i}" for i in range(len(self.partition_by))]
         uniq = frame.select(names).unique(maintain_order=True)
-        ids = [self._key_ids.setdefault(k, len(self._key_ids)) for k in uniq.rows()]
-        uniq = uniq.with_columns(pl.Series(_KEY, ids, dtype=pl.Int64))
-        return frame.join(uniq, on=names, how="left", maintain_order="left")
+        table = self._key_table
+        if table is not None and table.select(names).schema != uniq.schema:
+            self._key_fallback, table, self._key_table = True, None, None
+        if self._key_fallback:
+            ids = [self._number(k) for k in uniq.rows()]
+            return frame.join(uniq.with_columns(pl.Series(_KEY, ids, dtype=pl.Int64)),
+                              on=names, how="left", maintain_order="left")
+        new = uniq if table is None else uniq.join(table, on=names, how="anti",
+                                                   maintain_order="left")
+        if new.height:
+            ids = [self._number(k) for k in new.rows()]
+            new = new.with_columns(pl.Series(_KEY, ids, dtype=pl.Int64))
+            table = self._key_table = new if table is None else pl.concat([table, new])
+        return frame.join(table, on=names, how="left", maintain_order="left")
+
+    def _number(self, key: tuple) -> int:
+        """The id of ``key``, numbering it when new (``_key_of``: its reported key)."""
+        i = self._key_ids.setdefault(key, len(self._key_ids))
+        if i not in self._key_of:
+            self._key_of[i] = self._reported_key(key)
+        return i
 
     def _kernel_inputs(self, frame: pl.DataFrame):
         """Column arrays for ``KernelState.run``; creates the kernel state on the first frame.
@@ -286,7 +319,9 @@ class Engine:
             self._remember(frame)
         k = self._k
         labelsets = tuple(self.dfa.labelsets)
-        key_of = {v: self._reported_key(key) for key, v in self._key_ids.items()} if self.partition_by else {}
+        if len(self._key_view) != len(self._key_of):  # a copy only when keys were added
+            self._key_view = dict(self._key_of)
+        key_of = self._key_view
         for (start, end, part, sloc, eloc, off, pos, lab), pending in k.run(*inputs, emit=True):
             if len(labelsets) < len(self.dfa.labelsets):
                 labelsets = tuple(self.dfa.labelsets)

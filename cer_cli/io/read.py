@@ -14,12 +14,14 @@ pass runs on that frame. Every input mistake raises ``LogError``.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import io
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
@@ -357,9 +359,13 @@ def _schema(logs: list[_Log]) -> Schema:
     return _schema_and_times(logs)[0]
 
 
-def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[_Log]]:
+def _schema_and_times(logs: list[_Log], columns: Collection[str] | None = None,
+                      ) -> tuple[Schema, list[_Log]]:
     """The schema, and the logs with the contract's verdict on what the same pass learnt of
-    their time values (``contract.judge_times``)."""
+    their time values (``contract.judge_times``). ``columns``: the attributes a query reads
+    (``plan.read_attributes``), the only ones whose values are looked at, as Spark's schema
+    pass does (``spark.read.logs_schema``): the others count as holding values, which only a
+    query reading them could tell, and the pass neither converts nor groups them."""
     _unified_dtypes(logs)  # columns polars cannot concatenate are an error here already
     decisions = [g.decision for g in logs]
     tc = next(iter(contract.time_columns_of(decisions)), None)
@@ -367,16 +373,18 @@ def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[_Log]]:
     present_per_log, times = [], []
     for g in logs:
         usable = contract.attribute_columns(g.decision, kinds)
-        present = pl.col(usable).is_not_null().any()
+        looked = [c for c in usable if columns is None or c in columns]
+        present = [pl.col(looked).is_not_null().any()] if looked else []
         facts = _time_facts(g)
         try:
             if g.decision.type_column is None:
-                rows = [g.lf.select(present, *facts).collect().row(0, named=True)]
+                rows = [g.lf.select(*present, *facts).collect().row(0, named=True)
+                        if present or facts else {}]
                 rows[0][TYPE] = g.spec.name
             else:
                 grouped = (
                     g.lf.group_by(pl.col(g.decision.type_column).cast(pl.String).alias(TYPE))
-                    .agg(present, *facts)
+                    .agg(*present, *facts)
                     .collect()
                 )
                 rows = list(grouped.iter_rows(named=True))
@@ -384,7 +392,8 @@ def _schema_and_times(logs: list[_Log]) -> tuple[Schema, list[_Log]]:
             raise _read_error(g.spec, e) from None
         times.append(contract.time_values(g.decision, [{k: r.pop(k, None) for k in _FACTS}
                                                         for r in rows]))
-        present_per_log.append({r.pop(TYPE): r for r in rows})
+        assumed = {c: True for c in usable if c not in looked}
+        present_per_log.append({r.pop(TYPE): {**assumed, **r} for r in rows})
     decisions, fits = contract.judge_times(decisions, times)
     schema = contract.build_schema(decisions, present_per_log, kinds, tc, fits)
     return schema, [replace(g, decision=d) for g, d in zip(logs, decisions, strict=True)]
@@ -448,13 +457,8 @@ class EventLog:
         """This log with only ``columns`` of its own read (and each log's type and time
         columns): a run that outputs no event needs no other (``Plan.columns_read``), and
         Parquet then skips the rest while CSV does not convert it."""
-        keep = set(columns)
-        logs, kept = [], set()
-        for g in self._logs:
-            d = g.decision
-            own = [c for c in g.columns if c in keep or c in (d.type_column, d.time_column)]
-            kept.update(own)
-            logs.append(replace(g, lf=g.lf.select(own)))
+        logs = [_projected(g, set(columns)) for g in self._logs]
+        kept = {c for g in logs for c in g.columns}
         reserved = {TYPE, STREAM, TIME, ROW, _ARG}
         return replace(self, columns=tuple(c for c in self.columns if c in kept),
                        _logs=tuple(logs),
@@ -489,31 +493,44 @@ class EventLog:
         )
 
 
+def _projected(g: _Log, keep: Collection[str]) -> _Log:
+    """``g`` reading only ``keep`` of its columns, besides its type and time columns."""
+    d = g.decision
+    own = [c for c in g.columns if c in keep or c in (d.type_column, d.time_column)]
+    return g if len(own) == len(g.columns) else replace(g, lf=g.lf.select(own))
+
+
 def read_events(
     specs: list[str],
     type_column: str | None = None,
     times: str | contract.TimeOptions | None = None,
     batch_size: int | None = None,
     log_format: str | None = None,
+    columns: Collection[str] | None = None,
 ) -> EventLog:
     """Open the logs as one stream ordered by time (ties: argument order, then row).
 
     First validates every time value (one streaming pass per log): a missing or unparsable
     time raises ``LogError`` naming the file and the row. With ``batch_size`` and ordered
     input, ``batches()`` streams; otherwise it yields one stably sorted frame. ``times``:
-    the logs' time columns, units and formats, as for ``read_schema``.
+    the logs' time columns, units and formats, as for ``read_schema``. ``columns``: for a
+    run that reads no other attribute (``--count``), the attributes the query reads: the
+    only ones read (``EventLog.reading``) and looked at by the schema pass
+    (``_schema_and_times``).
     """
     if batch_size is not None and batch_size < 1:
         raise LogError(f"batch size must be positive, got {batch_size}")
     logs = _open(specs, type_column, times, log_format)
+    if columns is not None:
+        logs = [_projected(g, columns) for g in logs]
     if batch_size is not None and _loaded_bytes(logs) <= READ_ONCE_BYTES:
         _unified_dtypes(logs)  # incompatible columns are reported before any value
         logs = [_materialised(g) for g in logs]
-    schema, logs = _schema_and_times(logs)
+    checked = _time_checks(logs)
+    schema, logs = _schema_and_times(logs, columns)
     contract.event_time_kind([g.decision for g in logs])  # comparable times, or refused
     total, ordered = 0, True
-    for g in logs:
-        n, in_order = _check_time(g)
+    for n, in_order in checked():
         total += n
         ordered = ordered and in_order
     dtypes = _unified_dtypes(logs)
@@ -636,6 +653,37 @@ def _unified_dtypes(logs: list[_Log]) -> dict[str, pl.DataType]:
         ROW: pl.Int64,
         _ARG: pl.Int64,
     }
+
+
+def _time_checks(logs: list[_Log]) -> Callable[[], list[tuple[int, bool]]]:
+    """Start the logs' time checks (``_check_time``, in argument order) in a thread beside
+    the schema pass, and return what waits for their results. The check reads the time
+    column as ``_open`` decided it: the schema pass's verdict (``contract.judge_times``)
+    sets only ``time_zoned``, which ``_time_expr`` does not read. polars releases the GIL,
+    so the two passes share the cores instead of one waiting for the other (before
+    ``--jobs``' pool, both are serial). A check's failure is raised by the waiter, so the
+    schema pass's own errors and ``event_time_kind``'s still come first."""
+    result: list = []
+
+    def check() -> None:
+        try:
+            result.append([_check_time(g) for g in logs])
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
+            result.append(e)
+
+    # in the caller's context: its messages name options as the caller does (``options``)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(check,),
+                              name="cer-time-check", daemon=True)
+    thread.start()
+
+    def wait() -> list[tuple[int, bool]]:
+        while thread.is_alive():  # in steps: a signal reaches the caller's thread at once
+            thread.join(0.05)
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
+
+    return wait
 
 
 def _check_time(g: _Log) -> tuple[int, bool]:

@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from cer_cli.compiler.predicates import Alphabet
-from cer_cli.engine.driver import COUNT_SLICE_ROWS, SLICE_ROWS, Driver, Progress, frames_of
+from cer_cli.engine.driver import COUNT_SLICE_ROWS, SLICE_ROWS, Driver, Progress
 from cer_cli.engine.executor import prepare_frame, window_bound
 from cer_cli.events import POS, MatchBatch
 from cer_cli.plan.fanout import PARTITION, RANGES
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 _KEY = "__cer_pool_key"  # PARTITION BY groups, as prepare_frame computes them
 _WTIME = "__cer_pool_time"  # the window time
-_TASK = "__cer_pool_task"
 
 #: Events per range of a ``ranges`` fan-out, at least: a range pays a fresh executor and
 #: re-reads its context, so ranges are large against both.
@@ -61,6 +60,9 @@ BUCKETS = 1024
 #: Pieces a task may have waiting, and items (batches, marks) it may have queued.
 INBOX = 2
 OUTBOX = 8
+#: Events per frame the feeder deals when given one whole frame (``_consecutive``): the
+#: command line's batches are this size too.
+FRAME_ROWS = 262_144
 #: Seconds a thread waits on a queue before looking whether the run was called off.
 POLL = 0.05
 #: Seconds the caller waits, in all, for the threads to go once the run is called off.
@@ -162,7 +164,7 @@ class _Pool:
     # ------------------------------------------------------------------ threads
 
     def start(self, frames) -> None:
-        feeder = _Feeder(self, frames_of(frames))
+        feeder = _Feeder(self, _consecutive(frames))
         self.threads = [threading.Thread(target=feeder.run, name="cer-pool-feeder", daemon=True)]
         self.threads += [threading.Thread(target=_Task(self, i).run, name=f"cer-pool-task-{i}",
                                           daemon=True) for i in range(self.jobs)]
@@ -278,6 +280,15 @@ class _Pool:
             yield out
         if progress is not None:
             progress(self.read, 0)
+
+
+def _consecutive(frames: pl.DataFrame | Iterable[pl.DataFrame]) -> Iterable[pl.DataFrame]:
+    """The frames as the feeder deals them: a whole log in one frame (the DataFrame API's)
+    as consecutive slices of ``FRAME_ROWS`` (views, no copy), so that the tasks start on
+    its first slice and merging follows every slice, as for a log read in batches."""
+    if not isinstance(frames, pl.DataFrame):
+        return frames
+    return (frames.slice(at, FRAME_ROWS) for at in range(0, frames.height, FRAME_ROWS))
 
 
 def _events(marks: list, read: int) -> int:
@@ -442,10 +453,9 @@ class _Feeder:
             for b in new[np.argsort(-sizes[new], kind="stable")]:  # the largest first
                 self.owner[b] = int(np.argmin(self.load))
                 self.load[self.owner[b]] += sizes[b]
-            split = self._own(prepared).with_columns(pl.Series(_TASK, self.owner[bucket])) \
-                .partition_by(_TASK, as_dict=True, include_key=False, maintain_order=True)
-            for (t,), part in split.items():
-                pieces[t] = part
+            tasks, own = self.owner[bucket], self._own(prepared)
+            for t in np.unique(tasks):  # a filter per task: 2-3x cheaper than partition_by
+                pieces[t] = own.filter(pl.Series(tasks == t))
         self.dealt = self.last
         for t, piece in enumerate(pieces):
             pool.put(pool.inboxes[t], _Piece(piece, self.last))
