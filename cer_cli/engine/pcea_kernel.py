@@ -483,7 +483,7 @@ def _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, pos, t, hast, ft, h):
     return nn + 1
 
 
-@njit_inline
+@njit_plain  # not inlined: a call of more than 30 arguments passes them as one tuple
 def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
                  hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
                  sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, h, ft, lo):
@@ -603,8 +603,8 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
                 if v != v:
                     continue  # no value to compare: never adopted through this index
             mode = sl[slot, L_MODE]
-            _key_row(kr, 0, kw, p, slot, NULL, kso, kse,
-                     sl[slot, L_KEY] if mode == MODE_COLUMN else sl[slot, L_OWN], CV, r, nwc, i)
+            spec = sl[slot, L_KEY] if mode == MODE_COLUMN else sl[slot, L_OWN]
+            _key_row(kr, 0, kw, p, slot, NULL, kso, kse, spec, CV, r, nwc, i)
             cell = _find_or_add(hk, hv, jn, st, kr[0], kw)
             if cell == FAIL:
                 return FAIL
@@ -876,6 +876,8 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
                              windowed, now[NOW_LO], emit, decide,
                              o_start, o_end, o_part, o_off, o_pos, o_lab)
             if got < 0:
+                if got == -NEED_YIELD:
+                    st[WORK] = 0  # the budget starts again when the walk resumes
                 return -got, i
             st[MATCHES] += got
             st[PHASE] = PH_UPDATE
@@ -908,9 +910,10 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
         for k in range(NSNAP):
             st[SNAP + k] = st[k]
         st[NJ] = 0
+        has = 1 if h else 0  # (numba compiles no conditional expression among many arguments)
         nf = _fire_update(i, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
                           hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
-                          sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, 1 if h else 0, ft, lo)
+                          sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, has, ft, lo)
         if nf < 0:
             undo(hv, jn, st)
             return NEED_ROOM, i
