@@ -480,11 +480,11 @@ class HashJoinEngine:
         self._matches = 0
         self._entries = 0
         self._peak = 0
-        self.ops = Ops()
+        self._ops = Ops()
         #: what ``_fire`` and ``_update`` read per event, in one attribute each
         self._fire_with = (self._sources, self._carry, self._rels, self._loops, self._active,
-                           self.ops)
-        self._update_with = (self._final, self._slots, self._key_mode, self.ops)
+                           self._ops)
+        self._update_with = (self._final, self._slots, self._key_mode, self._ops)
         # The array kernel (``engine.pcea_state.JoinState``, numba-compiled for large logs)
         # runs the shapes it supports; the others (iterated steps, carried keys, time
         # windows, compared values that are not numbers) keep these Python objects.
@@ -520,6 +520,16 @@ class HashJoinEngine:
             + (f"{self.limit} per triggering event, latest start first" if self.limit is not None
                else "none"),
         ])
+
+    @property
+    def ops(self) -> Ops:
+        """The work counters, of whichever implementation runs the join."""
+        if self._state is None:
+            return self._ops
+        c = self._state.st
+        return Ops(int(c[_K.C_EXTENDS]), int(c[_K.C_UNIONS]), int(c[_K.C_UNION_NODES]),
+                   int(c[_K.C_MAX_UNION]), int(c[_K.C_PROBES]), int(c[_K.C_TREE_INSERTS]),
+                   int(c[_K.C_TREE_NODES]))
 
     def kernel_text(self) -> str:
         """Which implementation runs the join: the array kernel or Python objects, and why."""
@@ -677,7 +687,7 @@ class HashJoinEngine:
             self._lorder[q], self._lprobe[q] = got["k"].to_list(), got["p"].to_list()
         #: what ``_fire_loop`` reads per event, in one attribute
         self._loop_with = (len(pcea.states), rloop, self._lrels, self._lprobe, self._nest,
-                           self.ops)
+                           self._ops)
         # per index slot, the compared values of an ordered index (None: a heap)
         n = len(pcea.states)
         tree_of = [order[s] if self._ordered[s] else None for s in range(n)] + [
@@ -764,14 +774,12 @@ class HashJoinEngine:
                 return False
             from cer_cli.engine.pcea_state import JoinState, Tables, compared_values
 
-            labelsets = sorted(set(self._labels) - {()})
-            probe = Tables(self.pcea, labelsets)
+            probe = Tables(self.pcea, self._labels)
             why = compared_values(self.pcea, probe, frame.head(0), frame.schema)
             if isinstance(why, str):
                 self._kernel_why = why
                 return False
-            self._state = JoinState(self.pcea, labelsets, self._bound if self._bound is not None
-                                    else None)
+            self._state = JoinState(self.pcea, self._labels, self._bound)
         return True
 
     def _kernel_inputs(self, frame: pl.DataFrame):

@@ -73,8 +73,10 @@ class Tables:
     column, ``cmp`` ``(transition, source, side)`` per ``CMPV`` column (side 0: the key on
     the adopted event, 1: the probe on the new one)."""
 
-    def __init__(self, pcea: PCEA, labelsets: list[tuple[str, ...]]) -> None:
+    def __init__(self, pcea: PCEA, labels: list[tuple[str, ...]]) -> None:
         S = len(pcea.states)
+        #: the distinct non-empty label sets (``MatchBatch.labelsets``); ``labels[q]``: state q's
+        self.labelsets = sorted(set(labels) - {()})
         self.S = S
         self.cv: list[tuple[int, int]] = []
         self.cmp: list[tuple[int, int, int]] = []
@@ -117,8 +119,7 @@ class Tables:
             qt[q, K.Q_FINAL] = int(q in pcea.finals)
             qt[q, K.Q_SLOTA] = -1 if q in pcea.finals else q
             qt[q, K.Q_SLOTB] = -1
-            labels = labelsets[q]
-            qt[q, K.Q_LAB] = -1 if not labels else labelsets.index(labels)
+            qt[q, K.Q_LAB] = self.labelsets.index(labels[q]) if labels[q] else -1
         self.qt = qt
         self.sl = sl
         self.src = np.array(rows or [(0, -1, 0, 0)], np.int64).reshape(-1, K.SRC_WIDTH)
@@ -163,10 +164,11 @@ class JoinState:
     docstring). ``jit``: compiled if True, plain Python if False, ``None``: plain until
     ``JIT_MIN_EVENTS`` events were seen (both run on the same arrays)."""
 
-    def __init__(self, pcea: PCEA, labelsets: list[tuple[str, ...]], bound: int | None,
+    def __init__(self, pcea: PCEA, labels: list[tuple[str, ...]], bound: int | None,
                  jit: bool | None = None, budget: int | None = None) -> None:
-        self.tables = T = Tables(pcea, labelsets)
-        self.labelsets = tuple(labelsets)
+        """``labels[q]``: the labels a match reports for state q's event (projected)."""
+        self.tables = T = Tables(pcea, labels)
+        self.labelsets = tuple(T.labelsets)
         self.windowed = bound is not None
         self.bound = 0 if bound is None else int(bound)
         self.jit = loader.jit_forced() if jit is None else jit
