@@ -46,6 +46,12 @@ NEG = -(1 << 62)
 #: a compaction is not worth it below this many nodes
 MIN_COMPACT = 1 << 16
 
+#: the arrays' first sizes (rows): they double when full; tests make them tiny to take
+#: every growth path
+ROOM = 1024
+#: matches per output batch at first (they double when one event's candidates need more)
+OUTPUT = 4096
+
 #: integers that float64 holds exactly (the compared values' type in the kernel)
 EXACT = 1 << 53
 
@@ -175,33 +181,34 @@ class JoinState:
         self._fns = self._load() if self.jit else {}
         self._budget = budget
         i64 = np.int64
-        self.hi = np.zeros((1024, K.HI_WIDTH), i64)
-        self.hm = np.zeros((1024, 2), i64)
-        self.ti = np.zeros((1024, O.TI_WIDTH), i64)
-        self.tm = np.zeros((1024, 3), i64)
-        self.tk = np.zeros(1024, np.float64)
-        self.bi = np.zeros((256, 2), i64)
-        self.bm = np.zeros(256, i64)
-        self.pc = np.zeros(1024, i64)
-        self.pr = np.zeros(1024, i64)
-        self.hk = np.zeros((1024, T.kw), i64)
-        self.hv = np.zeros((1024, K.HV_WIDTH), i64)
-        self.jn = np.zeros((256, 3), i64)
+        R, r = ROOM, max(4, ROOM // 16)
+        self.hi = np.zeros((R, K.HI_WIDTH), i64)
+        self.hm = np.zeros((R, 2), i64)
+        self.ti = np.zeros((R, O.TI_WIDTH), i64)
+        self.tm = np.zeros((R, 3), i64)
+        self.tk = np.zeros(R, np.float64)
+        self.bi = np.zeros((R // 4, 2), i64)
+        self.bm = np.zeros(R // 4, i64)
+        self.pc = np.zeros(R, i64)
+        self.pr = np.zeros(R, i64)
+        self.hk = np.zeros((_pow2(R), T.kw), i64)
+        self.hv = np.zeros((_pow2(R), K.HV_WIDTH), i64)
+        self.jn = np.zeros((R // 4, 3), i64)
         self.st = np.zeros(K.NSLOTS, i64)
         self.st[K.NEXT_COMPACT] = MIN_COMPACT
         self.now = np.array([NEG, NEG], i64)
-        self.sk, self.sk2, self.sk3 = (np.zeros((64, 2), i64) for _ in range(3))
-        self.psc = np.zeros(64, i64)
+        self.sk, self.sk2, self.sk3 = (np.zeros((r, 2), i64) for _ in range(3))
+        self.psc = np.zeros(r, i64)
         self.kids = np.zeros(T.max_sources, i64)
         self.kr = np.zeros((2, T.kw), i64)
-        self.nw = np.zeros(64, i64)
-        self.nwc = np.zeros((64, 1), i64)
-        self.fin = np.zeros(64, i64)
-        self.es = np.zeros((256, 4), i64)
-        self.ta = np.zeros((256, 2), i64)
-        self.ep = np.zeros(64, i64)
-        self.eq = np.zeros(64, i64)
-        self._outputs(4096, 4 * 4096)
+        self.nw = np.zeros(r, i64)
+        self.nwc = np.zeros((r, 1), i64)
+        self.fin = np.zeros(r, i64)
+        self.es = np.zeros((R // 4, 4), i64)
+        self.ta = np.zeros((R // 4, 2), i64)
+        self.ep = np.zeros(r, i64)
+        self.eq = np.zeros(r, i64)
+        self._outputs(OUTPUT, 4 * OUTPUT)
         #: per partition id: the latest window time fed (what compaction keeps runs for)
         self.last = np.full(16, NEG, i64)
         self._room_fails = (-1, 0)
@@ -348,24 +355,28 @@ class JoinState:
 
     def _compact(self, cap: int | None = None) -> None:
         """Drop what no live run reaches (``pcea_kernel.compact``), then leave room: the
-        next compaction when the arrays doubled again, no array more than a quarter full
-        (so that a compaction's cost, proportional to what is kept, is paid once per as
-        many allocations)."""
+        next compaction when the arrays doubled again (``NEXT_COMPACT``), no array more
+        than a quarter full, and an array that filled up before that doubled — so that
+        compactions, each costing what it keeps, come once per as many allocations
+        rather than every few events of a small window."""
         plo = self.last - self.bound if self.windowed else np.full_like(self.last, NEG)
         plo = np.where(self.last == NEG, NEG, plo)
+        st = self.st
+        groups = ((K.NH, ("hi", "hm")), (O.NT, ("ti", "tm", "tk")), (K.NB, ("bi", "bm")),
+                  (K.NPC, ("pc",)), (K.NPR, ("pr",)))
+        full = [4 * st[used] > 3 * getattr(self, names[0]).shape[0] for used, names in groups]
         cap = cap or self.hk.shape[0]
         compact = self._fn("compact")
         while True:
             self.hk, self.hv = compact(self.hi, self.hm, self.ti, self.tm, self.tk, self.bi,
-                                       self.bm, self.pc, self.pr, self.hk, self.hv, self.st,
+                                       self.bm, self.pc, self.pr, self.hk, self.hv, st,
                                        plo, self.tables.kw, cap)
-            if 4 * self.st[K.HUSED] <= cap:
+            if 4 * st[K.HUSED] <= cap:
                 break
             cap *= 2
-        st = self.st
-        for used, names in ((K.NH, ("hi", "hm")), (O.NT, ("ti", "tm", "tk")),
-                            (K.NB, ("bi", "bm")), (K.NPC, ("pc",)), (K.NPR, ("pr",))):
-            while 4 * st[used] > getattr(self, names[0]).shape[0]:
+        for (used, names), filled in zip(groups, full, strict=True):
+            while filled or 4 * st[used] > getattr(self, names[0]).shape[0]:
+                filled = False
                 for a in names:
                     setattr(self, a, _doubled(getattr(self, a)))
         st[K.NEXT_COMPACT] = max(MIN_COMPACT, 2 * (st[K.NH] + st[O.NT] + st[K.NB]))
@@ -383,6 +394,11 @@ class JoinState:
     def live_entries(self) -> int:
         plo = self.last - self.bound if self.windowed else np.full_like(self.last, NEG)
         return int(self._fn("live_entries")(self.hk, self.hv, self.hm, self.tm, self.bm, plo))
+
+
+def _pow2(n: int) -> int:
+    """The least power of two at least ``n`` (the hash table's size)."""
+    return 1 << max(2, (n - 1).bit_length())
 
 
 def _doubled(a: np.ndarray) -> np.ndarray:
