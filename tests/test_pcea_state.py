@@ -90,7 +90,12 @@ def test_tiny_arrays_and_budget_give_the_same_matches_in_the_same_order(tiny, mo
     """Every array grows from 4 rows, outputs flush after each match, the kernel returns to
     Python every 5 units of work (and runs the signal handlers then), compactions run."""
     checks = []
-    monkeypatch.setattr(signals, "check", lambda: checks.append(1))
+
+    def check():
+        checks.append(1)
+        assert len(checks) < 100_000, "the kernel returns without making progress"
+
+    monkeypatch.setattr(signals, "check", check)
     events = chain_log(600)
     got = same_on_both(CHAIN.format(w=20), events)
     assert len(got) == triple_loop(events, 20) > 100
@@ -222,20 +227,23 @@ for k in range(n // 100_000):
                           E.POS: np.arange(k * m, (k + 1) * m), "val": rng.integers(0, 100, m)})
     engine.count(frame)
 st = engine._state
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, st.hi.shape[0] + st.ti.shape[0])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, st.hi.shape[0] + st.ti.shape[0],
+      st.counters()["compactions"])
 """
 
 
 @compiled_only
 def test_memory_follows_the_window_not_the_log():
     """Peak RSS and the arrays' sizes of the compiled chain on 200k and 1.2M events (fed
-    in frames of 100k, as the driver does): compaction keeps the window's runs only."""
-    def peak(n: int) -> tuple[int, int]:
+    in frames of 100k, as the driver does): compaction keeps the window's runs only, and
+    runs once per doubling of what was allocated, not every few events."""
+    def peak(n: int) -> tuple[int, int, int]:
         out = subprocess.run([sys.executable, "-c", _PEAK, str(n), CHAIN.format(w=100)],
                              capture_output=True, text=True, check=True,
                              env={**os.environ, "CER_JIT": "1"}).stdout.split()
-        return int(out[0]), int(out[1])
+        return int(out[0]), int(out[1]), int(out[2])
 
-    (small, rows_small), (large, rows_large) = peak(200_000), peak(1_200_000)
+    (small, rows_small, _), (large, rows_large, compactions) = peak(200_000), peak(1_200_000)
     assert rows_large <= 2 * rows_small
     assert large < 1.3 * small
+    assert compactions < 1_200_000 / 2_000
