@@ -12,7 +12,7 @@ enumeration).
 What the kernel supports (``unsupported`` says why not, and ``HashJoinEngine`` then runs
 its Python objects): every PCEA without carried keys, iterated steps ``(E AS y)+`` and
 registers, under no window or a ``WITHIN n EVENTS`` window, whose compared values are
-numbers (compared as float64: integers beyond 2^53 are refused at run time rather than
+numbers (compared as float64: an integer beyond 2^53 is refused, exit 2, rather than
 rounded).
 
 Events are given as the per-event columns the kernel reads: the bit mask of the states an
@@ -32,6 +32,8 @@ from cer_cli.engine import jit as loader
 from cer_cli.engine import ordered_kernel as O
 from cer_cli.engine import pcea_kernel as K
 from cer_cli.events import MatchBatch
+from cer_cli.query.errors import QueryError
+from cer_cli.query.printer import shown
 
 MODULES = ("cer_cli.engine.pcea_kernel", "cer_cli.engine.ordered_kernel")
 
@@ -158,9 +160,10 @@ def compared_values(pcea: PCEA, tables: Tables, frame, schema) -> np.ndarray | s
         for side, name, kind in ((0, "k", key[1]), (1, "p", probe[1])):
             col = got[name].fill_null(np.nan).to_numpy()
             if kind == "int" and col.size and np.nanmax(np.abs(col), initial=0) > EXACT:
-                raise OverflowError(
-                    f"a compared integer beyond 2^53 ({c.key if side == 0 else c.probe}): "
-                    "the compiled hash join compares them as float64; run with CER_HJ_KERNEL=0")
+                raise QueryError(
+                    f"the log has an integer beyond 2^53 in {shown(c.key if side == 0 else c.probe)},"
+                    " which the compiled hash join would compare inexactly (as float64)",
+                    hints=["run with CER_HJ_KERNEL=0: the hash join as Python objects, exact"])
             out[i + side] = col
     return out
 
