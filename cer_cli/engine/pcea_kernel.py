@@ -1,11 +1,11 @@
 """The hash join's kernel: Algorithm 1 of the PCEA paper (Pinto & Riveros, Section 5,
 Appendix C) over flat arrays, the PCEA that ``cer_cli.compiler.pcea`` builds.
 
-Status: work in progress, not used yet. ``engine/pcea.py`` (``HashJoinEngine``, Python
-objects) still runs every hash join; ``JoinState`` (``engine/pcea_state.py``: the PCEA's
-tables, the canonical key ids, growth, compaction, ``MatchBatch`` output) is not written,
-and of this module only ``h_union`` is tested (``tests/test_pcea_kernel.py``, against
-``pcea.union``). The ordered index it uses is ``engine/ordered_kernel.py`` (tested).
+``engine/pcea_state.py`` (``JoinState``: the PCEA's tables, canonical key ids, growth,
+compaction, ``MatchBatch`` output, resuming) runs it for ``HashJoinEngine`` (``engine/pcea.py``)
+whenever the shape allows (``pcea_state.unsupported``); iterated steps, registers and carried
+keys — which this module implements but no test has run yet — and time windows keep the
+Python objects. The ordered index it uses is ``engine/ordered_kernel.py``.
 
 Written over typed arrays so numba can compile it, like ``engine/kernel.py`` (the CEA's):
 this module holds only those functions, as plain Python, and the constants of their
