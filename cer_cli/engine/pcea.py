@@ -775,7 +775,7 @@ class HashJoinEngine:
             from cer_cli.engine.pcea_state import JoinState, Tables, compared_values
 
             probe = Tables(self.pcea, self._labels)
-            why = compared_values(self.pcea, probe, frame.head(0), frame.schema)
+            why = compared_values(self.pcea, probe, frame, frame.schema, first=True)
             if isinstance(why, str):
                 self._kernel_why = why
                 return False

@@ -12,8 +12,8 @@ enumeration).
 What the kernel supports (``unsupported`` says why not, and ``HashJoinEngine`` then runs
 its Python objects): every PCEA without carried keys, iterated steps ``(E AS y)+`` and
 registers, under no window or a ``WITHIN n EVENTS`` window, whose compared values are
-numbers (compared as float64: an integer beyond 2^53 is refused, exit 2, rather than
-rounded).
+numbers (compared as float64: integers beyond 2^53 in the first frame choose the Python
+objects; in a later frame they are refused, exit 2, rather than rounded).
 
 Events are given as the per-event columns the kernel reads: the bit mask of the states an
 event may take, its position, partition id and window time, its equality keys as
@@ -141,9 +141,13 @@ class Tables:
         self.max_sources = max([len(t.sources) for t in pcea.transitions] + [1])
 
 
-def compared_values(pcea: PCEA, tables: Tables, frame, schema) -> np.ndarray | str:
+def compared_values(pcea: PCEA, tables: Tables, frame, schema, first: bool = False
+                    ) -> np.ndarray | str:
     """``CMPV``: per ``tables.cmp`` column, the compared value of each event as float64 (NaN:
-    none), or why the kernel cannot compare them (not numbers)."""
+    none), or why the kernel cannot compare them: not numbers, or (``first``: the run's
+    first frame, which still chooses the Python objects) integers beyond 2^53, which float64
+    would round. A later frame with such an integer is refused (exit 2): the run's runs are
+    in the arrays by then."""
     out = np.full((max(1, len(tables.cmp)), frame.height), np.nan)
     import polars as pl
 
@@ -160,6 +164,8 @@ def compared_values(pcea: PCEA, tables: Tables, frame, schema) -> np.ndarray | s
         for side, name, kind in ((0, "k", key[1]), (1, "p", probe[1])):
             col = got[name].fill_null(np.nan).to_numpy()
             if kind == "int" and col.size and np.nanmax(np.abs(col), initial=0) > EXACT:
+                if first:
+                    return "compared integers beyond 2^53 (float64 would round them)"
                 raise QueryError(
                     f"the log has an integer beyond 2^53 in {shown(c.key if side == 0 else c.probe)},"
                     " which the compiled hash join would compare inexactly (as float64)",
