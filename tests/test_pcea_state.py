@@ -256,3 +256,21 @@ def test_memory_follows_the_window_not_the_log():
     assert rows_large <= 2 * rows_small
     assert large < 1.3 * small
     assert compactions < 1_200_000 / 2_000
+
+
+def test_integer_keys_are_their_own_ids_so_nothing_grows_with_the_log(tiny):
+    """The kernel's index holds canonical ids of the join keys: an integer key is its own,
+    so no dictionary of every value seen grows with the log (other types need one)."""
+    text = "SELECT * WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id AND b.v < c.v WITHIN 6 EVENTS"
+    rng = random.Random(9)
+    events = [{"type": rng.choice("ABC"), "v": rng.randrange(6), "id": i // 3} for i in range(300)]
+    got = same_on_both(text, events)
+    reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+    kernel, _ = executors(text)
+    kernel.count(events_frame(events))
+    assert list(kernel._key_ids.values()) == [None]
+    named = [dict(e, id=f"k{e['id']}") for e in events]
+    assert [len(m.events) for m in same_on_both(text, named)] == [len(m.events) for m in got]
+    kernel, _ = executors(text)
+    kernel.count(events_frame(named))
+    assert [len(d) for d in kernel._key_ids.values()] == [100]

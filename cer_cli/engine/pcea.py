@@ -71,11 +71,14 @@ from cer_cli.events import (
     as_matches,
 )
 from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
 from cer_cli.query.printer import groups_text
 from cer_cli.query.scope import strip_var
 
 NO_LOWER = -math.inf
 _KEY = "__cer_hj_key"
+#: key dtypes that are their own canonical id in the array kernel (``_kernel_inputs``)
+_OWN_ID = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
 _WTIME = "__cer_hj_time"
 _ACT = "__cer_hj_act"
 
@@ -497,7 +500,7 @@ class HashJoinEngine:
         self._kernel_why = (unsupported(pcea, self._by_events, self._timed) if kernel
                             else "the array kernel was turned off (CER_HJ_KERNEL=0)")
         self._state = None  # the JoinState, made on the first frame
-        self._key_ids: dict[int, dict] = {}  # per class: value -> canonical id
+        self._key_ids: dict[int, dict | None] = {}  # per class: value -> id (None: own id)
         self._pids: dict = {}  # partition key -> id
         self._pcount = np.zeros(0, np.int64)  # events per partition id so far
 
@@ -791,12 +794,27 @@ class HashJoinEngine:
         pos = frame[POS].cast(pl.Int64).to_numpy()
         values = self._key_values(frame)
         CV = np.zeros((max(1, len(state.tables.cv)), n), np.int64)
-        for c, (s, cls) in enumerate(state.tables.cv):
-            col = values[s, cls]
-            if col is None:
-                continue
-            ids = self._key_ids.setdefault(cls, {})
-            CV[c] = [ids.setdefault(v, len(ids)) for v in col.to_list()]
+        by_class: dict[int, list[int]] = {}
+        for c, (_, cls) in enumerate(state.tables.cv):
+            by_class.setdefault(cls, []).append(c)
+        for cls, cols in by_class.items():
+            # A class whose keys are integers of at most 64 bits is its own id; others get
+            # ids from a dictionary of the values seen (which grows with the distinct values
+            # of the log, not with the window). Decided on the first frame, kept for the run:
+            # the two kinds of id must not meet in one class.
+            keys = [values[state.tables.cv[c]] for c in cols]
+            exact = all(k is None or k.dtype in _OWN_ID for k in keys)
+            if (self._key_ids.setdefault(cls, None if exact else {}) is None) != exact:
+                raise QueryError("the values an equality joins changed type between slices of"
+                                 " the log", hints=["run with CER_HJ_KERNEL=0"])
+            for c, k in zip(cols, keys, strict=True):
+                if k is None:
+                    continue
+                if exact:
+                    CV[c] = k.fill_null(0).cast(pl.Int64).to_numpy()
+                else:
+                    ids = self._key_ids[cls]
+                    CV[c] = [ids.setdefault(v, len(ids)) for v in k.to_list()]
         CMPV = compared_values(self.pcea, state.tables, frame, frame.schema)
         if isinstance(CMPV, str):  # pragma: no cover - the first frame decided on its types
             raise TypeError(f"the compiled hash join cannot compare {CMPV}")
