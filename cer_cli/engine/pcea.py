@@ -540,8 +540,8 @@ class HashJoinEngine:
             return f"runs as Python objects: {self._kernel_why}"
         if self._state is not None and self._state.compiled:
             return "runs on the array kernel (numba-compiled)"
-        return ("runs on the array kernel (flat arrays; numba-compiled for large logs,"
-                " Python objects when the compared values are not numbers)")
+        return ("runs on the array kernel (flat arrays; numba-compiled for large logs;"
+                " Python objects if the log's compared values are not numbers within 2^53)")
 
     @property
     def stats(self) -> EngineStats:
