@@ -223,8 +223,8 @@ class JoinState:
         self._room_fails = (-1, 0)
 
     def _load(self) -> dict:
-        fns = loader.compiled(*MODULES)
-        return fns
+        """The compiled kernel; the CLI's notice first when loading it means compiling."""
+        return loader.compiled_for_run(*MODULES)
 
     def _fn(self, name: str):
         return self._fns.get(name) or getattr(K, name)
