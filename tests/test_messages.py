@@ -142,6 +142,18 @@ def test_a_compile_is_announced_on_stderr_and_in_the_bar(monkeypatch):
     assert note not in quiet.stderr  # an uncompiled run compiles nothing
 
 
+def test_the_hash_join_kernels_compile_is_announced_too(monkeypatch):
+    from cer_cli.engine import jit, pcea_state
+
+    asked = []
+    monkeypatch.setattr(jit, "will_compile", lambda *modules: asked.append(modules) or True)
+    result = run("match", "-e", "H AS h ; T AS t FILTER h.temp < t.temp WITHIN 3 EVENTS", FIG1,
+                 "--count", env={"CER_JIT": "1"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("note: compiling the matching kernel once") == 1, result.stderr
+    assert asked == [pcea_state.MODULES]
+
+
 @pytest.mark.slow
 def test_a_cold_numba_cache_prints_one_line_then_none(tmp_path):
     """End to end, compiling for real (13-22 s of CPU) into an empty NUMBA_CACHE_DIR."""

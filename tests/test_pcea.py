@@ -5,11 +5,16 @@ reference on random chain queries (fallbacks included), and the update-work boun
 Expected outputs of the worked examples come from the paper's definitions (A1-A3, B1-B3),
 not from the implementation; the property tests decide the fragment criterion with their
 own union-find (``carried_from_one_event``) rather than the compiler's.
+
+Every test runs twice (``hash_join_path``): on the array kernel (``engine/pcea_state.py``,
+plain Python below ``JIT_MIN_EVENTS`` events, as numba would run it) and on the Python
+objects (``CER_HJ_KERNEL=0``); the tests of the Python objects' own internals run once.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import pytest
@@ -29,6 +34,28 @@ from cer_cli.query.scope import conjuncts
 from tests import reference
 from tests.builders import ev, events_frame
 from tests.gen_formulas import STREAMS, projections, simple_windows, streams, unary_atoms
+
+
+@pytest.fixture(autouse=True, scope="module", params=["kernel", "python"])
+def hash_join_path(request):
+    """The implementation every hash join of the module runs on (module-scoped: hypothesis
+    refuses function-scoped fixtures around its examples)."""
+    old = os.environ.get("CER_HJ_KERNEL")
+    os.environ["CER_HJ_KERNEL"] = "1" if request.param == "kernel" else "0"
+    yield request.param
+    if old is None:
+        del os.environ["CER_HJ_KERNEL"]
+    else:
+        os.environ["CER_HJ_KERNEL"] = old
+
+
+@pytest.fixture
+def python_objects(hash_join_path):
+    """For the tests of the Python objects' internals (monkeypatched helpers, heap
+    depths): once, on that path."""
+    if hash_join_path != "python":
+        pytest.skip("about the Python objects' internals")
+
 
 # --------------------------------------------------------------------------- the union-heap
 
@@ -915,7 +942,8 @@ def test_ordered_index_probe_work_is_logarithmic_for_any_arrival_order(order, w)
 
 @pytest.mark.parametrize("order", ["random", "rising", "falling"])
 @pytest.mark.parametrize("w", [32, 512])
-def test_ordered_index_work_does_not_grow_with_partial_matches(w, order, monkeypatch):
+def test_ordered_index_work_does_not_grow_with_partial_matches(w, order, monkeypatch,
+                                                              python_objects):
     """Every A is a partial match that a later B may extend; each B's probe returns at most
     O(depth) heaps, and the trees it probes stay O(log w) deep (values random, or monotone
     in time as a rising price), however many runs wait: the work counted, not timed."""
@@ -1002,7 +1030,7 @@ def test_count_of_exponentially_many_runs_is_exact():
     assert plan(query).executor().count(events_frame(events)) == want
 
 
-def test_count_falls_back_to_enumeration_when_too_deep(monkeypatch):
+def test_count_falls_back_to_enumeration_when_too_deep(monkeypatch, python_objects):
     """Runs nested deeper than Python recurses are counted by enumerating them."""
     events = [{"type": rng_t, "val": i % 7} for i, rng_t in enumerate("ABCABCDACBBCAC" * 5)]
     query = parse("A AS x ; B AS y ; C AS z FILTER x.val < y.val AND y.val < z.val"

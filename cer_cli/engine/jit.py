@@ -108,12 +108,13 @@ ENTRY = "run_events"
 compile_notice = None
 
 
-def will_compile() -> bool:
-    """Whether the compiled kernel's first call will compile it (13-22 s of CPU): numba's
+def will_compile(*modules: str) -> bool:
+    """Whether the compiled kernel's (of ``modules``: default the CEA's; the hash join's
+    ``engine.pcea_state.MODULES``) first call will compile it (13-22 s of CPU): numba's
     cache (``__pycache__`` beside ``kernel.py``, or ``NUMBA_CACHE_DIR``) holds no machine code
     of ``ENTRY`` for this CPU — the first run after an install or upgrade, or a cleared cache.
     Another signature (float times after integer ones) also compiles, and is not foreseen."""
-    fns = compiled()
+    fns = compiled(*modules)
     if ENTRY not in fns:
         return False
     try:  # numba's cache index (numba 0.60-0.68): {(signature, magic tuple): file}
@@ -126,13 +127,13 @@ def will_compile() -> bool:
     return not any(key[1] == magic for key in index)
 
 
-def compiled_for_run() -> dict:
-    """``compiled()`` for a run about to call it: first ``compile_notice`` when that call
-    will compile (``will_compile``)."""
+def compiled_for_run(*modules: str) -> dict:
+    """``compiled(*modules)`` for a run about to call it: first ``compile_notice`` when that
+    call will compile (``will_compile``)."""
     global compile_notice
-    fns = compiled()
+    fns = compiled(*modules)
     notice, compile_notice = compile_notice, None
-    if notice is not None and will_compile():
+    if notice is not None and will_compile(*modules):
         notice()
     return fns
 

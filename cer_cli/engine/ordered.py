@@ -32,16 +32,15 @@ is enumerated at the event that made it).
 
 from __future__ import annotations
 
-_MASK = (1 << 64) - 1
+from cer_cli.engine.ordered_kernel import prio_of
 
 
 def priority(pos: int) -> int:
-    """A pseudo-random priority from a position (splitmix64): deterministic, so the tree
-    shape, and hence the order in which matches are enumerated, is reproducible."""
-    z = (pos * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
+    """A pseudo-random priority from a position: deterministic, so the tree shape, and
+    hence the order in which matches are enumerated, is reproducible. The array kernel's
+    (``ordered_kernel.prio_of``), so that both build the same trees and enumerate the
+    same matches in the same order."""
+    return prio_of(pos)
 
 
 class TNode:

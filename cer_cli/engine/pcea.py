@@ -40,10 +40,12 @@ matches per key (still logarithmic depth).
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from cer_cli.compiler.pcea import PCEA, pcea_cost
@@ -55,6 +57,7 @@ from cer_cli.compiler.predicates import (
     predicate_expression,
     value_expression,
 )
+from cer_cli.engine import pcea_kernel as _K
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
 from cer_cli.engine.strategies import report
@@ -68,11 +71,14 @@ from cer_cli.events import (
     as_matches,
 )
 from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
 from cer_cli.query.printer import groups_text
 from cer_cli.query.scope import strip_var
 
 NO_LOWER = -math.inf
 _KEY = "__cer_hj_key"
+#: key dtypes that are their own canonical id in the array kernel (``_kernel_inputs``)
+_OWN_ID = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
 _WTIME = "__cer_hj_time"
 _ACT = "__cer_hj_act"
 
@@ -416,6 +422,7 @@ class HashJoinEngine:
         limit: int | None = None,
         streams: tuple[str, ...] | None = None,
         strategy: str = "ALL",
+        kernel: bool | None = None,
     ) -> None:
         self.pcea = pcea
         self.window = window
@@ -476,11 +483,26 @@ class HashJoinEngine:
         self._matches = 0
         self._entries = 0
         self._peak = 0
-        self.ops = Ops()
+        self._ops = Ops()
         #: what ``_fire`` and ``_update`` read per event, in one attribute each
         self._fire_with = (self._sources, self._carry, self._rels, self._loops, self._active,
-                           self.ops)
-        self._update_with = (self._final, self._slots, self._key_mode, self.ops)
+                           self._ops)
+        self._update_with = (self._final, self._slots, self._key_mode, self._ops)
+        # The array kernel (``engine.pcea_state.JoinState``, numba-compiled for large logs)
+        # runs the shapes it supports; the others (iterated steps, carried keys, time
+        # windows, compared values that are not numbers) keep these Python objects.
+        # ``kernel``: None follows ``CER_HJ_KERNEL`` (``0``: never), False never, True when
+        # the shape allows. Decided here and on the first frame, said by ``describe``.
+        from cer_cli.engine.pcea_state import unsupported
+
+        if kernel is None:
+            kernel = os.environ.get("CER_HJ_KERNEL", "1") != "0"
+        self._kernel_why = (unsupported(pcea, self._by_events, self._timed) if kernel
+                            else "the array kernel was turned off (CER_HJ_KERNEL=0)")
+        self._state = None  # the JoinState, made on the first frame
+        self._key_ids: dict[int, dict | None] = {}  # per class: value -> id (None: own id)
+        self._pids: dict = {}  # partition key -> id
+        self._pcount = np.zeros(0, np.int64)  # events per partition id so far
 
     # ------------------------------------------------------------------ description
 
@@ -494,6 +516,7 @@ class HashJoinEngine:
         return "\n".join([
             "engine: PCEA Algorithm 1 (hash join): hash index by (state, join key),"
             " persistent max-start heaps (ordered indexes: treaps), windowed enumeration",
+            f"  {self.kernel_text()}",
             f"  {pcea_cost(self.pcea, w, short=True)}",
             f"  {window}; {parts}",
             f"  strategy {self.strategy}: every match; limit "
@@ -502,11 +525,37 @@ class HashJoinEngine:
         ])
 
     @property
+    def ops(self) -> Ops:
+        """The work counters, of whichever implementation runs the join."""
+        if self._state is None:
+            return self._ops
+        c = self._state.st
+        return Ops(int(c[_K.C_EXTENDS]), int(c[_K.C_UNIONS]), int(c[_K.C_UNION_NODES]),
+                   int(c[_K.C_MAX_UNION]), int(c[_K.C_PROBES]), int(c[_K.C_TREE_INSERTS]),
+                   int(c[_K.C_TREE_NODES]))
+
+    def kernel_text(self) -> str:
+        """Which implementation runs the join: the array kernel or Python objects, and why."""
+        if self._kernel_why is not None:
+            return f"runs as Python objects: {self._kernel_why}"
+        if self._state is not None and self._state.compiled:
+            return "runs on the array kernel (numba-compiled)"
+        return ("runs on the array kernel (flat arrays; numba-compiled for large logs;"
+                " Python objects if the log's compared values are not numbers within 2^53)")
+
+    @property
     def stats(self) -> EngineStats:
         """``live_nodes`` / ``peak_live_nodes``: index entries (one heap per state and key)
         now / at most; ``allocated_nodes``: DS_w nodes made (extends, union path copies
         and ordered-index nodes). There is no tECS compaction and no determinisation: those counters are 0
         (``ops`` counts the hash join's own work)."""
+        if self._state is not None:
+            c = self._state.counters()
+            live = self._state.live_entries()
+            self._peak = max(self._peak, live)
+            return EngineStats(c["events"], self._matches, len(self._pids) or 1, live,
+                               c["extends"] + c["union_nodes"] + c["tree_nodes"],
+                               c["compactions"], self._peak, 0, 0, 0, 0)
         return EngineStats(
             self._events, self._matches, len(self._parts), self._entries,
             self.ops.extends + self.ops.union_nodes + self.ops.tree_nodes, 0,
@@ -543,21 +592,24 @@ class HashJoinEngine:
                                                    schema)
         return expr.fill_null(False)
 
-    def _columns(self, frame: pl.DataFrame):
-        """Per-row inputs of the loop: the bit mask of the states an event may take and
-        the join keys (left on the adopted event, right on the adopting one)."""
-        pcea, schema, n = self.pcea, frame.schema, frame.height
+    def _act(self, frame: pl.DataFrame) -> pl.Series:
+        """Per event, the bit mask of the states it may take (Int64)."""
+        schema = frame.schema
         masks = [
             pl.when(self._step_mask(s, schema)).then(pl.lit(1 << s, pl.Int64)).otherwise(pl.lit(0, pl.Int64))
-            for s in range(len(pcea.states))
+            for s in range(len(self.pcea.states))
         ]
         # with_columns, not select: when no attribute a step reads is in the frame every
         # mask is a literal, and only with_columns broadcasts it to one value per row
-        act = frame.with_columns(pl.sum_horizontal(masks).alias(_ACT))[_ACT].to_list()
-        # each class's key as predicates' ``=`` relates it (``key_expressions``): Python's
-        # == and hash on the listed values then agree with ``=``; an event taking a state
-        # holds equal values for the state's attributes of a class (``_step_mask``), so the
-        # first one is the key
+        return frame.with_columns(pl.sum_horizontal(masks).alias(_ACT))[_ACT]
+
+    def _key_values(self, frame: pl.DataFrame) -> dict[tuple[int, int], pl.Series | None]:
+        """Per (state, class): the class's key on each event as that state (None: never
+        computed). Each class's key as predicates' ``=`` relates it (``key_expressions``):
+        Python's == and hash on the listed values then agree with ``=``; an event taking a
+        state holds equal values for the state's attributes of a class (``_step_mask``), so
+        the first one is the key."""
+        pcea, schema = self.pcea, frame.schema
         in_class: dict[int, dict[str, None]] = {}
         for state in pcea.states:
             for cls, attrs in state.classes:
@@ -567,9 +619,16 @@ class HashJoinEngine:
         exprs = {(s, cls): keyed[cls][attrs[0]] for s, state in enumerate(pcea.states)
                  for cls, attrs in state.classes}
         got = frame.select(e.alias(f"k{i}") for i, e in enumerate(exprs.values()) if e is not None)
+        return {sc: None if e is None else got[f"k{i}"] for i, (sc, e) in enumerate(exprs.items())}
+
+    def _columns(self, frame: pl.DataFrame):
+        """Per-row inputs of the loop: the bit mask of the states an event may take and
+        the join keys (left on the adopted event, right on the adopting one)."""
+        pcea, schema, n = self.pcea, frame.schema, frame.height
+        act = self._act(frame).to_list()
         values: dict[tuple[int, int], list] = {
-            sc: [None] * n if e is None else got[f"k{i}"].to_list()
-            for i, (sc, e) in enumerate(exprs.items())}
+            sc: [None] * n if col is None else col.to_list()
+            for sc, col in self._key_values(frame).items()}
         const = [()] * n
 
         def keys(s: int, classes: tuple[int, ...]) -> list:
@@ -631,7 +690,7 @@ class HashJoinEngine:
             self._lorder[q], self._lprobe[q] = got["k"].to_list(), got["p"].to_list()
         #: what ``_fire_loop`` reads per event, in one attribute
         self._loop_with = (len(pcea.states), rloop, self._lrels, self._lprobe, self._nest,
-                           self.ops)
+                           self._ops)
         # per index slot, the compared values of an ordered index (None: a heap)
         n = len(pcea.states)
         tree_of = [order[s] if self._ordered[s] else None for s in range(n)] + [
@@ -649,6 +708,10 @@ class HashJoinEngine:
         """``run`` in columns, about ``size`` matches per batch. When candidates may repeat a
         match (``PCEA.dedupe``) or LIMIT keeps some, each event's candidates stay in one
         batch and ``strategies.report`` decides, as for the CEA executor."""
+        frame = self._prepare(frame)
+        if self._on_kernel(frame):
+            yield from self._kernel_batches(frame, emit=True)
+            return
         groups = self._candidates(frame)
         if self._streams:  # nothing to decide per event
             batches = as_batches((m for group in groups for m in group), size)
@@ -665,6 +728,14 @@ class HashJoinEngine:
         decided per event)."""
         if not self._streams:
             return sum(len(b) for b in self.run_batches(frame))
+        frame = self._prepare(frame)
+        if self._on_kernel(frame):
+            before = int(self._state.st[_K.MATCHES])
+            for _ in self._kernel_batches(frame, emit=False):
+                pass
+            n = int(self._state.st[_K.MATCHES]) - before
+            self._matches += n
+            return n
         if not self._timed:  # every run is a match: count them without building them
             n = sum(self._candidates(frame, self._count_finals))
         else:
@@ -678,9 +749,8 @@ class HashJoinEngine:
         return self.pcea.dedupe is None and self.limit is None
 
     def _candidates(self, frame: pl.DataFrame, emit=None) -> Iterator:
-        """Per event of ``frame`` that completes runs, its candidate matches (``_loop``;
-        ``emit``: what to yield instead, from the same arguments as ``_emit``)."""
-        frame = self._prepare(frame)
+        """Per event of ``frame`` (``_prepare``d) that completes runs, its candidate matches
+        (``_loop``; ``emit``: what to yield instead, from the same arguments as ``_emit``)."""
         if frame.height == 0:
             return iter(())
         act, right, left, probe, tree_of = self._columns(frame)
@@ -694,6 +764,96 @@ class HashJoinEngine:
     def finish(self) -> Iterator[MatchBatch]:
         """Nothing: every match is reported at the event that ends it."""
         return iter(())
+
+    # ------------------------------------------------------------------ the array kernel
+
+    def _on_kernel(self, frame: pl.DataFrame) -> bool:
+        """Whether ``frame`` (prepared) runs on the array kernel: decided on the first
+        frame with events (the compared values' types), then kept for the whole run."""
+        if self._kernel_why is not None or frame.height == 0:
+            return self._state is not None
+        if self._state is None:
+            if self._events:  # pragma: no cover - the Python objects already hold runs
+                return False
+            from cer_cli.engine.pcea_state import JoinState, Tables, compared_values
+
+            probe = Tables(self.pcea, self._labels)
+            why = compared_values(self.pcea, probe, frame, frame.schema, first=True)
+            if isinstance(why, str):
+                self._kernel_why = why
+                return False
+            self._state = JoinState(self.pcea, self._labels, self._bound)
+        return True
+
+    def _kernel_inputs(self, frame: pl.DataFrame):
+        """The per-event columns ``JoinState.feed`` reads (see ``engine.pcea_state``)."""
+        from cer_cli.engine.pcea_state import compared_values
+
+        state, n = self._state, frame.height
+        act = self._act(frame).to_numpy().astype(np.int64)
+        pos = frame[POS].cast(pl.Int64).to_numpy()
+        values = self._key_values(frame)
+        CV = np.zeros((max(1, len(state.tables.cv)), n), np.int64)
+        by_class: dict[int, list[int]] = {}
+        for c, (_, cls) in enumerate(state.tables.cv):
+            by_class.setdefault(cls, []).append(c)
+        for cls, cols in by_class.items():
+            # A class whose keys are integers of at most 64 bits is its own id; others get
+            # ids from a dictionary of the values seen (which grows with the distinct values
+            # of the log, not with the window). Decided on the first frame, kept for the run:
+            # the two kinds of id must not meet in one class.
+            keys = [values[state.tables.cv[c]] for c in cols]
+            exact = all(k is None or k.dtype in _OWN_ID for k in keys)
+            if (self._key_ids.setdefault(cls, None if exact else {}) is None) != exact:
+                raise QueryError("the values an equality joins changed type between slices of"
+                                 " the log", hints=["run with CER_HJ_KERNEL=0"])
+            for c, k in zip(cols, keys, strict=True):
+                if k is None:
+                    continue
+                if exact:
+                    CV[c] = k.fill_null(0).cast(pl.Int64).to_numpy()
+                else:
+                    ids = self._key_ids[cls]
+                    CV[c] = [ids.setdefault(v, len(ids)) for v in k.to_list()]
+        CMPV = compared_values(self.pcea, state.tables, frame, frame.schema)
+        if isinstance(CMPV, str):  # pragma: no cover - the first frame decided on its types
+            raise TypeError(f"the compiled hash join cannot compare {CMPV}")
+        if self.partition_by:
+            keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows()
+            part = np.fromiter((self._pids.setdefault(k, len(self._pids)) for k in keys),
+                               np.int64, n)
+        else:
+            part = np.zeros(n, np.int64)
+            self._pids.setdefault(None, 0)
+        groups = len(self._pids)
+        if len(self._pcount) < groups:
+            self._pcount = np.concatenate([self._pcount,
+                                           np.zeros(groups - len(self._pcount), np.int64)])
+        # each event's index in its partition's stream (the window time of EVENTS windows)
+        order = np.argsort(part, kind="stable")
+        sp = part[order]
+        starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]]) if n else np.zeros(0, np.int64)
+        rank = np.arange(n, dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        loc = np.empty(n, dtype=np.int64)
+        loc[order] = rank + self._pcount[sp]
+        self._pcount += np.bincount(part, minlength=groups)
+        return act, pos, part, loc, CV, CMPV
+
+    def _kernel_batches(self, frame: pl.DataFrame, emit: bool) -> Iterator[MatchBatch]:
+        """The matches of ``frame`` (prepared) from the array kernel, through
+        ``strategies.report`` when something is decided per event (each event's candidates
+        then come in one batch)."""
+        if frame.height == 0:
+            return
+        act, pos, part, loc, CV, CMPV = self._kernel_inputs(frame)
+        partitions = {i: k for k, i in self._pids.items()}
+        decide = not self._streams
+        for batch in self._state.feed(act, pos, part, loc, CV, CMPV, emit, decide, partitions):
+            if decide:
+                batch = report(batch, self.strategy, self.limit, self.pcea.dedupe is not None)
+            self._matches += len(batch)
+            if len(batch):
+                yield batch
 
     def _partition(self, key) -> _Partition:
         part = self._parts.get(key)

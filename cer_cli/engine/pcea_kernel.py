@@ -1,0 +1,1178 @@
+"""The hash join's kernel: Algorithm 1 of the PCEA paper (Pinto & Riveros, Section 5,
+Appendix C) over flat arrays, the PCEA that ``cer_cli.compiler.pcea`` builds.
+
+``engine/pcea_state.py`` (``JoinState``: the PCEA's tables, canonical key ids, growth,
+compaction, ``MatchBatch`` output, resuming) runs it for ``HashJoinEngine`` (``engine/pcea.py``)
+whenever the shape allows (``pcea_state.unsupported``); iterated steps, registers and carried
+keys — which this module implements but no test has run yet — and time windows keep the
+Python objects. The ordered index it uses is ``engine/ordered_kernel.py``.
+
+Written over typed arrays so numba can compile it, like ``engine/kernel.py`` (the CEA's):
+this module holds only those functions, as plain Python, and the constants of their
+arrays' layout; ``engine/jit.py`` compiles them (with ``engine/ordered_kernel.py``, the ordered
+index) when a run is large, and ``engine/pcea_state.py`` (``JoinState``) owns the arrays,
+calls ``run_events`` and answers what it returns for. Without numba, or with
+``NUMBA_DISABLE_JIT=1``, the very same functions run as plain Python.
+
+Runs are kept factorised in DS_w, a DAG of nodes. A node stands for a set of runs: its
+*payload* (state, position, window time, the references ``prod`` to the sets of runs it
+adopted, one per source state) gives the runs ending at its own event, and its union
+children (``H_LEFT``, ``H_RIGHT``) hold more runs of the same state and key: a persistent
+Braun heap ordered by ``(max-start, position)``, largest on top (``h_union``). ``M_MS``
+(max-start) is the latest start time of any run in the node's payload; union children never
+have a larger one, so it is also the latest start of the whole heap: a heap whose max-start
+is before the window holds no live run and is dropped in O(1).
+
+A reference is ``id << 2 | kind``: a heap node (``HEAP``), an ordered-index subtree
+(``TREE``, ``engine.ordered_kernel``) or a *bundle* (``BUNDLE``: the pieces an ordered index
+returned for one probe, adopted together). -1 is no reference.
+
+Per event (``_fire_update``; ``run_events`` is the loop):
+
+1. *FireTransitions*: for every state whose step the event takes, probe the index entry
+   ``(partition, source state, key)`` of each source of its transition (the key computed on
+   the new event); when every probe finds a live heap, ``_extend`` makes one new node
+   adopting them. A source compared by an ordered index gives the pieces in range
+   (``_in_range``); a chain step whose state carries a key adopts, separately, the runs of
+   every live carried value under its probe key (a nested entry: one child entry per
+   carried value); an iterated state ``(E AS y)+`` also adopts the previous iterations
+   from its loop index (slot ``S + q``), in range of its register if it has one.
+2. *UpdateIndices*: each new node that some transition consumes goes into the entry its
+   consumer probes (and its loop's, for an iterated state) under its key: a heap
+   ``h_union``, or with a compared value an ordered-index ``t_insert``. All transitions
+   fire before any index changes, so an event never joins a run it created itself.
+3. the new nodes of final states are enumerated (``_enumerate``): every run under them
+   whose start is in the window, pruning by max-start; each visited heap node yields a
+   run, so the delay is linear in the size of each match.
+
+An event is a transaction: the index entries it changes are journaled (``jn``), and when
+an array is full mid-event (``FAIL``) the event is undone — its nodes dropped, the entries
+restored — and ``run_events`` returns ``NEED_ROOM``; the caller grows the array and calls
+again from the same event. Nothing reachable is ever written: nodes are persistent.
+
+The index is one open-addressing hash table over rows ``(partition, slot, parent entry,
+key ids…)`` (``hk``): the ids are the events' values canonicalised by the caller (equal
+exactly when ``=`` holds). Entries whose runs left the window stay until a compaction
+(``compact``, when the arrays doubled since the last one) rebuilds the table from the live
+entries, drops every node no live run reaches and renumbers the rest, so memory follows
+the window rather than the log.
+
+Every ``st[BUDGET]`` units of work (events, nodes made, runs visited) ``run_events``
+returns ``NEED_YIELD`` — also in the middle of one event's enumeration, which resumes — so
+that Python's signal handlers run.
+
+Layout (all owned by ``JoinState``):
+
+* DS_w nodes: ``hi[n] = (position, state, left, right, bit, prod offset, prod count, has a
+  time)`` (int64) and ``hm[n] = (max-start, window time)`` (the window-time dtype, int64 or
+  float64); ``pr`` the prod references. Tree nodes: ``engine.ordered_kernel``. Bundles:
+  ``bi[b] = (offset, count)`` into the piece references ``pc``, ``bm[b]`` their max-start.
+* The PCEA: per state ``qt[q]`` (``Q_*``), per index slot ``sl[s]`` (``L_*``; slot q holds
+  the runs of q as its consumer probes them, slot S + q the loop index of an iterated q),
+  per source of a transition ``src[e]`` (``R_*``), and key specifications (``kso[k]`` an
+  offset and count into ``kse``: a value column ``c >= 0`` of ``CV``, or ``-1 - i`` the run's
+  i-th carried value).
+* Per event of the slice: ``act`` (bit mask of the states it may take), ``pos``, ``part``
+  (partition id), ``tt``/``hast`` (window time: the position in the partition for EVENTS
+  windows), ``CV`` (class values as canonical ids), ``CMPV`` (compared values as float64,
+  NaN for none: exact, or ranks in one order, see ``engine.pcea``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cer_cli.engine.jit import njit, njit_inline, njit_plain
+from cer_cli.engine.ordered_kernel import (
+    BUNDLE,
+    C_TREE_NODES,  # noqa: F401 - an st slot, read through this module by pcea_state
+    FAIL,
+    HEAP,
+    NT,
+    NULL,
+    T_LEFT,
+    T_MS,
+    T_NMS,
+    T_NODE,
+    T_RIGHT,
+    TREE,
+    t_insert,
+    t_pieces,
+)
+
+# DS_w node columns
+H_POS, H_STATE, H_LEFT, H_RIGHT, H_BIT, H_POFF, H_PCNT, H_HAST = 0, 1, 2, 3, 4, 5, 6, 7
+HI_WIDTH = 8
+M_MS, M_TIME = 0, 1
+
+# the PCEA's tables
+Q_SOFF, Q_SCNT, Q_CARRY, Q_LOOP, Q_LREL, Q_LKEY, Q_LPV, Q_FINAL, Q_SLOTA, Q_SLOTB, Q_LAB, \
+    Q_NCAR = range(12)
+QT_WIDTH = 12
+L_MODE, L_OCOL, L_KEY, L_OWN, L_CAR = range(5)
+SL_WIDTH = 5
+#: how a slot finds a run's key: the event's columns, built per run (carried values), or
+#: that key with the carried values nested under it (a parent entry per probe key)
+MODE_COLUMN, MODE_PER_RUN, MODE_NESTED = 0, 1, 2
+R_P, R_REL, R_KEY, R_PV = range(4)
+SRC_WIDTH = 4
+
+# the index (hash table): key rows and entry fields
+K_PART, K_SLOT, K_PARENT, K_IDS = 0, 1, 2, 3
+V_USED, V_ROOT, V_HEAD, V_TAIL, V_NEXT = range(5)
+HV_WIDTH = 5
+#: a journal row whose entry was created in the event (undo clears it)
+J_NEW = -1
+
+# st slots. 0..13 are saved at each event's start and restored when it is undone.
+NH = 0
+# NT = 1 (engine.ordered_kernel)
+NB, NPC, NPR = 2, 3, 4
+C_EXTENDS, C_UNIONS, C_UNION_NODES, C_MAX_UNION = 5, 6, 7, 8
+# C_TREE_NODES = 9 (engine.ordered_kernel)
+C_PROBES, C_TREE_INSERTS, C_MAX_PIECES, HUSED = 10, 11, 12, 13
+NSNAP = 14
+NJ, MATCHES, EVENTS, WORK, BUDGET, PHASE, NF = 14, 15, 16, 17, 18, 19, 20
+E_ON, E_F, E_TOP, E_REP, E_OUT0, E_EV0 = 21, 22, 23, 24, 25, 26
+N_OUT, N_EV, EV_POS, EV_PART, NEED_WHAT, NEED_SIZE, NEXT_COMPACT, ADDED = (
+    27, 28, 29, 30, 31, 32, 33, 34)
+LIVE_ENTRIES, COMPACTIONS = 35, 36
+SNAP = 40
+NSLOTS = SNAP + NSNAP
+
+PH_UPDATE, PH_ENUM = 0, 1
+
+# what run_events returns for
+DONE, NEED_YIELD, NEED_OUT, NEED_ROOM, NEED_COMPACT = 0, 1, 2, 3, 4
+#: NEED_WHAT codes: the array to grow (NEED_ROOM, NEED_OUT)
+W_HEAP, W_TREE, W_BUNDLE, W_PIECES, W_PROD, W_TABLE, W_JOURNAL, W_STACK, W_NEW, \
+    W_ESTACK, W_TODO, W_PATH, W_OUT = range(13)
+
+# now[...] slots (window-time dtype)
+NOW_FTIME, NOW_LO = 0, 1
+
+_M31 = 0x7FFFFFFF
+
+
+# ---------------------------------------------------------------------------- DS_w nodes
+
+
+@njit_inline
+def ref_ms(hm, tm, bm, ref):
+    """The max-start of a referenced set of runs (its latest start)."""
+    k = ref & 3
+    x = ref >> 2
+    if k == HEAP:
+        return hm[x, M_MS]
+    if k == TREE:
+        return tm[x, T_MS]
+    return bm[x]
+
+
+@njit_inline
+def _hnew(hi, hm, st, pos, state, time, hast, ms, poff, pcnt, left, right, bit):
+    """A new DS_w node (FAIL when the arrays are full)."""
+    n = st[NH]
+    if n >= hi.shape[0]:
+        st[NEED_WHAT] = W_HEAP
+        return FAIL
+    hi[n, H_POS] = pos
+    hi[n, H_STATE] = state
+    hi[n, H_LEFT] = left
+    hi[n, H_RIGHT] = right
+    hi[n, H_BIT] = bit
+    hi[n, H_POFF] = poff
+    hi[n, H_PCNT] = pcnt
+    hi[n, H_HAST] = hast
+    hm[n, M_MS] = ms
+    hm[n, M_TIME] = time
+    st[NH] = n + 1
+    return n
+
+
+@njit_inline
+def _hcopy(hi, hm, st, x, left, right, bit):
+    """The payload of node ``x`` with other union links."""
+    return _hnew(hi, hm, st, hi[x, H_POS], hi[x, H_STATE], hm[x, M_TIME], hi[x, H_HAST],
+                 hm[x, M_MS], hi[x, H_POFF], hi[x, H_PCNT], left, right, bit)
+
+
+@njit_inline
+def _extend(hi, hm, tm, bm, st, pr, q, pos, t, hast, ft, kids, nk):
+    """A fresh node for the runs ending at ``pos`` in ``q`` that adopt one run from each
+    set ``kids[:nk]``: its max-start is the smallest of theirs (each one's is its own
+    maximum) and of ``ft`` (the event's own)."""
+    ms = ft
+    for j in range(nk):
+        m = ref_ms(hm, tm, bm, kids[j])
+        if m < ms:
+            ms = m
+    off = st[NPR]
+    if off + nk > pr.shape[0]:
+        st[NEED_WHAT] = W_PROD
+        return FAIL
+    for j in range(nk):
+        pr[off + j] = kids[j]
+    x = _hnew(hi, hm, st, pos, q, t, hast, ms, off, nk, NULL, NULL, 0)
+    if x >= 0:
+        st[NPR] = off + nk
+        st[C_EXTENDS] += 1
+    return x
+
+
+@njit_inline
+def h_union(hi, hm, st, h, x, lo):
+    """A new heap with the runs of ``h`` and of the fresh node ``x``; ``h`` is unchanged.
+
+    ``lo``: runs starting before it are dead for good (window times never decrease), so a
+    dead heap — or a dead sub-heap met on the way down — is replaced, not kept. Order:
+    ``(max-start, position)``, largest on top; the smaller payload sinks along the
+    direction bits, each node on the path is copied with its bit flipped (Braun-style
+    balance). FAIL when the arrays are full (nothing reachable changed)."""
+    if h < 0 or hm[h, M_MS] < lo:
+        st[C_UNIONS] += 1
+        st[C_UNION_NODES] += 1
+        if st[C_MAX_UNION] < 1:
+            st[C_MAX_UNION] = 1
+        return x
+    carry = x
+    cur = h
+    root = NULL
+    parent = NULL
+    left_side = False
+    steps = 0
+    while True:
+        steps += 1
+        dead = cur < 0 or hm[cur, M_MS] < lo
+        if dead:
+            node = _hcopy(hi, hm, st, carry, NULL, NULL, 0)
+        else:
+            top = cur
+            if hm[carry, M_MS] > hm[cur, M_MS] or (
+                    hm[carry, M_MS] == hm[cur, M_MS] and hi[carry, H_POS] > hi[cur, H_POS]):
+                top = carry
+                carry = cur
+            node = _hcopy(hi, hm, st, top, hi[cur, H_LEFT], hi[cur, H_RIGHT], 1 - hi[cur, H_BIT])
+        if node < 0:
+            return FAIL
+        if parent < 0:
+            root = node
+        elif left_side:
+            hi[parent, H_LEFT] = node  # ``parent`` was made by this call: not yet shared
+        else:
+            hi[parent, H_RIGHT] = node
+        if dead:
+            break
+        parent = node
+        left_side = hi[cur, H_BIT] == 0
+        cur = hi[cur, H_LEFT] if left_side else hi[cur, H_RIGHT]
+    st[C_UNIONS] += 1
+    st[C_UNION_NODES] += steps
+    if steps > st[C_MAX_UNION]:
+        st[C_MAX_UNION] = steps
+    return root
+
+
+@njit_inline
+def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, ref, rel, v, lo):
+    """The runs of the ordered index ``ref`` (a tree) whose key is ``rel v``, as one
+    reference: a piece, or a bundle of the O(log w) pieces; NULL if none (FAIL: full)."""
+    n = t_pieces(ti, tm, tk, sk, ref >> 2, rel, v, lo, psc)
+    if n == FAIL:
+        st[NEED_WHAT] = W_STACK
+        return FAIL
+    if n > st[C_MAX_PIECES]:
+        st[C_MAX_PIECES] = n
+    if n == 0:
+        return NULL
+    if n == 1:
+        return psc[0]
+    b = st[NB]
+    off = st[NPC]
+    if b >= bi.shape[0]:
+        st[NEED_WHAT] = W_BUNDLE
+        return FAIL
+    if off + n > pc.shape[0]:
+        st[NEED_WHAT] = W_PIECES
+        return FAIL
+    ms = ref_ms(hm, tm, bm, psc[0])
+    for j in range(n):
+        r = psc[j]
+        pc[off + j] = r
+        m = ref_ms(hm, tm, bm, r)
+        if m > ms:
+            ms = m
+    bi[b, 0] = off
+    bi[b, 1] = n
+    bm[b] = ms
+    st[NB] = b + 1
+    st[NPC] = off + n
+    return (b << 2) | BUNDLE
+
+
+# ---------------------------------------------------------------------------- the index
+
+
+@njit_inline
+def _hash_row(row, kw):
+    """A hash of a key row, in 31-bit steps so that plain Python and numba agree (the
+    table outlives the switch to compiled code)."""
+    h = 0x3C6EF372
+    for j in range(kw):
+        x = row[j]
+        h = ((h ^ (x & _M31)) * 0x01000193) & _M31
+        h = h ^ (h >> 15)
+        h = ((h ^ ((x >> 31) & _M31)) * 0x01000193) & _M31
+        h = h ^ (h >> 15)
+        h = ((h ^ ((x >> 62) & 3)) * 0x01000193) & _M31
+        h = h ^ (h >> 15)
+    h = (((h >> 16) ^ h) * 0x45D9F3B) & _M31
+    return h ^ (h >> 16)
+
+
+@njit_inline
+def _find(hk, hv, row, kw):
+    """The table cell of the entry ``row``, or -1."""
+    mask = hk.shape[0] - 1
+    i = _hash_row(row, kw) & mask
+    while hv[i, V_USED]:
+        same = True
+        for j in range(kw):
+            if hk[i, j] != row[j]:
+                same = False
+                break
+        if same:
+            return i
+        i = (i + 1) & mask
+    return -1
+
+
+@njit_inline
+def _journal(jn, st, cell, field, old):
+    """Remember ``hv[cell, field]``'s old value (J_NEW: the entry is new); False if full."""
+    j = st[NJ]
+    if j >= jn.shape[0]:
+        st[NEED_WHAT] = W_JOURNAL
+        return False
+    jn[j, 0] = cell
+    jn[j, 1] = field
+    jn[j, 2] = old
+    st[NJ] = j + 1
+    return True
+
+
+@njit_inline
+def _find_or_add(hk, hv, jn, st, row, kw):
+    """The cell of the entry ``row``, made (empty, journaled) if missing; ``st[ADDED]``
+    says which. FAIL when the table would be more than 3/4 full, or the journal is."""
+    st[ADDED] = 0
+    mask = hk.shape[0] - 1
+    i = _hash_row(row, kw) & mask
+    while hv[i, V_USED]:
+        same = True
+        for j in range(kw):
+            if hk[i, j] != row[j]:
+                same = False
+                break
+        if same:
+            return i
+        i = (i + 1) & mask
+    if 4 * (st[HUSED] + 1) > 3 * hk.shape[0]:
+        st[NEED_WHAT] = W_TABLE
+        return FAIL
+    if not _journal(jn, st, i, J_NEW, 0):
+        return FAIL
+    for j in range(kw):
+        hk[i, j] = row[j]
+    hv[i, V_USED] = 1
+    hv[i, V_ROOT] = NULL
+    hv[i, V_HEAD] = NULL
+    hv[i, V_TAIL] = NULL
+    hv[i, V_NEXT] = NULL
+    st[HUSED] += 1
+    st[ADDED] = 1
+    return i
+
+
+@njit_inline
+def _set(hv, jn, st, cell, field, value):
+    """``hv[cell, field] = value``, journaled (False: the journal is full)."""
+    if not _journal(jn, st, cell, field, hv[cell, field]):
+        return False
+    hv[cell, field] = value
+    return True
+
+
+@njit_inline
+def _key_row(kr, j, kw, part, slot, parent, kso, kse, spec, CV, r, nwc, ci):
+    """Row ``j`` of ``kr``: the entry key ``(part, slot, parent, ids…)`` with the ids of
+    key specification ``spec`` on event ``r`` (carried values: new node ``ci``'s)."""
+    kr[j, K_PART] = part
+    kr[j, K_SLOT] = slot
+    kr[j, K_PARENT] = parent
+    off = kso[spec, 0]
+    cnt = kso[spec, 1]
+    for a in range(cnt):
+        e = kse[off + a]
+        kr[j, K_IDS + a] = CV[e, r] if e >= 0 else nwc[ci, -1 - e]
+    for a in range(K_IDS + cnt, kw):
+        kr[j, a] = 0
+
+
+@njit_plain
+def undo(hv, jn, st):
+    """Undo the current event: restore the entries it changed (newest first), forget the
+    entries it made and the nodes it allocated (``st``'s saved slots)."""
+    for j in range(st[NJ] - 1, -1, -1):
+        cell = jn[j, 0]
+        field = jn[j, 1]
+        if field == J_NEW:
+            hv[cell, V_USED] = 0
+        else:
+            hv[cell, field] = jn[j, 2]
+    st[NJ] = 0
+    for k in range(NSNAP):
+        st[k] = st[SNAP + k]
+
+
+# ---------------------------------------------------------------------------- one event
+
+
+@njit_inline
+def _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, sk, psc, kids, nw, nwc, nn,
+                parent_cell, q, ncar, rel, v, pos, t, hast, ft, lo):
+    """A chain step over a nested entry (one child entry per carried value): one new node
+    per live carried value, adopting its runs (with ``rel``, those in range of ``v``),
+    carrying the value on. Returns the new count of new nodes (FAIL)."""
+    c = hv[parent_cell, V_HEAD]
+    while c >= 0:
+        st[C_PROBES] += 1
+        h = hv[c, V_ROOT]
+        if h >= 0 and ref_ms(hm, tm, bm, h) >= lo:
+            if rel >= 0:
+                h = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, h, rel, v, lo)
+                if h == FAIL:
+                    return FAIL
+            if h >= 0:
+                if nn >= nw.shape[0]:
+                    st[NEED_WHAT] = W_NEW
+                    return FAIL
+                kids[0] = h
+                x = _extend(hi, hm, tm, bm, st, pr, q, pos, t, hast, ft, kids, 1)
+                if x < 0:
+                    return FAIL
+                nw[nn] = x
+                for a in range(ncar):
+                    nwc[nn, a] = hk[c, K_IDS + a]
+                nn += 1
+        c = hv[c, V_NEXT]
+    return nn
+
+
+@njit_inline
+def _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, pos, t, hast, ft, h):
+    """One new node adopting the set ``h``; the new count of new nodes (FAIL)."""
+    if nn >= nw.shape[0]:
+        st[NEED_WHAT] = W_NEW
+        return FAIL
+    kids[0] = h
+    x = _extend(hi, hm, tm, bm, st, pr, q, pos, t, hast, ft, kids, 1)
+    if x < 0:
+        return FAIL
+    nw[nn] = x
+    return nn + 1
+
+
+@njit_plain  # not inlined: a call of more than 30 arguments passes them as one tuple
+def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
+                 hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
+                 sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, h, ft, lo):
+    """FireTransitions then UpdateIndices for event ``r`` (see the module docstring).
+    Returns the number of new final nodes (``fin[:n]``), or FAIL with ``st[NEED_WHAT]``
+    set (the caller undoes the event)."""
+    mask = act[r]
+    p = part[r]
+    ps = pos[r]
+    nn = 0
+    for q in range(S):
+        if (mask >> q) & 1 == 0:
+            continue
+        so = qt[q, Q_SOFF]
+        sc = qt[q, Q_SCNT]
+        if sc == 0:
+            if nn >= nw.shape[0]:
+                st[NEED_WHAT] = W_NEW
+                return FAIL
+            x = _hnew(hi, hm, st, ps, q, t, h, ft, 0, 0, NULL, NULL, 0)
+            if x < 0:
+                return FAIL
+            nw[nn] = x
+            nn += 1
+        elif qt[q, Q_CARRY]:  # a chain step: one node per live carried value of its source
+            _key_row(kr, 0, kw, p, src[so, R_P], NULL, kso, kse, src[so, R_KEY], CV, r, nwc, 0)
+            cell = _find(hk, hv, kr[0], kw)
+            rel = src[so, R_REL]
+            v = CMPV[src[so, R_PV], r] if rel >= 0 else 0.0
+            if cell >= 0 and (rel < 0 or v == v):
+                nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, sk, psc, kids,
+                                 nw, nwc, nn, cell, q, qt[q, Q_NCAR], rel, v, ps, t, h, ft, lo)
+                if nn == FAIL:
+                    return FAIL
+        else:
+            st[C_PROBES] += sc
+            ok = True
+            for j in range(sc):
+                e = so + j
+                _key_row(kr, 0, kw, p, src[e, R_P], NULL, kso, kse, src[e, R_KEY], CV, r,
+                         nwc, 0)
+                cell = _find(hk, hv, kr[0], kw)
+                if cell < 0:
+                    ok = False
+                    break
+                hr = hv[cell, V_ROOT]
+                if hr < 0 or ref_ms(hm, tm, bm, hr) < lo:
+                    ok = False
+                    break
+                rel = src[e, R_REL]
+                if rel >= 0:  # the ordered index: the runs whose key is in range
+                    v = CMPV[src[e, R_PV], r]
+                    if v != v:
+                        ok = False
+                        break
+                    hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, hr, rel, v, lo)
+                    if hr == FAIL:
+                        return FAIL
+                    if hr < 0:
+                        ok = False
+                        break
+                kids[j] = hr
+            if ok:
+                if nn >= nw.shape[0]:
+                    st[NEED_WHAT] = W_NEW
+                    return FAIL
+                x = _extend(hi, hm, tm, bm, st, pr, q, ps, t, h, ft, kids, sc)
+                if x < 0:
+                    return FAIL
+                nw[nn] = x
+                nn += 1
+        if qt[q, Q_LOOP]:
+            # ``(E AS y)+``: adopt the runs whose last iteration has this event's key (with a
+            # register, only those whose value is in range)
+            slot = S + q
+            st[C_PROBES] += 1
+            _key_row(kr, 0, kw, p, slot, NULL, kso, kse, qt[q, Q_LKEY], CV, r, nwc, 0)
+            cell = _find(hk, hv, kr[0], kw)
+            lrel = qt[q, Q_LREL]
+            lv = CMPV[qt[q, Q_LPV], r] if lrel >= 0 else 0.0
+            if cell >= 0 and (lrel < 0 or lv == lv):
+                if sl[slot, L_MODE] == MODE_NESTED:
+                    nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, sk, psc,
+                                     kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], lrel, lv, ps, t,
+                                     h, ft, lo)
+                    if nn == FAIL:
+                        return FAIL
+                else:
+                    hr = hv[cell, V_ROOT]
+                    if hr >= 0 and ref_ms(hm, tm, bm, hr) >= lo:
+                        if lrel >= 0:
+                            hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, hr,
+                                           lrel, lv, lo)
+                            if hr == FAIL:
+                                return FAIL
+                        if hr >= 0:
+                            nn = _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, ps, t, h,
+                                            ft, hr)
+                            if nn == FAIL:
+                                return FAIL
+    # UpdateIndices: each new node into the entries its consumer and its loop probe
+    nf = 0
+    for i in range(nn):
+        x = nw[i]
+        q = hi[x, H_STATE]
+        if qt[q, Q_FINAL]:
+            fin[nf] = x
+            nf += 1
+        for which in range(2):
+            slot = qt[q, Q_SLOTA] if which == 0 else qt[q, Q_SLOTB]
+            if slot < 0:
+                continue
+            oc = sl[slot, L_OCOL]
+            v = 0.0
+            if oc >= 0:
+                v = CMPV[oc, r]
+                if v != v:
+                    continue  # no value to compare: never adopted through this index
+            mode = sl[slot, L_MODE]
+            spec = sl[slot, L_KEY] if mode == MODE_COLUMN else sl[slot, L_OWN]
+            _key_row(kr, 0, kw, p, slot, NULL, kso, kse, spec, CV, r, nwc, i)
+            cell = _find_or_add(hk, hv, jn, st, kr[0], kw)
+            if cell == FAIL:
+                return FAIL
+            if mode == MODE_NESTED:  # the carried values' entry under the probe key's
+                top = cell
+                _key_row(kr, 1, kw, p, slot, top, kso, kse, sl[slot, L_CAR], CV, r, nwc, i)
+                cell = _find_or_add(hk, hv, jn, st, kr[1], kw)
+                if cell == FAIL:
+                    return FAIL
+                if st[ADDED]:
+                    tail = hv[top, V_TAIL]
+                    if tail < 0:
+                        if not _set(hv, jn, st, top, V_HEAD, cell):
+                            return FAIL
+                    elif not _set(hv, jn, st, tail, V_NEXT, cell):
+                        return FAIL
+                    if not _set(hv, jn, st, top, V_TAIL, cell):
+                        return FAIL
+            hr = hv[cell, V_ROOT]
+            if oc >= 0:  # the ordered index
+                tr = NULL if hr < 0 else hr >> 2
+                st[NEED_WHAT] = W_STACK
+                nt = t_insert(ti, tm, tk, st, sk, sk2, sk3, tr, x, hm[x, M_MS], v,
+                              hi[x, H_POS], slot, lo)
+                if nt == FAIL:
+                    return FAIL
+                st[C_TREE_INSERTS] += 1
+                root = (nt << 2) | TREE
+            elif hr < 0 or hm[hr >> 2, M_MS] < lo:  # a new heap: one node, the new run's
+                st[C_UNIONS] += 1
+                st[C_UNION_NODES] += 1
+                if st[C_MAX_UNION] < 1:
+                    st[C_MAX_UNION] = 1
+                root = x << 2
+            else:
+                nh = h_union(hi, hm, st, hr >> 2, x, lo)
+                if nh == FAIL:
+                    return FAIL
+                root = nh << 2
+            if not _set(hv, jn, st, cell, V_ROOT, root):
+                return FAIL
+    st[WORK] += nn + 1
+    return nf
+
+
+# ---------------------------------------------------------------------------- enumeration
+
+
+@njit_inline
+def _push_alt(es, top, ref, todo, d, tat):
+    es[top, 0] = ref
+    es[top, 1] = todo
+    es[top, 2] = d
+    es[top, 3] = tat
+    return top + 1
+
+
+@njit_inline
+def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq, windowed, lo,
+               emit, decide, o_start, o_end, o_part, o_off, o_pos, o_lab):
+    """The windowed runs of the event's new final nodes (``fin[:st[NF]]``) as candidate
+    matches: a depth-first walk whose stack ``es`` holds the alternatives still to take
+    (a reference, the sets still to expand after it — a list of cells in ``ta`` —, the
+    path's depth and ``ta``'s top), the path ``ep`` the payload nodes chosen so far. A heap
+    node offers its payload then its union children; a tree its payload then its
+    subtrees; a bundle its pieces; a payload's adopted sets are expanded one after the
+    other. A run is reported when nothing is left to expand: its events by position, its
+    start the earliest (which must have a time in the window). Each alternative taken
+    yields at least one run (max-start pruning), except a tree node whose own run left the
+    window (a way to live ones below it: O(log w) such per run).
+
+    Resumable (the walk stays in ``st`` and the arrays): returns the number of candidates
+    once done; -NEED_YIELD when ``st[BUDGET]`` is used up; -NEED_OUT when a scratch or
+    output array is full (``st[NEED_WHAT]``). With ``decide`` (the caller post-processes each
+    event's candidates together) a full output restarts the event when earlier events'
+    outputs can be flushed instead."""
+    if st[E_ON] == 0:
+        st[E_ON] = 1
+        st[E_F] = 0
+        st[E_TOP] = 0
+        st[E_REP] = 0
+        st[E_OUT0] = st[N_OUT]
+        st[E_EV0] = st[N_EV]
+    nf = st[NF]
+    fi = st[E_F]
+    top = st[E_TOP]
+    rep = st[E_REP]
+    nm = st[N_OUT]
+    ne = st[N_EV]
+    work = st[WORK]
+    budget = st[BUDGET]
+    epos = st[EV_POS]
+    epart = st[EV_PART]
+    status = 0
+    cur = NULL
+    todo = NULL
+    d = 0
+    tat = 0
+    while True:
+        if top == 0:
+            if fi >= nf:
+                break
+            root = fin[fi]
+            fi += 1
+            if hm[root, M_MS] < lo:
+                continue
+            cur = root << 2
+            todo = NULL
+            d = 0
+            tat = 0
+        else:
+            top -= 1
+            cur = es[top, 0]
+            todo = es[top, 1]
+            d = es[top, 2]
+            tat = es[top, 3]
+        while True:
+            if work >= budget:
+                status = NEED_YIELD
+                break
+            work += 1
+            kind = cur & 3
+            x = cur >> 2
+            if kind == BUNDLE:
+                off = bi[x, 0]
+                cnt = bi[x, 1]
+                if top + cnt + 1 > es.shape[0]:
+                    st[NEED_WHAT] = W_ESTACK
+                    status = NEED_OUT
+                    break
+                pend = NULL
+                for j in range(cnt - 1, -1, -1):
+                    piece = pc[off + j]
+                    if ref_ms(hm, tm, bm, piece) >= lo:
+                        if pend >= 0:
+                            top = _push_alt(es, top, pend, todo, d, tat)
+                        pend = piece
+                cur = pend
+                continue
+            if kind == TREE:
+                if top + 3 > es.shape[0]:
+                    st[NEED_WHAT] = W_ESTACK
+                    status = NEED_OUT
+                    break
+                c = ti[x, T_LEFT]
+                if c >= 0 and tm[c, T_MS] >= lo:
+                    top = _push_alt(es, top, (c << 2) | TREE, todo, d, tat)
+                c = ti[x, T_RIGHT]
+                if c >= 0 and tm[c, T_MS] >= lo:
+                    top = _push_alt(es, top, (c << 2) | TREE, todo, d, tat)
+                if tm[x, T_NMS] >= lo:
+                    cur = ti[x, T_NODE] << 2
+                    continue
+                break  # only a way to live runs below it
+            # a heap node: its union children are alternatives; its payload is taken
+            cnt = hi[x, H_PCNT]
+            if top + 3 > es.shape[0]:
+                st[NEED_WHAT] = W_ESTACK
+                status = NEED_OUT
+                break
+            if d + 1 > ep.shape[0]:
+                st[NEED_WHAT] = W_PATH
+                status = NEED_OUT
+                break
+            if tat + cnt > ta.shape[0]:
+                st[NEED_WHAT] = W_TODO
+                status = NEED_OUT
+                break
+            if emit and cnt == 0 and todo < 0 and (
+                    nm + 1 >= o_start.shape[0] or ne + d + 1 > o_pos.shape[0]):
+                st[NEED_WHAT] = W_OUT
+                st[NEED_SIZE] = d + 1
+                status = NEED_OUT
+                break
+            c = hi[x, H_LEFT]
+            if c >= 0 and hm[c, M_MS] >= lo:
+                top = _push_alt(es, top, c << 2, todo, d, tat)
+            c = hi[x, H_RIGHT]
+            if c >= 0 and hm[c, M_MS] >= lo:
+                top = _push_alt(es, top, c << 2, todo, d, tat)
+            ep[d] = x
+            d += 1
+            off = hi[x, H_POFF]
+            for j in range(cnt - 1, -1, -1):
+                ta[tat, 0] = pr[off + j]
+                ta[tat, 1] = todo
+                todo = tat
+                tat += 1
+            if todo >= 0:
+                cur = ta[todo, 0]
+                todo = ta[todo, 1]
+                continue
+            # a run: the path's payloads; its start is the earliest
+            first = ep[0]
+            for j in range(1, d):
+                if hi[ep[j], H_POS] < hi[first, H_POS]:
+                    first = ep[j]
+            if windowed and (hi[first, H_HAST] == 0 or hm[first, M_TIME] < lo):
+                break  # attribute windows: the start lacks a time, or an inner null hid it
+            rep += 1
+            if emit:
+                # by position: reversed (a chain's path runs from its end), then sorted
+                for j in range(d):
+                    eq[j] = ep[d - 1 - j]
+                for j in range(1, d):
+                    y = eq[j]
+                    k = j - 1
+                    while k >= 0 and hi[eq[k], H_POS] > hi[y, H_POS]:
+                        eq[k + 1] = eq[k]
+                        k -= 1
+                    eq[k + 1] = y
+                for j in range(d):
+                    lab = qt[hi[eq[j], H_STATE], Q_LAB]
+                    if lab >= 0:
+                        o_pos[ne] = hi[eq[j], H_POS]
+                        o_lab[ne] = lab
+                        ne += 1
+                o_start[nm] = hi[first, H_POS]
+                o_end[nm] = epos
+                o_part[nm] = epart
+                nm += 1
+                o_off[nm] = ne
+            break
+        if status != 0:
+            # the reference not walked yet goes back on the stack (a slot was kept free):
+            # the path below ``d`` and the cells below ``tat`` are intact
+            top = _push_alt(es, top, cur, todo, d, tat)
+            break
+    st[WORK] = work
+    if status == NEED_OUT and emit and decide and st[E_OUT0] > 0 and st[NEED_WHAT] == W_OUT:
+        # outputs full and the event must leave whole: drop its outputs, the caller
+        # flushes the earlier events' and the event is enumerated again
+        st[N_OUT] = st[E_OUT0]
+        st[N_EV] = st[E_EV0]
+        st[E_ON] = 0
+        return -NEED_OUT
+    st[N_OUT] = nm
+    st[N_EV] = ne
+    if status != 0:
+        st[E_F] = fi
+        st[E_TOP] = top
+        st[E_REP] = rep
+        return -status
+    st[E_ON] = 0
+    return rep
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+@njit_plain
+def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
+               act, pos, part, tt, hast, CV, CMPV, qt, sl, src, kso, kse,
+               hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, now,
+               sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, es, ta, ep, eq,
+               o_start, o_end, o_part, o_off, o_pos, o_lab):
+    """Feed events ``i:n`` of the slice. Returns ``(status, next event)``: DONE at the end;
+    NEED_YIELD every ``st[BUDGET]`` units of work; NEED_OUT (outputs or an enumeration
+    array full, ``st[NEED_WHAT]``; the enumeration resumes); NEED_COMPACT (before an event,
+    when the arrays grew past ``st[NEXT_COMPACT]`` or 3/4 of their room); NEED_ROOM (an
+    event was undone: grow ``st[NEED_WHAT]`` and call again from it).
+
+    Written as a resumable state machine, like ``engine.kernel.run_events``: it never
+    re-binds an array (numba would count references on every rebinding), so it returns
+    to Python whenever an array must grow."""
+    while i < n:
+        if st[PHASE] == PH_ENUM:
+            got = _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq,
+                             windowed, now[NOW_LO], emit, decide,
+                             o_start, o_end, o_part, o_off, o_pos, o_lab)
+            if got < 0:
+                if got == -NEED_YIELD:
+                    st[WORK] = 0  # the budget starts again when the walk resumes
+                return -got, i
+            st[MATCHES] += got
+            st[PHASE] = PH_UPDATE
+            i += 1
+            continue
+        if st[WORK] >= st[BUDGET]:
+            st[WORK] = 0
+            return NEED_YIELD, i
+        if st[NH] + st[NT] + st[NB] >= st[NEXT_COMPACT] or 4 * st[NH] > 3 * hi.shape[0] \
+                or 4 * st[NT] > 3 * ti.shape[0] or 4 * st[NB] > 3 * bi.shape[0] \
+                or 4 * st[NPC] > 3 * pc.shape[0] or 4 * st[NPR] > 3 * pr.shape[0] \
+                or 2 * st[HUSED] > hk.shape[0]:
+            return NEED_COMPACT, i
+        t = tt[i]
+        h = hast[i]
+        ft = now[NOW_FTIME]
+        if timed:
+            if h and t > ft:
+                ft = t
+        else:
+            ft = t
+        if act[i] == 0:
+            now[NOW_FTIME] = ft
+            st[EVENTS] += 1
+            i += 1
+            continue
+        lo = neg
+        if windowed and ft != neg:
+            lo = ft - bound
+        for k in range(NSNAP):
+            st[SNAP + k] = st[k]
+        st[NJ] = 0
+        has = 1 if h else 0  # (numba compiles no conditional expression among many arguments)
+        nf = _fire_update(i, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
+                          hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
+                          sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, has, ft, lo)
+        if nf < 0:
+            undo(hv, jn, st)
+            return NEED_ROOM, i
+        now[NOW_FTIME] = ft
+        st[EVENTS] += 1
+        if nf > 0 and (not timed or h):
+            st[NF] = nf
+            st[PHASE] = PH_ENUM
+            st[E_ON] = 0
+            now[NOW_LO] = lo
+            st[EV_POS] = pos[i]
+            st[EV_PART] = part[i]
+            continue
+        i += 1
+    return DONE, i
+
+
+# ---------------------------------------------------------------------------- compaction
+
+
+@njit
+def _push(stack, sp, ref):
+    if sp >= stack.shape[0]:
+        bigger = np.empty(2 * stack.shape[0], np.int64)
+        bigger[:sp] = stack[:sp]
+        stack = bigger
+    stack[sp] = ref
+    return stack, sp + 1
+
+
+@njit
+def _marked(ref, hmark, tmark, bmark):
+    k = ref & 3
+    x = ref >> 2
+    if k == HEAP:
+        return hmark[x]
+    if k == TREE:
+        return tmark[x]
+    return bmark[x]
+
+
+@njit
+def _remap(ref, hnew, tnew, bnew):
+    k = ref & 3
+    x = ref >> 2
+    if k == HEAP:
+        return hnew[x] << 2
+    if k == TREE:
+        return (tnew[x] << 2) | TREE
+    return (bnew[x] << 2) | BUNDLE
+
+
+@njit
+def _place(nk, nv, row, kw):
+    """Insert the key row into a table being rebuilt (known absent); its cell."""
+    mask = nk.shape[0] - 1
+    i = _hash_row(row, kw) & mask
+    while nv[i, V_USED]:
+        i = (i + 1) & mask
+    for j in range(kw):
+        nk[i, j] = row[j]
+    nv[i, V_USED] = 1
+    nv[i, V_ROOT] = NULL
+    nv[i, V_HEAD] = NULL
+    nv[i, V_TAIL] = NULL
+    nv[i, V_NEXT] = NULL
+    return i
+
+
+@njit
+def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
+    """Keep what a live run can still reach, renumbered: the index entries whose runs
+    are in their partition's window (``plo``: each partition's lowest live start), every
+    node, subtree and bundle reachable from them through live references (a dead child is
+    cut: it is skipped wherever it is met), the adopted sets and pieces of those. Returns
+    the rebuilt index ``(hk, hv)`` of ``cap`` cells (nested entries keep their order).
+    Allocates: it runs once per doubling of the arrays, not per event."""
+    nh = st[NH]
+    nt = st[NT]
+    nb = st[NB]
+    hmark = np.zeros(nh, np.bool_)
+    tmark = np.zeros(nt, np.bool_)
+    bmark = np.zeros(nb, np.bool_)
+    stack = np.empty(1024, np.int64)
+    ncell = hk.shape[0]
+    keep = np.zeros(ncell, np.bool_)
+    for c in range(ncell):
+        if hv[c, V_USED] == 0 or hv[c, V_ROOT] < 0:
+            continue
+        lo = plo[hk[c, K_PART]]
+        root = hv[c, V_ROOT]
+        if ref_ms(hm, tm, bm, root) < lo:
+            continue
+        keep[c] = True
+        if hk[c, K_PARENT] >= 0:
+            keep[hk[c, K_PARENT]] = True
+        sp = 0
+        stack, sp = _push(stack, sp, root)
+        while sp > 0:
+            sp -= 1
+            ref = stack[sp]
+            k = ref & 3
+            x = ref >> 2
+            if k == HEAP:
+                if hmark[x]:
+                    continue
+                hmark[x] = True
+                y = hi[x, H_LEFT]
+                if y >= 0 and hm[y, M_MS] >= lo:
+                    stack, sp = _push(stack, sp, y << 2)
+                y = hi[x, H_RIGHT]
+                if y >= 0 and hm[y, M_MS] >= lo:
+                    stack, sp = _push(stack, sp, y << 2)
+                off = hi[x, H_POFF]
+                for j in range(hi[x, H_PCNT]):
+                    stack, sp = _push(stack, sp, pr[off + j])
+            elif k == TREE:
+                if tmark[x]:
+                    continue
+                tmark[x] = True
+                y = ti[x, T_LEFT]
+                if y >= 0 and tm[y, T_MS] >= lo:
+                    stack, sp = _push(stack, sp, (y << 2) | TREE)
+                y = ti[x, T_RIGHT]
+                if y >= 0 and tm[y, T_MS] >= lo:
+                    stack, sp = _push(stack, sp, (y << 2) | TREE)
+                if tm[x, T_NMS] >= lo and ti[x, T_NODE] >= 0:
+                    stack, sp = _push(stack, sp, ti[x, T_NODE] << 2)
+            else:
+                if bmark[x]:
+                    continue
+                bmark[x] = True
+                off = bi[x, 0]
+                for j in range(bi[x, 1]):
+                    y = pc[off + j]
+                    if ref_ms(hm, tm, bm, y) >= lo:
+                        stack, sp = _push(stack, sp, y)
+    hnew = np.cumsum(hmark) - 1
+    tnew = np.cumsum(tmark) - 1
+    bnew = np.cumsum(bmark) - 1
+    # the adopted sets of the kept nodes (a range is shared by a node's path copies)
+    npr = st[NPR]
+    pkeep = np.zeros(npr, np.bool_)
+    for x in range(nh):
+        if hmark[x]:
+            off = hi[x, H_POFF]
+            for j in range(hi[x, H_PCNT]):
+                pkeep[off + j] = True
+    prnew = np.cumsum(pkeep) - 1
+    w = 0
+    for j in range(npr):
+        if pkeep[j]:
+            pr[w] = _remap(pr[j], hnew, tnew, bnew)
+            w += 1
+    st[NPR] = w
+    # heap nodes (ids only decrease: copied in place, in order)
+    w = 0
+    for x in range(nh):
+        if not hmark[x]:
+            continue
+        for f in range(HI_WIDTH):
+            hi[w, f] = hi[x, f]
+        hm[w, M_MS] = hm[x, M_MS]
+        hm[w, M_TIME] = hm[x, M_TIME]
+        y = hi[w, H_LEFT]
+        hi[w, H_LEFT] = hnew[y] if y >= 0 and hmark[y] else NULL
+        y = hi[w, H_RIGHT]
+        hi[w, H_RIGHT] = hnew[y] if y >= 0 and hmark[y] else NULL
+        hi[w, H_POFF] = prnew[hi[w, H_POFF]] if hi[w, H_PCNT] > 0 else 0
+        w += 1
+    st[NH] = w
+    # tree nodes
+    w = 0
+    for x in range(nt):
+        if not tmark[x]:
+            continue
+        for f in range(ti.shape[1]):
+            ti[w, f] = ti[x, f]
+        for f in range(tm.shape[1]):
+            tm[w, f] = tm[x, f]
+        tk[w] = tk[x]
+        y = ti[w, T_LEFT]
+        ti[w, T_LEFT] = tnew[y] if y >= 0 and tmark[y] else NULL
+        y = ti[w, T_RIGHT]
+        ti[w, T_RIGHT] = tnew[y] if y >= 0 and tmark[y] else NULL
+        y = ti[w, T_NODE]
+        ti[w, T_NODE] = hnew[y] if y >= 0 and hmark[y] else NULL
+        w += 1
+    st[NT] = w
+    # bundles and their live pieces
+    w = 0
+    wp = 0
+    for x in range(nb):
+        if not bmark[x]:
+            continue
+        off = bi[x, 0]
+        cnt = bi[x, 1]
+        start = wp
+        for j in range(cnt):
+            y = pc[off + j]
+            if _marked(y, hmark, tmark, bmark):
+                pc[wp] = _remap(y, hnew, tnew, bnew)
+                wp += 1
+        bi[w, 0] = start
+        bi[w, 1] = wp - start
+        bm[w] = bm[x]
+        w += 1
+    st[NB] = w
+    st[NPC] = wp
+    # the index, rebuilt: plain and parent entries first, then each parent's children
+    nk = np.zeros((cap, kw), np.int64)
+    nv = np.zeros((cap, HV_WIDTH), np.int64)
+    moved = np.full(ncell, -1, np.int64)
+    used = 0
+    live = 0
+    for c in range(ncell):
+        if not keep[c] or hk[c, K_PARENT] >= 0:
+            continue
+        cell = _place(nk, nv, hk[c], kw)
+        moved[c] = cell
+        used += 1
+        root = hv[c, V_ROOT]
+        if root >= 0 and ref_ms(hm, tm, bm, root) >= plo[hk[c, K_PART]]:
+            nv[cell, V_ROOT] = _remap(root, hnew, tnew, bnew)
+            live += 1
+    row = np.empty(kw, np.int64)
+    for c in range(ncell):
+        if moved[c] < 0 or hv[c, V_HEAD] < 0:
+            continue
+        parent = moved[c]
+        y = hv[c, V_HEAD]
+        while y >= 0:
+            if keep[y]:
+                for j in range(kw):
+                    row[j] = hk[y, j]
+                row[K_PARENT] = parent
+                cell = _place(nk, nv, row, kw)
+                used += 1
+                live += 1
+                nv[cell, V_ROOT] = _remap(hv[y, V_ROOT], hnew, tnew, bnew)
+                tail = nv[parent, V_TAIL]
+                if tail < 0:
+                    nv[parent, V_HEAD] = cell
+                else:
+                    nv[tail, V_NEXT] = cell
+                nv[parent, V_TAIL] = cell
+            y = hv[y, V_NEXT]
+    st[HUSED] = used
+    st[LIVE_ENTRIES] = live
+    st[COMPACTIONS] += 1
+    return nk, nv
+
+
+@njit
+def live_entries(hk, hv, hm, tm, bm, plo):
+    """Index entries holding live runs (``EngineStats.live_nodes``)."""
+    n = 0
+    for c in range(hk.shape[0]):
+        if hv[c, V_USED] and hv[c, V_ROOT] >= 0 and \
+                ref_ms(hm, tm, bm, hv[c, V_ROOT]) >= plo[hk[c, K_PART]]:
+            n += 1
+    return n

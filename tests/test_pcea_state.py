@@ -1,0 +1,276 @@
+"""The hash join's array kernel (``engine/pcea_state.py`` over ``engine/pcea_kernel.py``)
+against the brute-force reference and the Python objects (``engine/pcea.py``).
+
+The kernel is the default for the shapes it supports, so ``tests/test_pcea.py`` runs every
+hash-join test on both paths; here: the kernel with tiny arrays and a tiny work budget
+(every growth, compaction, output flush and resumption path taken, with the same matches
+in the same order), the compiled kernel on the issue's comparison chain, memory bounded by
+the window, and which path runs said by ``describe`` and ``cer explain``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from cer_cli import signals
+from cer_cli.api import compile_query
+from cer_cli.engine import jit as J
+from cer_cli.engine import pcea_state
+from cer_cli.engine.pcea import HashJoinEngine
+from cer_cli.plan import plan
+from cer_cli.query.errors import QueryError
+from cer_cli.query.parser import parse
+from tests import reference
+from tests.builders import events_frame
+from tests.test_pcea import chain_queries, comparison_queries, ragged_streams, valued_streams
+
+CHAIN = "A AS x ; B AS y ; C AS z FILTER x.val < y.val AND y.val < z.val WITHIN {w} EVENTS"
+compiled_only = pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1" or not J.HAVE_NUMBA,
+                                   reason="numba compiles the kernel")
+
+
+def chain_log(n: int, seed: int = 26) -> list[dict]:
+    rng = random.Random(seed)
+    return [{"type": rng.choice("ABCD"), "val": rng.randrange(100)} for _ in range(n)]
+
+
+def triple_loop(events: list[dict], w: int) -> int:
+    """The chain's matches counted by a direct triple loop (WITHIN w EVENTS: last - first <= w)."""
+    n = len(events)
+    return sum(
+        1
+        for i in range(n) if events[i]["type"] == "A"
+        for j in range(i + 1, min(n, i + w + 1)) if events[j]["type"] == "B"
+        and events[j]["val"] > events[i]["val"]
+        for k in range(j + 1, min(n, i + w + 1)) if events[k]["type"] == "C"
+        and events[k]["val"] > events[j]["val"]
+    )
+
+
+def executors(text: str) -> tuple[HashJoinEngine, HashJoinEngine]:
+    """The query's hash join on the array kernel and on the Python objects."""
+    planned = compile_query(text)
+    kernel = planned.executor()
+    assert isinstance(kernel, HashJoinEngine)
+    python = HashJoinEngine(kernel.pcea, kernel.window, kernel.partition_by, kernel.limit,
+                            kernel.streams, kernel.strategy, kernel=False)
+    return kernel, python
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """Arrays of a few rows, outputs of one match, a budget of a few units of work."""
+    monkeypatch.setattr(pcea_state, "ROOM", 4)
+    monkeypatch.setattr(pcea_state, "OUTPUT", 2)
+    monkeypatch.setattr(pcea_state, "MIN_COMPACT", 8)
+    monkeypatch.setattr(pcea_state, "BUDGET_PLAIN", 5)
+    monkeypatch.setenv("CER_HJ_KERNEL", "1")
+    monkeypatch.setenv("CER_JIT", "0")
+
+
+def same_on_both(text: str, events: list[dict], one_by_one: bool = False) -> list:
+    kernel, python = executors(text)
+    assert "array kernel" in kernel.kernel_text()
+    frame = events_frame(events)
+    frames = [frame.slice(i, 1) for i in range(frame.height)] if one_by_one else [frame]
+    got = [m for f in frames for m in kernel.run(f)]
+    want = [m for f in frames for m in python.run(f)]
+    assert got == want  # the same matches in the same order
+    assert kernel._state is not None  # the kernel ran, not a silent fallback
+    return got
+
+
+def test_tiny_arrays_and_budget_give_the_same_matches_in_the_same_order(tiny, monkeypatch):
+    """Every array grows from 4 rows, outputs flush after each match, the kernel returns to
+    Python every 5 units of work (and runs the signal handlers then), compactions run."""
+    checks = []
+
+    def check():
+        checks.append(1)
+        assert len(checks) < 100_000, "the kernel returns without making progress"
+
+    monkeypatch.setattr(signals, "check", check)
+    events = chain_log(600)
+    got = same_on_both(CHAIN.format(w=20), events)
+    assert len(got) == triple_loop(events, 20) > 100
+    assert len(checks) > 100  # resumed mid-event many times
+    kernel, _ = executors(CHAIN.format(w=20))
+    assert kernel.count(events_frame(events)) == len(got)
+    assert kernel._state.counters()["compactions"] > 0
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT * WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id AND b.v < c.v WITHIN 6 EVENTS",
+    "SELECT * WHERE (A AS a ; B AS b) OR (B AS b ; A AS a) FILTER a.id = b.id WITHIN 5 EVENTS",
+    "SELECT a, c WHERE A AS a ; B AS b ; C AS c FILTER a.v < b.v AND b.v < c.v WITHIN 6 EVENTS",
+    "SELECT * WHERE A AS a ; B AS b FILTER a.v != b.v PARTITION BY [id] WITHIN 3 EVENTS",
+    "SELECT * WHERE A AS a ; B AS b FILTER a.v <= b.v WITHIN 4 EVENTS LIMIT 1",
+    "SELECT * WHERE A AS a ; B AS b ; C AS c FILTER a.v < b.v AND b.id = c.id",
+])
+def test_tiny_kernel_on_joins_trees_projections_partitions_and_limits(tiny, text):
+    rng = random.Random(5)
+    events = [{"type": rng.choice("ABC"), "v": rng.randrange(6), "id": rng.randrange(3)}
+              for _ in range(150)]
+    got = same_on_both(text, events)
+    query = parse(text)
+    if query.limit is None:
+        reference.assert_same_matches(got, reference.reference_matches(query, events))
+    else:
+        reference.check_limited(got, query, events)
+    same_on_both(text, events[:40], one_by_one=True)
+
+
+@given(comparison_queries(), valued_streams())
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
+def test_tiny_kernel_equals_the_python_objects_on_random_comparisons(tiny, query, events):
+    try:
+        engine = plan(query).executor()
+    except QueryError:
+        assume(False)
+    assume(isinstance(engine, HashJoinEngine) and engine._kernel_why is None)
+    kernel, python = engine, HashJoinEngine(engine.pcea, engine.window, engine.partition_by,
+                                            engine.limit, engine.streams, engine.strategy,
+                                            kernel=False)
+    frame = events_frame(events)
+    got, want = list(kernel.run(frame)), list(python.run(frame))
+    assert got == want
+    if query.limit is None:
+        reference.assert_same_matches(got, reference.reference_matches(query, events))
+
+
+@given(chain_queries(), ragged_streams())
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
+def test_tiny_kernel_equals_the_python_objects_on_random_equality_chains(tiny, shaped_query,
+                                                                        events):
+    _, query = shaped_query
+    try:
+        engine = plan(query).executor()
+    except QueryError:
+        assume(False)
+    assume(isinstance(engine, HashJoinEngine) and engine._kernel_why is None)
+    python = HashJoinEngine(engine.pcea, engine.window, engine.partition_by, engine.limit,
+                            engine.streams, engine.strategy, kernel=False)
+    frame = events_frame(events)
+    assert list(engine.run(frame)) == list(python.run(frame))
+    if query.limit is None:
+        assert plan(query).executor().count(frame) == len(reference.reference_matches(query, events))
+
+
+def test_the_comparison_chain_runs_on_the_kernel_and_explain_says_so():
+    """The issue's chain must not fall back silently: ``describe`` (what ``cer explain``
+    prints) names the array kernel, and a run keeps it."""
+    engine = compile_query(CHAIN.format(w=100)).executor()
+    assert isinstance(engine, HashJoinEngine)
+    assert "runs on the array kernel" in engine.describe()
+    engine.count(events_frame(chain_log(50)))
+    assert engine._state is not None and "runs on the array kernel" in engine.describe()
+    out = subprocess.run([sys.executable, "-m", "cer_cli", "explain", "-e", CHAIN.format(w=100)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "runs on the array kernel" in out
+
+
+def test_shapes_the_kernel_does_not_run_say_why():
+    engine = compile_query("SELECT * WHERE (A AS y FILTER y.v > PREV(y).v)+ WITHIN 5 EVENTS"
+                           ).executor()
+    assert isinstance(engine, HashJoinEngine)
+    assert "runs as Python objects: an iterated step" in engine.describe()
+    engine = compile_query("SELECT * WHERE A AS a ; B AS b FILTER a.s < b.s WITHIN 5 EVENTS"
+                           ).executor()
+    engine.count(events_frame([{"type": "A", "s": "a"}, {"type": "B", "s": "b"}]))
+    assert "runs as Python objects: compared values of kind str" in engine.describe()
+
+
+def test_integers_beyond_float_precision_are_never_rounded():
+    """float64 holds integers exactly up to 2^53: beyond, in the first frame, the Python
+    objects run the join (exact); in a later one, the run is refused with a hint."""
+    text = "SELECT * WHERE A AS a ; B AS b FILTER a.v < b.v WITHIN 5 EVENTS"
+    big = 2 ** 60
+    frame = events_frame([{"type": "A", "v": 1}, {"type": "B", "v": 2},
+                          {"type": "A", "v": big}, {"type": "B", "v": big + 1}])
+    engine = compile_query(text).executor()
+    assert engine.count(frame) == 3  # (0, 1), (0, 3), (2, 3)
+    assert "runs as Python objects: compared integers beyond 2^53" in engine.describe()
+    engine = compile_query(text).executor()
+    assert engine.count(frame.slice(0, 2)) == 1 and engine._state is not None
+    with pytest.raises(QueryError, match="beyond 2\\^53 in a.v") as e:
+        engine.count(frame.slice(2, 2))
+    assert "CER_HJ_KERNEL=0" in e.value.hints[0]
+
+
+@compiled_only
+def test_compiled_kernel_counts_and_enumerates_the_chain_as_the_brute_force(monkeypatch):
+    monkeypatch.setenv("CER_JIT", "1")
+    events = chain_log(4000)
+    want = triple_loop(events, 30)
+    kernel, python = executors(CHAIN.format(w=30))
+    frame = events_frame(events)
+    got = [m for b in kernel.run_batches(frame) for m in b.matches()]
+    assert kernel._state.compiled and "numba-compiled" in kernel.describe()
+    assert got == list(python.run(frame)) and len(got) == want
+    again, _ = executors(CHAIN.format(w=30))
+    assert again.count(frame) == want and again._state.compiled
+
+
+_PEAK = """
+import resource, sys
+import numpy as np, polars as pl
+from cer_cli import events as E
+from cer_cli.api import compile_query
+n = int(sys.argv[1])
+engine = compile_query(sys.argv[2]).executor()
+rng = np.random.default_rng(3)
+for k in range(n // 100_000):
+    m = 100_000
+    frame = pl.DataFrame({E.TYPE: rng.choice(list("ABCD"), m), E.STREAM: ["S"] * m,
+                          E.TIME: np.arange(k * m, (k + 1) * m), E.ROW: np.arange(k * m, (k + 1) * m),
+                          E.POS: np.arange(k * m, (k + 1) * m), "val": rng.integers(0, 100, m)})
+    engine.count(frame)
+st = engine._state
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, st.hi.shape[0] + st.ti.shape[0],
+      st.counters()["compactions"])
+"""
+
+
+@compiled_only
+def test_memory_follows_the_window_not_the_log():
+    """Peak RSS and the arrays' sizes of the compiled chain on 200k and 1.2M events (fed
+    in frames of 100k, as the driver does): compaction keeps the window's runs only, and
+    runs once per doubling of what was allocated, not every few events."""
+    def peak(n: int) -> tuple[int, int, int]:
+        out = subprocess.run([sys.executable, "-c", _PEAK, str(n), CHAIN.format(w=100)],
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "CER_JIT": "1"}).stdout.split()
+        return int(out[0]), int(out[1]), int(out[2])
+
+    (small, rows_small, _), (large, rows_large, compactions) = peak(200_000), peak(1_200_000)
+    assert rows_large <= 2 * rows_small
+    assert large < 1.3 * small
+    assert compactions < 1_200_000 / 2_000
+
+
+def test_integer_keys_are_their_own_ids_so_nothing_grows_with_the_log(tiny):
+    """The kernel's index holds canonical ids of the join keys: an integer key is its own,
+    so no dictionary of every value seen grows with the log (other types need one)."""
+    text = "SELECT * WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id AND b.v < c.v WITHIN 6 EVENTS"
+    rng = random.Random(9)
+    events = [{"type": rng.choice("ABC"), "v": rng.randrange(6), "id": i // 3} for i in range(300)]
+    got = same_on_both(text, events)
+    reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+    kernel, _ = executors(text)
+    kernel.count(events_frame(events))
+    assert list(kernel._key_ids.values()) == [None]
+    named = [dict(e, id=f"k{e['id']}") for e in events]
+    assert [len(m.events) for m in same_on_both(text, named)] == [len(m.events) for m in got]
+    kernel, _ = executors(text)
+    kernel.count(events_frame(named))
+    assert [len(d) for d in kernel._key_ids.values()] == [100]
