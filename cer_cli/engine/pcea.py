@@ -501,6 +501,8 @@ class HashJoinEngine:
                             else "the array kernel was turned off (CER_HJ_KERNEL=0)")
         self._state = None  # the JoinState, made on the first frame
         self._key_ids: dict[int, dict | None] = {}  # per class: value -> id (None: own id)
+        self._next_id = 0  # the next id a dictionary gives (ids are never reused)
+        self._pruned_at = 0  # the kernel's compactions when the dictionaries were last pruned
         self._pids: dict = {}  # partition key -> id
         self._pcount = np.zeros(0, np.int64)  # events per partition id so far
 
@@ -799,9 +801,10 @@ class HashJoinEngine:
             by_class.setdefault(cls, []).append(c)
         for cls, cols in by_class.items():
             # A class whose keys are integers of at most 64 bits is its own id; others get
-            # ids from a dictionary of the values seen (which grows with the distinct values
-            # of the log, not with the window). Decided on the first frame, kept for the run:
-            # the two kinds of id must not meet in one class.
+            # ids from a dictionary of the values seen, pruned to the ids the index still
+            # holds after each compaction (``_prune_ids``), so it follows the window. Decided
+            # on the first frame, kept for the run: the two kinds of id must not meet in one
+            # class.
             keys = [values[state.tables.cv[c]] for c in cols]
             exact = all(k is None or k.dtype in _OWN_ID for k in keys)
             if (self._key_ids.setdefault(cls, None if exact else {}) is None) != exact:
@@ -813,8 +816,7 @@ class HashJoinEngine:
                 if exact:
                     CV[c] = k.fill_null(0).cast(pl.Int64).to_numpy()
                 else:
-                    ids = self._key_ids[cls]
-                    CV[c] = [ids.setdefault(v, len(ids)) for v in k.to_list()]
+                    CV[c] = self._dictionary_ids(self._key_ids[cls], k.to_list())
         CMPV = compared_values(self.pcea, state.tables, frame, frame.schema)
         if isinstance(CMPV, str):  # pragma: no cover - the first frame decided on its types
             raise TypeError(f"the compiled hash join cannot compare {CMPV}")
@@ -854,6 +856,33 @@ class HashJoinEngine:
             self._matches += len(batch)
             if len(batch):
                 yield batch
+        self._prune_ids()
+
+    def _dictionary_ids(self, ids: dict, values: list) -> list[int]:
+        """The canonical ids of ``values`` in a class keyed by a dictionary: a value keeps
+        its id while the index holds it; a new value gets a fresh one."""
+        out = []
+        for v in values:
+            i = ids.get(v)
+            if i is None:
+                i = ids[v] = self._next_id
+                self._next_id += 1
+            out.append(i)
+        return out
+
+    def _prune_ids(self) -> None:
+        """After a slice in which the kernel compacted its index: forget the values whose
+        id no index entry holds any more. Only between slices — the slice's events carry
+        their ids already — and only after a compaction, whose cost it follows; a value
+        seen again later gets a fresh id, which no entry can confuse with the old one."""
+        done = int(self._state.st[_K.COMPACTIONS])
+        if done == self._pruned_at or not any(self._key_ids.values()):
+            return
+        self._pruned_at = done
+        held = set(self._state.key_ids_held().tolist())
+        for cls, ids in self._key_ids.items():
+            if ids:
+                self._key_ids[cls] = {v: i for v, i in ids.items() if i in held}
 
     def _partition(self, key) -> _Partition:
         part = self._parts.get(key)

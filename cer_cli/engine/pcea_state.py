@@ -400,6 +400,11 @@ class JoinState:
                 "compactions": int(st[K.COMPACTIONS]), "events": int(st[K.EVENTS]),
                 "matches": int(st[K.MATCHES])}
 
+    def key_ids_held(self) -> np.ndarray:
+        """Every canonical key id an entry of the index holds (live or not yet compacted
+        away): the ids a dictionary of key values must keep."""
+        return np.unique(self.hk[self.hv[:, K.V_USED] != 0, K.K_IDS:])
+
     def live_entries(self) -> int:
         plo = self.last - self.bound if self.windowed else np.full_like(self.last, NEG)
         return int(self._fn("live_entries")(self.hk, self.hv, self.hm, self.tm, self.bm, plo))
