@@ -120,6 +120,24 @@ def test_samples_and_example_queries(spark, sample, query):
         assert spark_count(compiled, [sample], ranges=5) == len(expected)
 
 
+def test_matches_reach_the_driver_as_arrow_not_a_row_each(spark, tmp_path, monkeypatch):
+    # a Row per match (pickled by the JVM, unpickled by the driver) was most of the time of
+    # printing 700,778 matches of 1M events; Arrow batches carry them now
+    import pyspark.sql.types as types
+
+    log = tmp_path / "log.csv"
+    pl.DataFrame({"type": ["A", "B", "C"] * 400, "t": range(1200),
+                  "k": [i // 3 % 3 for i in range(1200)]}).write_csv(log)
+    compiled = compile_query("SELECT * WHERE A ; B ; C PARTITION BY [k] WITHIN 30 [t]",
+                             schema=read_events([str(log)]).schema)
+    expected = local_matches(compiled, [str(log)])
+    made = []
+    real = types._create_row
+    monkeypatch.setattr(types, "_create_row", lambda *a: made.append(1) or real(*a))
+    assert list(spark_match(compiled, [str(log)])) == expected
+    assert len(expected) > 1000 and len(made) < 100
+
+
 def _write_streams(events: list[dict], directory: Path) -> list[str]:
     """One CSV per stream (stream name = file stem), columns type, time, ts, v, id."""
     logs = []
