@@ -198,7 +198,8 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
         return _time_ranges(compiled, ev, frame, nparts)
     if q.streams is not None:
         # eager: ev.frame's partitions are already in POS order
-        frame, n = run.rank(frame, _QPOS, POS) if run.lazy else run.index(frame, _QPOS)
+        frame, n = (run.rank(frame, _QPOS, POS) if run.lazy or not ev.partitions_in_order
+                    else run.index(frame, _QPOS))
     else:
         frame, n = frame.withColumn(_QPOS, F.col(POS)), ev.n
     if n is None:  # a lazy run: the ranges need the number of events
