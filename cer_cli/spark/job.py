@@ -4,10 +4,12 @@
    the log contract decides (``cer_cli.io.contract``), the local reader's decisions.
 2. **Number** (``run``): the union is sorted by (TIME, argument order, ROW), the order of
    the local reader, and POS is the rank in that order: a distributed sort, then
-   per-partition counts turned into offsets, so no single task sees the whole log.
+   per-partition counts turned into offsets, so no single task sees the whole log; one
+   log already in time order needs no sort (POS is ROW, ``read.event_frame``).
 3. **Fan out** (``tasks``) as the plan's ``fanout`` says, a fresh executor per task.
 4. **Merge and write** (``output``): matches sorted by (end, rank within the task) are local
-   mode's order; written in the output spec's shape (``cer_cli.io.output``).
+   mode's order; written in the output spec's shape (``cer_cli.io.output``), or streamed
+   to the driver as Arrow batches (``tasks.in_arrow``).
 
 The session and its pre-flight checks are ``session``'s, what a signal does ``processes``',
 shipping ``cer_cli`` to the executors ``ship``'s (so they only need Python with polars,
