@@ -235,6 +235,8 @@ def spark_report(cells: list[Cell], size: int) -> list[str]:
         local_eps = size / base.seconds if base.seconds else None
         first_after = (first.seconds - trivial[first.runner].seconds
                        if first and first.seconds and trivial[first.runner].seconds else None)
+        if first_after is not None and first_after <= 0:  # the load changed between them
+            first_after = None
         two = by.get((c.query, "local[2]"))
         lines.append(
             f"| {c.query} | {c.runner.name} | {c.seconds:.2f} | {after:.2f} |"
