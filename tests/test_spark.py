@@ -787,6 +787,9 @@ def test_standalone_cluster(tmp_path):
                     for m in local_matches(compiled, [str(sample)])]
         assert got == json.loads(json.dumps(expected))
         assert expected
+        # the executors' Python imports this very cer_cli: no zip, whose new directory per
+        # application made numba recompile the kernel in every executor on every run
+        assert not list((tmp_path / "work").rglob("cer_cli.zip"))
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -794,6 +797,36 @@ def test_standalone_cluster(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def test_the_zip_is_shipped_unless_the_executors_have_these_sources():
+    from cer_cli.spark.ship import executors_have, package_digest
+
+    class Sc:
+        defaultParallelism = 2
+
+        def __init__(self, found):
+            self.found = found
+
+        def parallelize(self, data, n):
+            return self
+
+        def map(self, f):
+            return self
+
+        def distinct(self):
+            return self
+
+        def collect(self):
+            if isinstance(self.found, Exception):
+                raise self.found
+            return self.found
+
+    here = package_digest()
+    assert executors_have(Sc([here]), here)
+    assert not executors_have(Sc(["another version"]), here)
+    assert not executors_have(Sc([here, "another version"]), here)
+    assert not executors_have(Sc(RuntimeError("No module named 'cer_cli'")), here)
 
 
 # --------------------------------------------------------------------------- command line
