@@ -169,6 +169,11 @@ def test_a_log_in_time_order_is_numbered_without_a_sort(spark, tmp_path, disorde
         finally:
             run.close()
         assert list(spark_match(compiled, [str(log)])) == local_matches(compiled, [str(log)])
+        # FROM with ranges numbers the query's stream by POS, whatever the partitions' order
+        among = compile_query("SELECT * FROM log WHERE A ; B ; C WITHIN 9 EVENTS",
+                              schema=read_events([str(log)]).schema)
+        assert (list(spark_match(among, [str(log)], ranges=3))
+                == local_matches(among, [str(log)]))
     finally:
         spark.conf.set(key, before)
 
