@@ -120,6 +120,64 @@ def test_samples_and_example_queries(spark, sample, query):
         assert spark_count(compiled, [sample], ranges=5) == len(expected)
 
 
+def test_matches_reach_the_driver_as_arrow_not_a_row_each(spark, tmp_path, monkeypatch):
+    # a Row per match (pickled by the JVM, unpickled by the driver) was most of the time of
+    # printing 700,778 matches of 1M events; Arrow batches carry them now
+    import pyspark.sql.types as types
+
+    log = tmp_path / "log.csv"
+    pl.DataFrame({"type": ["A", "B", "C"] * 400, "t": range(1200),
+                  "k": [i // 3 % 3 for i in range(1200)]}).write_csv(log)
+    compiled = compile_query("SELECT * WHERE A ; B ; C PARTITION BY [k] WITHIN 30 [t]",
+                             schema=read_events([str(log)]).schema)
+    expected = local_matches(compiled, [str(log)])
+    made = []
+    real = types._create_row
+    monkeypatch.setattr(types, "_create_row", lambda *a: made.append(1) or real(*a))
+    assert list(spark_match(compiled, [str(log)])) == expected
+    assert len(expected) > 1000 and len(made) < 100
+
+
+@pytest.mark.parametrize("disorder", ["none", "within a block", "across blocks"])
+def test_a_log_in_time_order_is_numbered_without_a_sort(spark, tmp_path, disorder):
+    # POS is ROW when the rows are already in time order: the global sort by TIME (a
+    # sampling job, a shuffle of the whole log, a count) was a third of printing 1M events
+    from cer_cli.spark.read import event_frame, open_logs
+    from cer_cli.spark.run import Run
+
+    n = 3000
+    t = list(range(n))
+    if disorder == "within a block":
+        t[5], t[6] = t[6], t[5]
+    elif disorder == "across blocks":
+        t[-1] = 10
+    log = tmp_path / "log.csv"
+    pl.DataFrame({"type": ["A", "B", "C", "D"] * (n // 4), "ts": t,
+                  "k": [i // 4 % 5 for i in range(n)]}).write_csv(log)
+    compiled = compile_query("SELECT * WHERE A ; B ; C PARTITION BY [k] WITHIN 40 [ts]",
+                             schema=read_events([str(log)]).schema)
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "4096")  # the log read in blocks of 4 KB
+    try:
+        run = Run(spark)
+        try:
+            ev = event_frame(run, open_logs(spark, [str(log)], None, None, None))
+            plan = ev.frame._jdf.queryExecution().executedPlan().toString().lower()
+            assert ("rangepartitioning" in plan) == (disorder != "none")
+            assert ev.n == n
+        finally:
+            run.close()
+        assert list(spark_match(compiled, [str(log)])) == local_matches(compiled, [str(log)])
+        # FROM with ranges numbers the query's stream by POS, whatever the partitions' order
+        among = compile_query("SELECT * FROM log WHERE A ; B ; C WITHIN 9 EVENTS",
+                              schema=read_events([str(log)]).schema)
+        assert (list(spark_match(among, [str(log)], ranges=3))
+                == local_matches(among, [str(log)]))
+    finally:
+        spark.conf.set(key, before)
+
+
 def _write_streams(events: list[dict], directory: Path) -> list[str]:
     """One CSV per stream (stream name = file stem), columns type, time, ts, v, id."""
     logs = []
@@ -734,6 +792,9 @@ def test_standalone_cluster(tmp_path):
                     for m in local_matches(compiled, [str(sample)])]
         assert got == json.loads(json.dumps(expected))
         assert expected
+        # the executors' Python imports this very cer_cli: no zip, whose new directory per
+        # application made numba recompile the kernel in every executor on every run
+        assert not list((tmp_path / "work").rglob("cer_cli.zip"))
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -741,6 +802,36 @@ def test_standalone_cluster(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def test_the_zip_is_shipped_unless_the_executors_have_these_sources():
+    from cer_cli.spark.ship import executors_have, package_digest
+
+    class Sc:
+        defaultParallelism = 2
+
+        def __init__(self, found):
+            self.found = found
+
+        def parallelize(self, data, n):
+            return self
+
+        def map(self, f):
+            return self
+
+        def distinct(self):
+            return self
+
+        def collect(self):
+            if isinstance(self.found, Exception):
+                raise self.found
+            return self.found
+
+    here = package_digest()
+    assert executors_have(Sc([here]), here)
+    assert not executors_have(Sc(["another version"]), here)
+    assert not executors_have(Sc([here, "another version"]), here)
+    assert not executors_have(Sc(RuntimeError("No module named 'cer_cli'")), here)
 
 
 # --------------------------------------------------------------------------- command line

@@ -4,10 +4,12 @@
    the log contract decides (``cer_cli.io.contract``), the local reader's decisions.
 2. **Number** (``run``): the union is sorted by (TIME, argument order, ROW), the order of
    the local reader, and POS is the rank in that order: a distributed sort, then
-   per-partition counts turned into offsets, so no single task sees the whole log.
+   per-partition counts turned into offsets, so no single task sees the whole log; one
+   log already in time order needs no sort (POS is ROW, ``read.event_frame``).
 3. **Fan out** (``tasks``) as the plan's ``fanout`` says, a fresh executor per task.
 4. **Merge and write** (``output``): matches sorted by (end, rank within the task) are local
-   mode's order; written in the output spec's shape (``cer_cli.io.output``).
+   mode's order; written in the output spec's shape (``cer_cli.io.output``), or streamed
+   to the driver as Arrow batches (``tasks.in_arrow``).
 
 The session and its pre-flight checks are ``session``'s, what a signal does ``processes``',
 shipping ``cer_cli`` to the executors ``ship``'s (so they only need Python with polars,
@@ -16,7 +18,6 @@ pyarrow and numpy). Spark and input failures become ``SparkError`` (``errors``).
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Collection, Iterator
 
 from cer_cli.events import POS, Match, Schema
@@ -29,7 +30,14 @@ from cer_cli.spark.output import WRITE_FORMATS, output_spec, write_directory
 from cer_cli.spark.read import event_frame, input_bytes, logs_schema, open_logs, stream_frame
 from cer_cli.spark.run import Run
 from cer_cli.spark.session import spark_session
-from cer_cli.spark.tasks import count_matches, find_matches, time_ranges
+from cer_cli.spark.tasks import (
+    IPC_SCHEMA,
+    count_matches,
+    find_matches,
+    in_arrow,
+    matches_of,
+    time_ranges,
+)
 
 __all__ = ["SparkError", "spark_count", "spark_match", "spark_schema", "spark_session",
            "spark_write"]
@@ -90,13 +98,10 @@ def spark_match(
         found = find_matches(run, compiled, ev, ranges)
         parts = max(1, -(-found.count() // STREAM_MATCHES))
         rows = (found.repartitionByRange(parts, "end", "seq").sortWithinPartitions("end", "seq")
-                .toLocalIterator())
+                .mapInArrow(in_arrow, IPC_SCHEMA).toLocalIterator())
+        keys: dict = {}
         for r in rows:
-            yield Match(
-                r["start"], r["end"],
-                tuple((e["position"], tuple(e["vars"])) for e in r["events"]),
-                None if r["partition"] is None else pickle.loads(r["partition"]),
-            )
+            yield from matches_of(r[0], keys)
     except (SparkError, QueryError):
         raise
     except Exception as e:

@@ -5,7 +5,8 @@ enter it through their Arrow types, ``_kind``), as the local reader does: the sc
 the event frame of local mode (``cer_cli.events``). ROW is the 0-based row in the log (for
 a directory: across its files in path order); integers are widened to 64 bits and floats to
 doubles as polars reads them. The union is numbered by POS in the local reader's order
-(TIME, argument order, ROW) without any task seeing the whole log (``run.Run.rank``).
+(TIME, argument order, ROW) without any task seeing the whole log (``run.Run.rank``); a single
+log whose rows are already in time order needs no sort: its POS is its ROW (``event_frame``).
 """
 
 from __future__ import annotations
@@ -223,11 +224,18 @@ def _decide(spark, loaded: list[tuple[_Source, DataFrame]], type_column, times) 
 
 
 def _with_rows(spark, df: DataFrame) -> DataFrame:
-    """ROW: the row's rank in the log, files in path order, rows in file order.
+    """ROW: the row's rank in the log, files in path order, rows in file order."""
+    return _numbered_rows(spark, df)[0]
+
+
+def _numbered_rows(spark, df: DataFrame, time=None) -> tuple[DataFrame, int, bool]:
+    """``df`` with ROW, its number of rows, and (given its ``time``, TIME's expression)
+    whether its rows are already in time order, ROW by ROW.
 
     Rows of one file block are read consecutively by one task, so the rank is the block's
-    offset (rows of earlier blocks) plus the row's distance from the block's first row.
-    """
+    offset (rows of earlier blocks) plus the row's distance from the block's first row. The
+    same aggregation gives each block's least and greatest time; whether the rows within
+    each block are in order is one more look at the time column (``_runs_in_order``)."""
     from pyspark.sql import functions as F
 
     df = df.select(
@@ -236,14 +244,44 @@ def _with_rows(spark, df: DataFrame) -> DataFrame:
         F.col("_metadata.file_block_start").alias(_BLOCK),
         F.monotonically_increasing_id().alias(MID),
     )
-    blocks = sorted(df.groupBy(_FILE, _BLOCK).agg(F.min(MID), F.count("*")).collect())
+    spans = [] if time is None else [F.min(time), F.max(time)]
+    blocks = sorted(df.groupBy(_FILE, _BLOCK).agg(F.min(MID), F.count("*"), *spans).collect())
     offsets = list(accumulate((b[3] for b in blocks), initial=0))
     base = spark.createDataFrame(
         [(b[0], b[1], off - b[2]) for b, off in zip(blocks, offsets, strict=False)],
         f"{_FILE} string, {_BLOCK} long, base long",
     )
     joined = df.join(F.broadcast(base), [_FILE, _BLOCK])
-    return joined.withColumn(ROW, F.col(MID) + F.col("base")).drop(_FILE, _BLOCK, MID, "base")
+    numbered = joined.withColumn(ROW, F.col(MID) + F.col("base")).drop(_FILE, _BLOCK, MID, "base")
+    ordered = time is not None and all(
+        b[4] is not None and b[5] is not None and (i == 0 or blocks[i - 1][5] <= b[4])
+        for i, b in enumerate(blocks)
+    ) and all(r[0] for r in df.select(_BLOCK, time.alias("t"))
+              .mapInArrow(_runs_in_order, "ordered boolean").collect())
+    return numbered, offsets[-1], ordered
+
+
+def _runs_in_order(batches):
+    """The ``mapInArrow`` function of ``_numbered_rows``: whether, in a task's rows of
+    (block, time), the times of every run of one block are in order (a block's rows are
+    one such run, or part of one: a stricter check, never a looser one)."""
+    import numpy as np
+    import pyarrow as pa
+
+    ok, last = True, None
+    for b in batches:
+        if not ok or not b.num_rows:
+            continue
+        if b.column(1).null_count:
+            ok = False
+            continue
+        block = b.column(0).to_numpy(zero_copy_only=False)
+        t = b.column(1).to_numpy(zero_copy_only=False)
+        if last is not None:
+            block, t = np.concatenate([[last[0]], block]), np.concatenate([[last[1]], t])
+        ok = not np.any((block[1:] == block[:-1]) & (t[1:] < t[:-1]))
+        last = (block[-1], t[-1])
+    yield pa.RecordBatch.from_pydict({"ordered": [ok]})
 
 
 def _time_expr(d: contract.LogDecision):
@@ -339,6 +377,9 @@ class Events:
     time_column: str | None
     n: int | None  # None for a lazy run: counted only when a ``ranges`` plan needs it
     logs: list[_Log]
+    #: Whether ``frame``'s partitions hold the events in POS order (after a sort by it);
+    #: a log already in time order keeps its files' partitions (``event_frame``).
+    partitions_in_order: bool = True
 
     @property
     def time_columns(self) -> tuple[str, ...]:
@@ -551,7 +592,9 @@ def events(run: Run, specs: list[str], type_column, times, log_format) -> Events
 
 def event_frame(run: Run, logs: list[_Log]) -> Events:
     """The event frame of opened logs (files or a DataFrame): TYPE, STREAM, TIME, ROW
-    and the widened columns, numbered by POS in the local reader's order."""
+    and the widened columns, numbered by POS in the local reader's order: by a sort, unless
+    the logs are one file log whose rows are in time order (``_numbered_rows`` tells, from
+    the block counts ROW needs anyway and one look at the time column), or have no time."""
     from pyspark.sql import functions as F
 
     tc = next(iter(contract.time_columns_of([g.decision for g in logs])), None)
@@ -560,7 +603,17 @@ def event_frame(run: Run, logs: list[_Log]) -> Events:
         _ensure_rows(logs)
     time_type = _time_type(logs)
     frames, columns = [], []
-    for g in logs:
+    if not run.lazy and len(logs) == 1 and logs[0].by_files:
+        g = logs[0]
+        d = g.decision
+        timed = d.time_column is not None and d.time_kind in contract.TIME_KINDS
+        df, n, ordered = _numbered_rows(run.spark, g.df, _time_expr(d) if timed else None)
+        if ordered or d.time_column is None:  # POS is ROW: no sort
+            frame = df.select(*_event_columns(g, None, time_type, columns), F.col(ROW))
+            return Events(frame.withColumn(POS, F.col(ROW)).drop(_ARG), columns, tc, n, logs,
+                          partitions_in_order=False)
+        frames.append(df.select(*_event_columns(g, None, time_type, columns), F.col(ROW)))
+    for g in logs if not frames else ():
         # a DataFrame has no files: ROW is its rank in the frame's partition order
         df = _with_rows(run.spark, g.df) if g.by_files else run.index(g.df, ROW)[0]
         frames.append(df.select(*_event_columns(g, None, time_type, columns), F.col(ROW)))

@@ -91,7 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"events per log of the {spark_bench.BIG} group (e.g. 1000000,10000000)")
     p.add_argument("--spark-master", default=spark_bench.MASTER)
     p.add_argument("--spark-repeats", type=int, default=1,
-                   help="runs per Spark figure (median, after a warm-up run)")
+                   help="runs per Spark figure (median, after a warm-up run); also of the "
+                        f"{scale.GROUP} group's Spark rows (0: none)")
     p.add_argument("--scale-size", type=int, default=scale.DEFAULT_SIZE,
                    help=f"events of the {scale.GROUP} group's log (10M; e.g. 1000000 for a quick run)")
     p.add_argument("--report", type=Path, default=OUT / "report.md")
@@ -380,7 +381,8 @@ def main(argv: list[str] | None = None) -> list[Result]:
             notes.append("correlation: a count differs from the brute force")
     scale_lines = None
     if scale.GROUP in groups:
-        cells, limit = scale.run(args.data, args.scale_size, args.seed, args.repeats, args.timeout)
+        cells, limit = scale.run(args.data, args.scale_size, args.seed, args.repeats, args.timeout,
+                                 args.spark_repeats)
         scale_lines = scale.report(cells, limit, args.scale_size, args.repeats)
         if not scale.agree(cells):
             notes.append("scale: a runner's count differs from the single core's")

@@ -8,6 +8,12 @@ runner of ``RUNNERS`` runs each query as a whole ``cer match --count`` process; 
 gives the wall time, events/s per core, the speed-up over the single core, the count (it must
 be the same for every runner) and the peak RSS.
 
+With ``spark_repeats`` (``run.py --spark-repeats``; 0 leaves them out) the Spark rows join
+the table (``spark_runners``): ``--spark`` with ``local[1]``, ``local[2]`` and a standalone
+master with two one-core workers on 127.0.0.1 (``spark.standalone_cluster``, started for the
+run and stopped after), each beside the trivial Spark job on the same master, whose time is
+the fixed start-up subtracted for the events/s per core after start-up (``spark_report``).
+
 Plus the "close to the physical limit" figure: ``cer match --count`` of ``A ; B ; C WITHIN
 10 [t]`` on a CSV of the same size against a polars process that reads the CSV and counts
 the three types.
@@ -17,6 +23,9 @@ from __future__ import annotations
 
 import statistics
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from tests.bench import harness as h
+from tests.bench import spark as spark_bench
 from tests.bench.startup import _quote, ensure_csv
 
 GROUP = "scale"
@@ -50,12 +60,39 @@ class Runner:
 RUNNERS: list[Runner] = [
     Runner("1 core (--jobs 1)", ("--jobs", "1"), 1),
     Runner("--jobs 2", ("--jobs", "2"), 2),
-    # SPARK SLOT (issue #23, the Spark half): append the Spark rows here, e.g.
-    #   Runner("--spark local[1]", ("--spark", "--master", "local[1]"), 1),
-    #   Runner("--spark local[2]", ("--spark", "--master", "local[2]"), 2),
-    #   Runner("standalone, 2 one-core workers", ("--spark", "--master", URL), 2),
-    # (a runner that needs a set-up, like the standalone cluster, may be appended by `run`).
+    # the Spark rows are appended by `run` (`spark_runners`): the cluster needs a set-up
 ]
+
+
+@dataclass(frozen=True)
+class SparkRunner(Runner):
+    """A Spark row: ``master`` also runs the trivial Spark job, the run's fixed start-up."""
+
+    master: str = ""
+
+
+#: The Spark rows' workers: a standalone master with this many workers of one core each.
+WORKERS = 2
+
+
+@contextmanager
+def spark_runners(data: Path, on: bool) -> Iterator[list[SparkRunner]]:
+    """The Spark rows (none unless ``on``): ``local[1]``, ``local[2]``, and a standalone
+    cluster of ``WORKERS`` one-core workers on 127.0.0.1, running while the rows run."""
+    if not on:
+        yield []
+        return
+    rows = [SparkRunner(f"--spark local[{n}]", ("--spark", "--master", f"local[{n}]"), n,
+                        f"local[{n}]") for n in (1, 2)]
+    with tempfile.TemporaryDirectory(prefix="cer-bench-cluster-", dir=data) as work, \
+            spark_bench.standalone_cluster(Path(work), workers=WORKERS, cores=1,
+                                           memory="2g") as url:
+        yield [*rows, SparkRunner(f"--spark standalone, {WORKERS} one-core workers",
+                                  ("--spark", "--master", url, *spark_bench.cluster_conf()),
+                                  WORKERS, url)]
+
+
+TRIVIAL = "trivial Spark job"
 
 #: polars' side of the physical limit: read the CSV, count the three types
 POLARS_COUNT = ("import sys, polars as pl; t = pl.col('type'); "
@@ -89,29 +126,34 @@ def ensure_parquet(out: Path, n: int, seed: int) -> Path:
     return path
 
 
-def run(data: Path, size: int, seed: int, repeats: int, timeout: float) -> tuple[
-        list[Cell], list[Cell]]:
+def run(data: Path, size: int, seed: int, repeats: int, timeout: float,
+        spark_repeats: int = 0) -> tuple[list[Cell], list[Cell]]:
     """Every (query, runner) cell, interleaved round by round (the machine is shared: a
-    change of its load hits every cell alike); then the physical-limit pair."""
+    change of its load hits every cell alike); then the physical-limit pair. The Spark
+    cells (``spark_repeats`` > 0) and each Spark master's trivial job run in the first
+    ``spark_repeats`` rounds after the warm-up (a Spark run is a fresh JVM: no warm-up)."""
     data.mkdir(parents=True, exist_ok=True)
     log = ensure_parquet(data, size, seed)
     cer = h.cer_command()
-    cells = [Cell(name, r, [*cer, "match", "-e", q, str(log), "--count", *r.args])
-             for name, q in QUERIES for r in RUNNERS]
+    with spark_runners(data, spark_repeats > 0) as spark:
+        cells = [Cell(name, r, [*cer, "match", "-e", q, str(log), "--count", *r.args])
+                 for name, q in QUERIES for r in [*RUNNERS, *spark]]
+        cells += [Cell(TRIVIAL, r, [sys.executable, "-c", spark_bench.TRIVIAL, r.master])
+                  for r in spark]
+        _measure(cells, repeats, timeout, spark_repeats)
     csv = ensure_csv(data, size, seed)
     limit = [Cell("physical limit", Runner("cer match --count", (), 1),
                   [*cer, "match", "-e", LIMIT_QUERY, str(csv), "--count"]),
              Cell("physical limit", Runner("polars: read, count types", (), 1),
                   [sys.executable, "-c", POLARS_COUNT, str(csv)])]
-    for cell_list in (cells, limit):
-        _measure(cell_list, repeats, timeout)
+    _measure(limit, repeats, timeout)
     return cells, limit
 
 
-def _measure(cells: list[Cell], repeats: int, timeout: float) -> None:
+def _measure(cells: list[Cell], repeats: int, timeout: float, spark_repeats: int = 0) -> None:
     for i in range(repeats + 1):  # round 0 warms up (numba's cache, the page cache)
         for c in cells:
-            if c.error:
+            if c.error or (isinstance(c.runner, SparkRunner) and not 0 < i <= spark_repeats):
                 continue
             print(f"[scale] {c.query}, {c.runner.name}" + (" (warm-up)" if not i else ""),
                   flush=True)
@@ -137,6 +179,8 @@ def report(cells: list[Cell], limit: list[Cell], size: int, repeats: int) -> lis
              "|---|---|---|---|---|---|---|"]
     one = {c.query: c for c in cells if c.runner is RUNNERS[0]}
     for c in cells:
+        if c.query == TRIVIAL:
+            continue
         if c.seconds is None:
             lines.append(f"| {c.query} | {c.runner.name} | failed: {c.error} | | | | |")
             continue
@@ -146,6 +190,7 @@ def report(cells: list[Cell], limit: list[Cell], size: int, repeats: int) -> lis
         lines.append(f"| {c.query} | {c.runner.name} | {c.seconds:.2f} |"
                      f" {size / c.seconds / c.runner.cores:,.0f} | {speed} | {c.count}{same} |"
                      f" {c.rss_mb:,.0f} |")
+    lines += spark_report(cells, size)
     cer, polars = limit
     ratio = (f"{cer.seconds / polars.seconds:.2f}×" if cer.seconds and polars.seconds else "–")
     lines += ["", f"Close to the physical limit ({size:,}-event CSV): `cer match --count`"
@@ -158,7 +203,56 @@ def report(cells: list[Cell], limit: list[Cell], size: int, repeats: int) -> lis
 def agree(cells: list[Cell]) -> bool:
     """Every runner counted what the single core counted."""
     one = {c.query: c.count for c in cells if c.runner is RUNNERS[0]}
-    return all(c.count == one[c.query] for c in cells if c.seconds is not None)
+    return all(c.count == one[c.query] for c in cells
+               if c.seconds is not None and c.query != TRIVIAL)
+
+
+def spark_report(cells: list[Cell], size: int) -> list[str]:
+    """The Spark rows against their fixed start-up (the trivial job on the same master, in
+    the same rounds): seconds after it, events/s per core after it and its ratio to the
+    single core's, the speed-up after start-up over ``local[1]``, and the targets' ratios
+    (``local[2]`` ≤ 1.5× the single core, ≤ 2× on time ranges; the cluster ≤ 1.2×
+    ``local[2]``; per core after start-up ≥ 1/3 of local's)."""
+    spark = [c for c in cells if isinstance(c.runner, SparkRunner)]
+    if not spark:
+        return []
+    trivial = {c.runner: c for c in spark if c.query == TRIVIAL}
+    one = {c.query: c for c in cells if c.runner is RUNNERS[0]}
+    by = {(c.query, c.runner.master): c for c in spark}
+    lines = ["", "Spark rows after the fixed start-up: the trivial Spark job (SparkSession +"
+             " `range(10).count()`) on the same master, in the same rounds: "
+             + "; ".join(f"{r.name} {_secs(t)}" for r, t in trivial.items()) + ".", "",
+             "| query | runner | seconds | after start-up s | events/s per core after"
+             " start-up | per core vs local 1 core | speed-up over local[1] after start-up |"
+             " vs local 1 core (wall) | vs local[2] (wall) |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in spark:
+        t = trivial.get(c.runner)
+        if c.query == TRIVIAL or c.seconds is None or t is None or t.seconds is None:
+            continue
+        after = c.seconds - t.seconds
+        base, first = one[c.query], by.get((c.query, "local[1]"))
+        eps = size / after / c.runner.cores if after > 0 else None
+        local_eps = size / base.seconds if base.seconds else None
+        first_after = (first.seconds - trivial[first.runner].seconds
+                       if first and first.seconds and trivial[first.runner].seconds else None)
+        if first_after is not None and first_after <= 0:  # the load changed between them
+            first_after = None
+        two = by.get((c.query, "local[2]"))
+        lines.append(
+            f"| {c.query} | {c.runner.name} | {c.seconds:.2f} | {after:.2f} |"
+            f" {_n(eps)} | {_ratio(eps, local_eps)} |"
+            f" {_ratio(first_after, after if after > 0 else None)} |"
+            f" {_ratio(c.seconds, base.seconds)} |"
+            f" {_ratio(c.seconds, two.seconds if two else None)} |")
+    return lines
+
+
+def _n(x: float | None) -> str:
+    return "–" if x is None else f"{x:,.0f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if a is None or not b else f"{a / b:.2f}×"
 
 
 def _secs(c: Cell) -> str:
