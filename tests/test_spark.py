@@ -727,17 +727,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for(proc: subprocess.Popen, log: Path, text: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if text in log.read_text(errors="replace"):
-            return
-        if proc.poll() is not None:
-            break
-        time.sleep(0.3)
-    raise AssertionError(f"{text!r} not seen:\n{log.read_text(errors='replace')[-3000:]}")
-
-
 CLUSTER_SCRIPT = """
 import json, sys
 from cer_cli.api import compile_query, read_events
@@ -753,32 +742,11 @@ print("RESULT " + json.dumps(out))
 
 @pytest.mark.spark_cluster
 def test_standalone_cluster(tmp_path):
-    # A Spark home made of pyspark's jars; RELEASE tells the worker's launcher to use jars/.
-    home = tmp_path / "spark_home"
-    home.mkdir()
-    (home / "RELEASE").write_text("Spark (pyspark jars)\n")
-    (home / "jars").symlink_to(Path(pyspark.__file__).parent / "jars")
-    jars = str(home / "jars" / "*")
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_SCALA_VERSION": "2.13",
-           "PYSPARK_PYTHON": sys.executable}
-    port, ui, wui = _free_port(), _free_port(), _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs = []
-    try:
-        mlog, wlog = tmp_path / "master.log", tmp_path / "worker.log"
-        master = subprocess.Popen(
-            ["java", "-cp", jars, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-             "--port", str(port), "--webui-port", str(ui)],
-            stdout=mlog.open("w"), stderr=subprocess.STDOUT, env=env)
-        procs.append(master)
-        _wait_for(master, mlog, "I have been elected leader")
-        worker = subprocess.Popen(
-            ["java", "-cp", jars, "org.apache.spark.deploy.worker.Worker", url, "--host",
-             "127.0.0.1", "--cores", "2", "--memory", "1g", "--webui-port", str(wui),
-             "--work-dir", str(tmp_path / "work")],
-            stdout=wlog.open("w"), stderr=subprocess.STDOUT, env=env)
-        procs.append(worker)
-        _wait_for(worker, wlog, "Successfully registered with master")
+    """A standalone master and one two-core worker on 127.0.0.1 (the bench's set-up) give
+    local mode's matches, and the executors run this very cer_cli, unzipped."""
+    from tests.bench.spark import standalone_cluster
+
+    with standalone_cluster(tmp_path, workers=1, cores=2, memory="1g") as url:
         query, sample = ROOT / "queries" / "core_q2.cel", ROOT / "samples" / "stocks.csv"
         done = subprocess.run(
             [sys.executable, "-c", CLUSTER_SCRIPT, str(query), str(sample), url],
@@ -794,14 +762,7 @@ def test_standalone_cluster(tmp_path):
         assert expected
         # the executors' Python imports this very cer_cli: no zip, whose new directory per
         # application made numba recompile the kernel in every executor on every run
-        assert not list((tmp_path / "work").rglob("cer_cli.zip"))
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        assert not list((tmp_path / "work0").rglob("cer_cli.zip"))
 
 
 def test_the_zip_is_shipped_unless_the_executors_have_these_sources():
