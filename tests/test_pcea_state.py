@@ -276,11 +276,15 @@ def test_integer_keys_are_their_own_ids_so_nothing_grows_with_the_log(tiny):
     assert [0 < len(d) <= 100 for d in kernel._key_ids.values()] == [True]  # a dictionary
 
 
-def test_a_dictionary_of_key_values_follows_the_window_not_the_log(tiny):
+def test_a_dictionary_of_key_values_follows_the_window_not_the_log(monkeypatch):
     """Text keys need a dictionary of canonical ids; it is pruned to the ids the index still
     holds after each compaction, so on a log of ever new keys it stays the size of the
     window however long the log (fed slice by slice, as the driver does), and the matches
     stay the Python objects' and the brute force's."""
+    monkeypatch.setattr(pcea_state, "ROOM", 4)  # small arrays: compactions come often
+    monkeypatch.setattr(pcea_state, "MIN_COMPACT", 8)
+    monkeypatch.setenv("CER_HJ_KERNEL", "1")
+    monkeypatch.setenv("CER_JIT", "1")  # compiled (the session compiled it once already)
     text = "SELECT * WHERE A AS a ; B AS b ; C AS c FILTER a.id = b.id AND b.v < c.v WITHIN 6 EVENTS"
     rng = random.Random(4)
 
@@ -289,14 +293,13 @@ def test_a_dictionary_of_key_values_follows_the_window_not_the_log(tiny):
                   for i in range(n)]
         kernel, python = executors(text)
         frame = events_frame(events)
-        got, want = [], []
-        for i in range(0, n, 50):
-            got += kernel.run(frame.slice(i, 50))
-            want += python.run(frame.slice(i, 50))
-        assert got == want
+        got = [m for i in range(0, n, 50) for m in kernel.run(frame.slice(i, 50))]
         if n <= 600:
-            reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+            assert got == [m for i in range(0, n, 50) for m in python.run(frame.slice(i, 50))]
+            head = events[:120]  # the brute force is exponential: a prefix of the log
+            reference.assert_same_matches([m for m in got if m.end < len(head)],
+                                          reference.reference_matches(parse(text), head))
         return max(len(d) for d in kernel._key_ids.values())
 
-    small, large = held_after(600), held_after(6_000)
-    assert large <= 2 * small + 60, (small, large)  # 2,000 distinct keys in the large log
+    small, large = held_after(600), held_after(4_800)
+    assert large <= 2 * small + 60, (small, large)  # 1,600 distinct keys in the large log

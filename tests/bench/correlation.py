@@ -289,6 +289,34 @@ CHAIN_QUERIES = {
 }
 
 
+def engine_per_match(data: Path, size: int = 1_000_000, repeats: int = 3) -> list[str]:
+    """The engines alone, matches *enumerated*: each query of ``CHAIN_QUERIES`` run in this
+    process over the same frames, every match built into a ``MatchBatch`` (what the writers
+    receive), CPU seconds per match; median of ``repeats`` after a warm-up. ``--count``
+    (``run_chain``) lets the plain pattern count without visiting its matches; this is the
+    per-match cost when both enumerate."""
+    import time
+
+    from cer_cli.api import compile_query, read_events
+    from cer_cli.engine import driver
+
+    log = read_events([str(ensure_next_log(data, size))], batch_size=262_144)
+    cpu: dict[str, list[float]] = {name: [] for name in CHAIN_QUERIES}
+    found: dict[str, int] = {}
+    for i in range(repeats + 1):
+        for name, query in CHAIN_QUERIES.items():
+            executor = compile_query(query, schema=log.schema).executor()
+            started = time.process_time()
+            found[name] = sum(len(b) for b in driver.run_batches(executor, log.batches()))
+            if i:
+                cpu[name].append(time.process_time() - started)
+    per = {name: statistics.median(cpu[name]) / found[name] * 1e6 for name in CHAIN_QUERIES}
+    plain = per["plain"]
+    return [f"- {name}: {found[name]:,} matches enumerated, {statistics.median(cpu[name]):.2f} s"
+            f" CPU, {per[name]:.3f} µs/match, {per[name] / plain:.2f}× the plain pattern"
+            for name in CHAIN_QUERIES]
+
+
 def chain_brute_counts(df: pl.DataFrame, window: int = NEXT_WINDOW) -> dict[str, int]:
     """Counts of ``CHAIN_QUERIES`` by their meaning, not the engine: per B at ``j``, the A's
     at ``j - d`` (``0 < d < window``) times the C's in ``(j, j - d + window]``, with and
