@@ -331,8 +331,9 @@ def _hash_row(row, kw):
 
 
 @njit_inline
-def _find(hk, hv, row, kw):
-    """The table cell of the entry ``row``, or -1."""
+def _cell(hk, hv, row, kw):
+    """The table cell holding the entry ``row``, else the empty cell where it would go
+    (linear probing from its hash)."""
     mask = hk.shape[0] - 1
     i = _hash_row(row, kw) & mask
     while hv[i, V_USED]:
@@ -344,7 +345,14 @@ def _find(hk, hv, row, kw):
         if same:
             return i
         i = (i + 1) & mask
-    return -1
+    return i
+
+
+@njit_inline
+def _find(hk, hv, row, kw):
+    """The table cell of the entry ``row``, or -1."""
+    i = _cell(hk, hv, row, kw)
+    return i if hv[i, V_USED] else -1
 
 
 @njit_inline
@@ -366,17 +374,9 @@ def _find_or_add(hk, hv, jn, st, row, kw):
     """The cell of the entry ``row``, made (empty, journaled) if missing; ``st[ADDED]``
     says which. FAIL when the table would be more than 3/4 full, or the journal is."""
     st[ADDED] = 0
-    mask = hk.shape[0] - 1
-    i = _hash_row(row, kw) & mask
-    while hv[i, V_USED]:
-        same = True
-        for j in range(kw):
-            if hk[i, j] != row[j]:
-                same = False
-                break
-        if same:
-            return i
-        i = (i + 1) & mask
+    i = _cell(hk, hv, row, kw)
+    if hv[i, V_USED]:
+        return i
     if 4 * (st[HUSED] + 1) > 3 * hk.shape[0]:
         st[NEED_WHAT] = W_TABLE
         return FAIL
