@@ -59,7 +59,7 @@ class Tree:
         while True:
             before = self.st[O.NT]
             r = self.fn("t_insert")(self.ti, self.tm, self.tk, self.st, self.sk, self.sk2,
-                                    self.sk3, t, node, nms, float(key), pos, 0, lo)
+                                    self.sk3, t, node, nms, float(key), pos, 0, O.NOT_LEAF, lo)
             if r != O.FAIL:
                 return r
             self.st[O.NT] = before  # the nodes of a failed insertion are unreachable

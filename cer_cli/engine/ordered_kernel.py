@@ -48,9 +48,13 @@ from __future__ import annotations
 from cer_cli.engine.jit import njit_inline, njit_plain
 
 #: ``ti`` columns: children, the payload (a DS_w node id; -1 once it left the window),
-#: priority, the index slot the tree belongs to, the payload's position (ties of the key)
-T_LEFT, T_RIGHT, T_NODE, T_PRIO, T_SLOT, T_POS = 0, 1, 2, 3, 4, 5
-TI_WIDTH = 6
+#: priority, the index slot the tree belongs to, the payload's position (ties of the key),
+#: and the payload's label when it is a whole run by itself (it adopted nothing), else
+#: ``NOT_LEAF``: enumeration then reports the run from the tree node, without visiting it
+T_LEFT, T_RIGHT, T_NODE, T_PRIO, T_SLOT, T_POS, T_LEAF = 0, 1, 2, 3, 4, 5, 6
+TI_WIDTH = 7
+#: ``T_LEAF`` of a payload that adopted runs (labels are >= -1: -1 is "not reported")
+NOT_LEAF = -2
 #: ``tm`` columns: largest and smallest max-start of the subtree, the payload's own
 T_MS, T_MN, T_NMS = 0, 1, 2
 
@@ -82,7 +86,7 @@ def prio_of(pos):
 
 
 @njit_inline
-def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, left, right):
+def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, left, right):
     """A new tree node (FAIL when the arrays are full); its aggregates from its children."""
     n = st[NT]
     if n >= ti.shape[0]:
@@ -93,6 +97,7 @@ def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, left, right):
     ti[n, T_PRIO] = prio
     ti[n, T_SLOT] = slot
     ti[n, T_POS] = pos
+    ti[n, T_LEAF] = leaf
     ms = nms
     mn = nms
     if left >= 0:
@@ -118,7 +123,7 @@ def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, left, right):
 def t_copy(ti, tm, tk, st, x, left, right):
     """Node ``x`` with other children."""
     return t_make(ti, tm, tk, st, ti[x, T_NODE], tm[x, T_NMS], tk[x], ti[x, T_PRIO],
-                  ti[x, T_SLOT], ti[x, T_POS], left, right)
+                  ti[x, T_SLOT], ti[x, T_POS], ti[x, T_LEAF], left, right)
 
 
 @njit_inline
@@ -241,9 +246,9 @@ def t_purge(ti, tm, tk, st, sk, sk2, sk3, t, lo):
 
 
 @njit_plain
-def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, slot, lo):
+def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, slot, leaf, lo):
     """A new tree with the live runs of ``t`` and the fresh run ``node`` (its max-start
-    ``nms``, position ``pos``) at ``key``; ``t`` is unchanged. Runs whose max-start is
+    ``nms``, position ``pos``, ``T_LEAF`` ``leaf``) at ``key``; ``t`` is unchanged. Runs whose max-start is
     below ``lo`` are deleted first. FAIL (nothing reachable changed) when full."""
     t = t_purge(ti, tm, tk, st, sk, sk2, sk3, t, lo)
     if t == FAIL:
@@ -266,7 +271,7 @@ def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, slot, lo):
     a, b = t_split(ti, tm, tk, st, sk2, cur, key, pos)
     if a == FAIL:
         return FAIL
-    out = t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, a, b)
+    out = t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, a, b)
     if out == FAIL:
         return FAIL
     for j in range(d - 1, -1, -1):

@@ -88,12 +88,15 @@ from cer_cli.engine.ordered_kernel import (
     C_TREE_NODES,  # noqa: F401 - an st slot, read through this module by pcea_state
     FAIL,
     HEAP,
+    NOT_LEAF,
     NT,
     NULL,
+    T_LEAF,
     T_LEFT,
     T_MS,
     T_NMS,
     T_NODE,
+    T_POS,
     T_RIGHT,
     TREE,
     t_insert,
@@ -627,8 +630,9 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
             if oc >= 0:  # the ordered index
                 tr = NULL if hr < 0 else hr >> 2
                 st[NEED_WHAT] = W_STACK
+                leaf = qt[q, Q_LAB] if hi[x, H_PCNT] == 0 else NOT_LEAF
                 nt = t_insert(ti, tm, tk, st, sk, sk2, sk3, tr, x, hm[x, M_MS], v,
-                              hi[x, H_POS], slot, lo)
+                              hi[x, H_POS], slot, leaf, lo)
                 if nt == FAIL:
                     return FAIL
                 st[C_TREE_INSERTS] += 1
@@ -663,7 +667,33 @@ def _push_alt(es, top, ref, todo, d, tat):
 
 
 @njit_inline
-def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq, windowed, lo,
+def _emit(ep, d, o_pos, o_lab, o_start, nm, ne):
+    """Write the run on the path ``ep[:d]`` (node, position, label) as output ``nm``: its
+    start (the earliest position) and its labelled events by position from ``ne``, sorted in
+    place (the path reversed, a chain's runs from its end, is in order or nearly). Returns
+    the new ``ne``."""
+    start = ep[d - 1, 1]
+    e0 = ne
+    for j in range(d - 1, -1, -1):
+        p = ep[j, 1]
+        if p < start:
+            start = p
+        lab = ep[j, 2]
+        if lab >= 0:
+            k = ne - 1
+            while k >= e0 and o_pos[k] > p:
+                o_pos[k + 1] = o_pos[k]
+                o_lab[k + 1] = o_lab[k]
+                k -= 1
+            o_pos[k + 1] = p
+            o_lab[k + 1] = lab
+            ne += 1
+    o_start[nm] = start
+    return ne
+
+
+@njit_inline
+def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, windowed, lo,
                emit, decide, o_start, o_end, o_part, o_off, o_pos, o_lab):
     """The windowed runs of the event's new final nodes (``fin[:st[NF]]``) as candidate
     matches: a depth-first walk whose stack ``es`` holds the alternatives still to take
@@ -674,7 +704,9 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq, wind
     other. A run is reported when nothing is left to expand: its events by position, its
     start the earliest (which must have a time in the window). Each alternative taken
     yields at least one run (max-start pruning), except a tree node whose own run left the
-    window (a way to live ones below it: O(log w) such per run).
+    window (a way to live ones below it: O(log w) such per run). A tree of whole runs (its
+    payloads adopted nothing: ``T_LEAF``) met with nothing left to expand is walked by a
+    tighter loop in the same order, each live payload reported from its tree node.
 
     Resumable (the walk stays in ``st`` and the arrays): returns the number of candidates
     once done; -NEED_YIELD when ``st[BUDGET]`` is used up; -NEED_OUT when a scratch or
@@ -744,6 +776,62 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq, wind
                         pend = piece
                 cur = pend
                 continue
+            if kind == TREE and ti[x, T_LEAF] != NOT_LEAF and todo < 0 and not timed \
+                    and d + 1 <= ep.shape[0]:
+                # a subtree of whole runs (payloads that adopted nothing) and nothing left
+                # to expand after them: walked here, in the order of the general walk below,
+                # a tree node per step, the rows of ``es`` above ``top`` its stack of nodes;
+                # each live payload is a run, reported from the tree node
+                lt = top
+                y = x  # the next node to walk
+                while True:
+                    if status == 0:
+                        if lt + 3 > es.shape[0]:
+                            st[NEED_WHAT] = W_ESTACK
+                            status = NEED_OUT
+                        elif emit and (nm + 1 >= o_start.shape[0] or ne + d + 1 > o_pos.shape[0]):
+                            st[NEED_WHAT] = W_OUT
+                            st[NEED_SIZE] = d + 1
+                            status = NEED_OUT
+                    if status != 0:
+                        # the nodes not walked yet become ordinary alternatives (``y``, as
+                        # ``cur``, goes back on the stack below)
+                        for j in range(top, lt):
+                            es[j, 0] = (es[j, 0] << 2) | TREE
+                            es[j, 1] = todo
+                            es[j, 2] = d
+                            es[j, 3] = tat
+                        top = lt
+                        cur = (y << 2) | TREE
+                        break
+                    c = ti[y, T_LEFT]
+                    if c >= 0 and tm[c, T_MS] >= lo:
+                        es[lt, 0] = c
+                        lt += 1
+                    c = ti[y, T_RIGHT]
+                    if c >= 0 and tm[c, T_MS] >= lo:
+                        es[lt, 0] = c
+                        lt += 1
+                    if tm[y, T_NMS] >= lo:
+                        ep[d, 0] = ti[y, T_NODE]
+                        ep[d, 1] = ti[y, T_POS]
+                        ep[d, 2] = ti[y, T_LEAF]
+                        rep += 1
+                        if emit:
+                            ne = _emit(ep, d + 1, o_pos, o_lab, o_start, nm, ne)
+                            o_end[nm] = epos
+                            o_part[nm] = epart
+                            nm += 1
+                            o_off[nm] = ne
+                    if lt == top:
+                        break
+                    lt -= 1
+                    y = es[lt, 0]
+                    if work >= budget:
+                        status = NEED_YIELD
+                    else:
+                        work += 1
+                break
             if kind == TREE:
                 if top + 3 > es.shape[0]:
                     st[NEED_WHAT] = W_ESTACK
@@ -785,7 +873,9 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq, wind
             c = hi[x, H_RIGHT]
             if c >= 0 and hm[c, M_MS] >= lo:
                 top = _push_alt(es, top, c << 2, todo, d, tat)
-            ep[d] = x
+            ep[d, 0] = x
+            ep[d, 1] = hi[x, H_POS]
+            ep[d, 2] = qt[hi[x, H_STATE], Q_LAB]
             d += 1
             off = hi[x, H_POFF]
             for j in range(cnt - 1, -1, -1):
@@ -797,32 +887,19 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq, wind
                 cur = ta[todo, 0]
                 todo = ta[todo, 1]
                 continue
-            # a run: the path's payloads; its start is the earliest
-            first = ep[0]
-            for j in range(1, d):
-                if hi[ep[j], H_POS] < hi[first, H_POS]:
-                    first = ep[j]
-            if windowed and (hi[first, H_HAST] == 0 or hm[first, M_TIME] < lo):
-                break  # attribute windows: the start lacks a time, or an inner null hid it
+            # a run: the path's payloads (``ep``: node, position, label); its start is
+            # the earliest
+            if timed and windowed:
+                first = 0
+                for j in range(1, d):
+                    if ep[j, 1] < ep[first, 1]:
+                        first = j
+                y = ep[first, 0]
+                if hi[y, H_HAST] == 0 or hm[y, M_TIME] < lo:
+                    break  # attribute windows: the start lacks a time, or an inner null hid it
             rep += 1
             if emit:
-                # by position: reversed (a chain's path runs from its end), then sorted
-                for j in range(d):
-                    eq[j] = ep[d - 1 - j]
-                for j in range(1, d):
-                    y = eq[j]
-                    k = j - 1
-                    while k >= 0 and hi[eq[k], H_POS] > hi[y, H_POS]:
-                        eq[k + 1] = eq[k]
-                        k -= 1
-                    eq[k + 1] = y
-                for j in range(d):
-                    lab = qt[hi[eq[j], H_STATE], Q_LAB]
-                    if lab >= 0:
-                        o_pos[ne] = hi[eq[j], H_POS]
-                        o_lab[ne] = lab
-                        ne += 1
-                o_start[nm] = hi[first, H_POS]
+                ne = _emit(ep, d, o_pos, o_lab, o_start, nm, ne)
                 o_end[nm] = epos
                 o_part[nm] = epart
                 nm += 1
@@ -859,7 +936,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq, wind
 def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
                act, pos, part, tt, hast, CV, CMPV, qt, sl, src, kso, kse,
                hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, now,
-               sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, es, ta, ep, eq,
+               sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, es, ta, ep,
                o_start, o_end, o_part, o_off, o_pos, o_lab):
     """Feed events ``i:n`` of the slice. Returns ``(status, next event)``: DONE at the end;
     NEED_YIELD every ``st[BUDGET]`` units of work; NEED_OUT (outputs or an enumeration
@@ -872,8 +949,8 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
     to Python whenever an array must grow."""
     while i < n:
         if st[PHASE] == PH_ENUM:
-            got = _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, eq,
-                             windowed, now[NOW_LO], emit, decide,
+            got = _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep,
+                             timed, windowed, now[NOW_LO], emit, decide,
                              o_start, o_end, o_part, o_off, o_pos, o_lab)
             if got < 0:
                 if got == -NEED_YIELD:

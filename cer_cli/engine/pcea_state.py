@@ -52,7 +52,7 @@ MIN_COMPACT = 1 << 16
 #: every growth path
 ROOM = 1024
 #: matches per output batch at first (they double when one event's candidates need more)
-OUTPUT = 4096
+OUTPUT = 16384
 
 #: integers that float64 holds exactly (the compared values' type in the kernel)
 EXACT = 1 << 53
@@ -215,8 +215,7 @@ class JoinState:
         self.fin = np.zeros(r, i64)
         self.es = np.zeros((R // 4, 4), i64)
         self.ta = np.zeros((R // 4, 2), i64)
-        self.ep = np.zeros(r, i64)
-        self.eq = np.zeros(r, i64)
+        self.ep = np.zeros((r, 3), i64)
         self._outputs(OUTPUT, 4 * OUTPUT)
         #: per partition id: the latest window time fed (what compaction keeps runs for)
         self.last = np.full(16, NEG, i64)
@@ -270,7 +269,7 @@ class JoinState:
                 self.hi, self.hm, self.ti, self.tm, self.tk, self.bi, self.bm, self.pc, self.pr,
                 self.hk, self.hv, self.jn, self.st, self.now,
                 self.sk, self.sk2, self.sk3, self.psc, self.kids, self.kr, self.nw, self.nwc,
-                self.fin, self.es, self.ta, self.ep, self.eq,
+                self.fin, self.es, self.ta, self.ep,
                 self.o_start, self.o_end, self.o_part, self.o_off, self.o_pos, self.o_lab)
             if status == K.DONE:
                 break
@@ -350,7 +349,7 @@ class JoinState:
         elif what == W.W_TODO:
             self.ta = _doubled(self.ta)
         elif what == W.W_PATH:
-            self.ep, self.eq = _doubled(self.ep), _doubled(self.eq)
+            self.ep = _doubled(self.ep)
         elif what == W.W_OUT:
             m = self.o_start.shape[0]
             ne = max(2 * self.o_pos.shape[0], int(self.st[K.N_EV]) + int(self.st[K.NEED_SIZE]) + 1)
