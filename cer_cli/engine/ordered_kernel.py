@@ -50,9 +50,11 @@ from cer_cli.engine.jit import njit_inline, njit_plain
 #: ``ti`` columns: children, the payload (a DS_w node id; -1 once it left the window),
 #: priority, the index slot the tree belongs to, the payload's position (ties of the key),
 #: and the payload's label when it is a whole run by itself (it adopted nothing), else
-#: ``NOT_LEAF``: enumeration then reports the run from the tree node, without visiting it
-T_LEFT, T_RIGHT, T_NODE, T_PRIO, T_SLOT, T_POS, T_LEAF = 0, 1, 2, 3, 4, 5, 6
-TI_WIDTH = 7
+#: ``NOT_LEAF``: enumeration then reports the run from the tree node, without visiting it;
+#: and the subtree's number of nodes (its runs, while none has left the window: a count
+#: takes them at once)
+T_LEFT, T_RIGHT, T_NODE, T_PRIO, T_SLOT, T_POS, T_LEAF, T_CNT = 0, 1, 2, 3, 4, 5, 6, 7
+TI_WIDTH = 8
 #: ``T_LEAF`` of a payload that adopted runs (labels are >= -1: -1 is "not reported")
 NOT_LEAF = -2
 #: ``tm`` columns: largest and smallest max-start of the subtree, the payload's own
@@ -100,12 +102,15 @@ def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, left, right):
     ti[n, T_LEAF] = leaf
     ms = nms
     mn = nms
+    cnt = 1
     if left >= 0:
+        cnt += ti[left, T_CNT]
         if tm[left, T_MS] > ms:
             ms = tm[left, T_MS]
         if tm[left, T_MN] < mn:
             mn = tm[left, T_MN]
     if right >= 0:
+        cnt += ti[right, T_CNT]
         if tm[right, T_MS] > ms:
             ms = tm[right, T_MS]
         if tm[right, T_MN] < mn:
@@ -113,6 +118,7 @@ def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, left, right):
     tm[n, T_MS] = ms
     tm[n, T_MN] = mn
     tm[n, T_NMS] = nms
+    ti[n, T_CNT] = cnt
     tk[n] = key
     st[NT] = n + 1
     st[C_TREE_NODES] += 1

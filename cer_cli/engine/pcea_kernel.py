@@ -92,7 +92,9 @@ from cer_cli.engine.ordered_kernel import (
     NT,
     NULL,
     T_LEAF,
+    T_CNT,
     T_LEFT,
+    T_MN,
     T_MS,
     T_NMS,
     T_NODE,
@@ -804,25 +806,30 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                         top = lt
                         cur = (y << 2) | TREE
                         break
-                    c = ti[y, T_LEFT]
-                    if c >= 0 and tm[c, T_MS] >= lo:
-                        es[lt, 0] = c
-                        lt += 1
-                    c = ti[y, T_RIGHT]
-                    if c >= 0 and tm[c, T_MS] >= lo:
-                        es[lt, 0] = c
-                        lt += 1
-                    if tm[y, T_NMS] >= lo:
+                    if not emit and tm[y, T_MN] >= lo:
+                        # counting, and no run below has left the window: all of them
+                        rep += ti[y, T_CNT]
+                    else:
+                        c = ti[y, T_LEFT]
+                        if c >= 0 and tm[c, T_MS] >= lo:
+                            es[lt, 0] = c
+                            lt += 1
+                        c = ti[y, T_RIGHT]
+                        if c >= 0 and tm[c, T_MS] >= lo:
+                            es[lt, 0] = c
+                            lt += 1
+                    if emit and tm[y, T_NMS] >= lo:
                         ep[d, 0] = ti[y, T_NODE]
                         ep[d, 1] = ti[y, T_POS]
                         ep[d, 2] = ti[y, T_LEAF]
                         rep += 1
-                        if emit:
-                            ne = _emit(ep, d + 1, o_pos, o_lab, o_start, nm, ne)
-                            o_end[nm] = epos
-                            o_part[nm] = epart
-                            nm += 1
-                            o_off[nm] = ne
+                        ne = _emit(ep, d + 1, o_pos, o_lab, o_start, nm, ne)
+                        o_end[nm] = epos
+                        o_part[nm] = epart
+                        nm += 1
+                        o_off[nm] = ne
+                    elif not emit and tm[y, T_MN] < lo and tm[y, T_NMS] >= lo:
+                        rep += 1
                     if lt == top:
                         break
                     lt -= 1

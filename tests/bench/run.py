@@ -376,6 +376,9 @@ def main(argv: list[str] | None = None) -> list[Result]:
         chfigs = correlation.run_chain(args.data, max(args.timeout, 900.0), args.repeats,
                                        baseline=args.baseline)
         correlation_lines += ["", *correlation.report_chain(chfigs)]
+        correlation_lines += ["", "Every match enumerated into the batches the writers get (the"
+                              " engines alone, in this process; CPU per match):", "",
+                              *correlation.engine_per_match(args.data, repeats=args.repeats)]
         nfigs += chfigs
         if not correlation.agree(cfigs + nfigs):
             notes.append("correlation: a count differs from the brute force")
