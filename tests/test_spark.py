@@ -694,6 +694,10 @@ def test_unreadable_log_is_an_input_error(spark, tmp_path):
      "Spark stopped"),
     ("org.apache.spark.SparkException: Job aborted due to stage failure: ExecutorLostFailure"
      " (executor 1 exited caused by one of the running tasks)", "lost an executor"),
+    # what a 10M-event -o run on local[2] said when a task's JVM ran out of heap
+    ('java.lang.NullPointerException: Cannot invoke "org.apache.spark.scheduler.DAGScheduler.'
+     'cleanupQueryJobs(long)" because the return value of "org.apache.spark.SparkContext.'
+     'dagScheduler()" is null', "Spark stopped"),
 ])
 def test_sparks_own_failures_are_one_line_with_the_setting_that_helps(said, what):
     """Spark's own failure (not the input's): one line saying what happened, the setting
@@ -706,6 +710,52 @@ def test_sparks_own_failures_are_one_line_with_the_setting_that_helps(said, what
     assert error.exit_code == 1 and not error.input_error
     assert any("spark.driver.memory=" in h for h in error.hints)
     assert "at org.apache.spark" in error.detail
+
+
+def test_persisted_frames_are_cached_in_small_batches(spark):
+    # 10,000-row cached batches of match rows ran a 10M-event -o out of the default heap
+    assert spark.conf.get("spark.sql.inMemoryColumnarStorage.batchSize") == "1000"
+
+
+def test_any_failure_once_the_context_stopped_says_spark_stopped(monkeypatch):
+    """A task's JVM out of heap stops the context; the action waiting on it fails with what
+    it met on the way (here Spark's INTERNAL_ERROR, which blames a bug in Spark): the
+    message says Spark stopped, with the memory settings, whatever the text."""
+    from cer_cli.spark import errors
+
+    said = RuntimeError('An error occurred while calling o297.collectToPython.\n: '
+                        'org.apache.spark.SparkException: [INTERNAL_ERROR] The "collectToPython"'
+                        ' action failed. You hit a bug in Spark or the Spark plugins you use.')
+    monkeypatch.setattr(errors, "context_stopped", lambda: False)
+    assert "You hit a bug" in errors.spark_error(said).message
+    monkeypatch.setattr(errors, "context_stopped", lambda: True)
+    error = errors.spark_error(said, what="cannot write out.parquet: ")
+    assert error.message.startswith("cannot write out.parquet: Spark stopped")
+    assert error.exit_code == 1 and any("spark.driver.memory=" in h for h in error.hints)
+
+
+def test_a_context_is_stopped_when_it_says_so_or_its_jvm_does_not_answer(monkeypatch):
+    from pyspark import SparkContext
+
+    from cer_cli.spark.errors import context_stopped
+
+    class Context:
+        def __init__(self, answer):
+            self._jsc = self
+            self.answer = answer
+
+        def sc(self):
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self
+
+        def isStopped(self):  # noqa: N802 - the JVM's name
+            return self.answer
+
+    for context, stopped in ((None, False), (Context(False), False), (Context(True), True),
+                             (Context(ConnectionError("Answer from Java side is empty")), True)):
+        monkeypatch.setattr(SparkContext, "_active_spark_context", context)
+        assert context_stopped() is stopped
 
 
 def test_a_spark_failure_under_the_cli_is_one_line_and_the_stack_is_for_debug(spark, monkeypatch):

@@ -81,7 +81,7 @@ _SPARK_FAILURES = (
      "a Python worker of Spark ended during the run (out of memory, or killed)"),
     (("stopped SparkContext", "SparkContext was shut down", "SparkContext has been shutdown",
       "SparkContext is stopped", "Answer from Java side is empty", "Py4JNetworkError",
-      "Error while sending or receiving"),
+      "Error while sending or receiving", "SparkContext.dagScheduler()"),
      "Spark stopped before the run ended (its JVM ended or was stopped: often out of memory)"),
 )
 _STOPPED = _SPARK_FAILURES[-1][1]  # py4j cannot reach the JVM any more: it ended
@@ -99,6 +99,26 @@ def spark_failure(text: str) -> str | None:
     when it is no failure of Spark itself."""
     return next((said for marks, said in _SPARK_FAILURES if any(m in text for m in marks)),
                 None)
+
+
+def context_stopped() -> bool:
+    """Whether the active Spark context has stopped under the run, or its JVM no longer
+    answers: a task's JVM out of memory stops the context (Spark's handler of uncaught
+    errors), and the action waiting on it then fails with whatever it met on the way (a
+    NullPointerException, an "INTERNAL_ERROR ... You hit a bug in Spark"), never the cause.
+    False without an active context (none was started: the failure is another one)."""
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+    except Exception:  # noqa: BLE001 - no pyspark: no context
+        return False
+    if sc is None:
+        return False
+    try:
+        return bool(sc._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - py4j cannot reach the JVM: it ended
+        return True
 
 
 def spark_error(e: BaseException, master: str | None = None, what: str = "",
@@ -125,7 +145,8 @@ def _spark_error(e: BaseException, master: str | None = None, what: str = "",
         lines = [ln for ln in text.splitlines() if "QueryError" in ln]
         msg = lines[-1].split("QueryError:", 1)[-1].strip() if lines else first
         return SparkError(f"{what}{msg}", input_error=True)
-    failure = spark_failure(text) or (_STOPPED if isinstance(e, ConnectionError) else None)
+    failure = spark_failure(text) or (
+        _STOPPED if isinstance(e, ConnectionError) or context_stopped() else None)
     if failure is not None:  # Spark itself failed: the hint is a setting, not the input
         return SparkError(f"{what}{failure}", MEMORY_HINTS)
     if writing:
