@@ -285,6 +285,35 @@ def test_the_pools_memory_is_within_n_times_one_cores(tmp_path: Path):
         assert peak2 <= 2 * peak1 + frame_mb, (out, peak1, peak2, frame_mb)
 
 
+def test_the_kernel_is_fed_one_array_type_on_every_path(tmp_path: Path, monkeypatch):
+    """numba compiles a kernel once per argument types, and a read-only array (what polars
+    hands over without a copy) is another type than a writable one: ``--jobs 2 -o`` fed the
+    kernel writable positions where one core fed read-only ones, and compiled it a second
+    time (~500 MB, 13-22 s); on a cold cache the memory test above failed on it. Every path
+    now hands the kernel read-only inputs (``engine.jit.readonly``)."""
+    from cer_cli.engine import kernel as K
+    from tests.builders import run as cli
+
+    seen = set()
+    real = K.run_events
+
+    def spy(i, stop, cols, positions, keys, times, hastime, *rest):
+        seen.add(tuple(a.flags.writeable for a in (positions, keys, times, hastime)))
+        return real(i, stop, cols, positions, keys, times, hastime, *rest)
+
+    monkeypatch.setattr(K, "run_events", spy)
+    log = tmp_path / "log.csv"
+    pl.DataFrame({"type": list("ABCD") * 150, "k": [i % 5 for i in range(600)],
+                  "ts": range(600)}).write_csv(log)
+    q = "SELECT * WHERE A AS a ; B AS b ; C AS c PARTITION BY k WITHIN 10 EVENTS"
+    with small_pieces(100):
+        for jobs in ("1", "2"):
+            for out in (["--count"], ["-o", str(tmp_path / f"out{jobs}.parquet")]):
+                got = cli("match", "-e", q, str(log), "--jobs", jobs, *out)
+                assert got.exit_code == 0, got.output
+    assert seen == {(False, False, False, False)}
+
+
 # --------------------------------------------------------------------------- reading
 
 

@@ -138,6 +138,20 @@ def compiled_for_run(*modules: str) -> dict:
     return fns
 
 
+def readonly(*arrays):
+    """``arrays`` as read-only views (no copy). numba types a read-only array (what polars
+    hands over without a copy) and a writable one (a copy, or numpy's own) apart, so a
+    kernel fed both compiles once per mix: 13-22 s and ~500 MB the first time another path
+    (``--jobs``, ``-o``) met the other kind. Its inputs go through this, one type always."""
+    out = []
+    for a in arrays:
+        if a is not None and a.flags.writeable:
+            a = a.view()
+            a.flags.writeable = False
+        out.append(a)
+    return out
+
+
 #: A run switches to the compiled functions once it has seen this many events (before
 #: that, plain Python costs less than numba's import and cache load, ~0.5-1 s).
 JIT_MIN_EVENTS = 20_000

@@ -339,6 +339,7 @@ class KernelState:
         if times is None:  # no window, or an EVENTS one (times are then partition indices)
             times = np.zeros(n, self.tdtype)
             hastime = np.ones(n, np.bool_)
+        positions, keys, times, hastime = loader.readonly(positions, keys, times, hastime)
         st = self.st
         st[N_OUT] = st[N_EV] = 0
         # count by node counts, never enumerating: count only, no window, no LIMIT

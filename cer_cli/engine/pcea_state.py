@@ -258,6 +258,7 @@ class JoinState:
             grown[:len(self.last)] = self.last
             self.last = grown
         hast = np.ones(n, np.int64)
+        act, pos, part, tt, hast, CV, CMPV = loader.readonly(act, pos, part, tt, hast, CV, CMPV)
         T = self.tables
         i = 0
         self._noted = 0
