@@ -91,8 +91,8 @@ from cer_cli.engine.ordered_kernel import (
     NOT_LEAF,
     NT,
     NULL,
-    T_LEAF,
     T_CNT,
+    T_LEAF,
     T_LEFT,
     T_MN,
     T_MS,
@@ -669,11 +669,12 @@ def _push_alt(es, top, ref, todo, d, tat):
 
 
 @njit_inline
-def _emit(ep, d, o_pos, o_lab, o_start, nm, ne):
-    """Write the run on the path ``ep[:d]`` (node, position, label) as output ``nm``: its
-    start (the earliest position) and its labelled events by position from ``ne``, sorted in
-    place (the path reversed, a chain's runs from its end, is in order or nearly). Returns
-    the new ``ne``."""
+def _emit(ep, d, epos, epart, nm, ne, o_start, o_end, o_part, o_off, o_pos, o_lab):
+    """Write the run on the path ``ep[:d]`` (node, position, label), ending at event
+    ``epos`` of partition ``epart``, as output ``nm``: its start (the earliest position) and
+    its labelled events by position from ``ne``, sorted in place (the path reversed, a
+    chain's runs from its end, is in order or nearly). Returns the new ``ne``; output
+    ``nm + 1`` starts there."""
     start = ep[d - 1, 1]
     e0 = ne
     for j in range(d - 1, -1, -1):
@@ -691,6 +692,9 @@ def _emit(ep, d, o_pos, o_lab, o_start, nm, ne):
             o_lab[k + 1] = lab
             ne += 1
     o_start[nm] = start
+    o_end[nm] = epos
+    o_part[nm] = epart
+    o_off[nm + 1] = ne
     return ne
 
 
@@ -807,7 +811,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                         cur = (y << 2) | TREE
                         break
                     if not emit and tm[y, T_MN] >= lo:
-                        # counting, and no run below has left the window: all of them
+                        # counting, and no run of the subtree has left the window: all of them
                         rep += ti[y, T_CNT]
                     else:
                         c = ti[y, T_LEFT]
@@ -818,18 +822,15 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                         if c >= 0 and tm[c, T_MS] >= lo:
                             es[lt, 0] = c
                             lt += 1
-                    if emit and tm[y, T_NMS] >= lo:
-                        ep[d, 0] = ti[y, T_NODE]
-                        ep[d, 1] = ti[y, T_POS]
-                        ep[d, 2] = ti[y, T_LEAF]
-                        rep += 1
-                        ne = _emit(ep, d + 1, o_pos, o_lab, o_start, nm, ne)
-                        o_end[nm] = epos
-                        o_part[nm] = epart
-                        nm += 1
-                        o_off[nm] = ne
-                    elif not emit and tm[y, T_MN] < lo and tm[y, T_NMS] >= lo:
-                        rep += 1
+                        if tm[y, T_NMS] >= lo:
+                            rep += 1
+                            if emit:
+                                ep[d, 0] = ti[y, T_NODE]
+                                ep[d, 1] = ti[y, T_POS]
+                                ep[d, 2] = ti[y, T_LEAF]
+                                ne = _emit(ep, d + 1, epos, epart, nm, ne,
+                                           o_start, o_end, o_part, o_off, o_pos, o_lab)
+                                nm += 1
                     if lt == top:
                         break
                     lt -= 1
@@ -906,11 +907,8 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                     break  # attribute windows: the start lacks a time, or an inner null hid it
             rep += 1
             if emit:
-                ne = _emit(ep, d, o_pos, o_lab, o_start, nm, ne)
-                o_end[nm] = epos
-                o_part[nm] = epart
+                ne = _emit(ep, d, epos, epart, nm, ne, o_start, o_end, o_part, o_off, o_pos, o_lab)
                 nm += 1
-                o_off[nm] = ne
             break
         if status != 0:
             # the reference not walked yet goes back on the stack (a slot was kept free):
