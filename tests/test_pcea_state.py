@@ -103,6 +103,34 @@ def test_tiny_arrays_and_budget_give_the_same_matches_in_the_same_order(tiny, mo
     kernel, _ = executors(CHAIN.format(w=20))
     assert kernel.count(events_frame(events)) == len(got)
     assert kernel._state.counters()["compactions"] > 0
+    assert kernel._state.counters()["flat_lists"] > 0  # the first steps' runs, written out
+
+
+#: R adopts a T run and an S run, both compared, both whole runs: R's runs expand a flat list
+#: with another set still to expand after it, then one with nothing after it
+TREE = ("SELECT * WHERE ((T AS t ; S AS s) ; R AS r) OR ((S AS s ; T AS t) ; R AS r)"
+        " FILTER t.v < r.v AND s.v > r.v WITHIN 8 EVENTS")
+
+
+@pytest.mark.parametrize("flat_max", [0, 2, pcea_state.K.FLAT_MAX])
+@pytest.mark.parametrize("text, types", [(CHAIN.format(w=12).replace("val", "v"), "ABCD"),
+                                         (TREE, "TSR")])
+def test_flat_lists_of_whole_runs_give_the_same_matches_in_the_same_order(tiny, monkeypatch,
+                                                                         flat_max, text, types):
+    """A probe whose runs in range are whole runs (a first step's) and at most ``FLAT_MAX``
+    adopts them as a flat list instead of tree pieces: the matches, their order and the
+    count do not change, whether every probe, some or none gets one (``flat_max``), with
+    the walk interrupted anywhere in a list (tiny budget and outputs)."""
+    monkeypatch.setattr(pcea_state.K, "FLAT_MAX", flat_max)
+    rng = random.Random(11)
+    events = [{"type": rng.choice(types), "v": rng.randrange(8)} for _ in range(400)]
+    got = same_on_both(text, events)
+    assert len(got) > 40
+    reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
+    kernel, _ = executors(text)
+    assert kernel.count(events_frame(events)) == len(got)
+    flats = kernel._state.counters()["flat_lists"]
+    assert (flats > 0) == (flat_max > 0)
 
 
 @pytest.mark.parametrize("text", [

@@ -64,7 +64,7 @@ NULL, FAIL = -1, -2
 #: ``rel`` codes (``compiler.comparisons``' relations)
 REL_CODES = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "!=": 5}
 #: references (``engine.pcea_kernel``): ``id << 2 | kind``
-HEAP, TREE, BUNDLE = 0, 1, 2
+HEAP, TREE, BUNDLE, FLAT = 0, 1, 2, 3
 
 # ``st`` slots of the trees (shared with ``engine.pcea_kernel``, which owns the array)
 NT = 1  # tree nodes in use

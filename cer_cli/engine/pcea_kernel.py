@@ -24,8 +24,10 @@ have a larger one, so it is also the latest start of the whole heap: a heap whos
 is before the window holds no live run and is dropped in O(1).
 
 A reference is ``id << 2 | kind``: a heap node (``HEAP``), an ordered-index subtree
-(``TREE``, ``engine.ordered_kernel``) or a *bundle* (``BUNDLE``: the pieces an ordered index
-returned for one probe, adopted together). -1 is no reference.
+(``TREE``, ``engine.ordered_kernel``), a *bundle* (``BUNDLE``: the pieces an ordered index
+returned for one probe, adopted together) or a *flat list* (``FLAT``: the same runs written
+out, when they are whole runs — a first step's, which adopted nothing — and at most
+``FLAT_MAX``; see ``_flat``). -1 is no reference.
 
 Per event (``_fire_update``; ``run_events`` is the loop):
 
@@ -66,7 +68,9 @@ Layout (all owned by ``JoinState``):
 * DS_w nodes: ``hi[n] = (position, state, left, right, bit, prod offset, prod count, has a
   time)`` (int64) and ``hm[n] = (max-start, window time)`` (the window-time dtype, int64 or
   float64); ``pr`` the prod references. Tree nodes: ``engine.ordered_kernel``. Bundles:
-  ``bi[b] = (offset, count)`` into the piece references ``pc``, ``bm[b]`` their max-start.
+  ``bi[b] = (offset, count, flat)`` into the piece references ``pc``, ``bm[b]`` their
+  max-start. A flat list is a bundle with ``flat`` set whose ``pc`` range holds its label,
+  the smallest max-start, then ``(position, max-start)`` per run, in enumeration order.
 * The PCEA: per state ``qt[q]`` (``Q_*``), per index slot ``sl[s]`` (``L_*``; slot q holds
   the runs of q as its consumer probes them, slot S + q the loop index of an iterated q),
   per source of a transition ``src[e]`` (``R_*``), and key specifications (``kso[k]`` an
@@ -85,6 +89,7 @@ import numpy as np
 from cer_cli.engine.jit import njit, njit_inline, njit_plain
 from cer_cli.engine.ordered_kernel import (
     BUNDLE,
+    FLAT,
     C_TREE_NODES,  # noqa: F401 - an st slot, read through this module by pcea_state
     FAIL,
     HEAP,
@@ -104,6 +109,16 @@ from cer_cli.engine.ordered_kernel import (
     t_insert,
     t_pieces,
 )
+
+# bundles: ``bi`` columns, and a flat list's head in ``pc`` (then its runs, two cells each)
+B_OFF, B_CNT, B_FLAT = 0, 1, 2
+BI_WIDTH = 3
+F_LAB, F_MIN, F_HEAD = 0, 1, 2
+#: the most runs a flat list holds: building one costs the probe that many steps (bounded,
+#: whatever the window), and saves every enumeration through it the tree's walk
+FLAT_MAX = 32
+#: ``_flat``'s answer when the runs stay pieces
+NO_FLAT = -3
 
 # DS_w node columns
 H_POS, H_STATE, H_LEFT, H_RIGHT, H_BIT, H_POFF, H_PCNT, H_HAST = 0, 1, 2, 3, 4, 5, 6, 7
@@ -129,19 +144,19 @@ HV_WIDTH = 5
 #: a journal row whose entry was created in the event (undo clears it)
 J_NEW = -1
 
-# st slots. 0..13 are saved at each event's start and restored when it is undone.
+# st slots. 0..14 are saved at each event's start and restored when it is undone.
 NH = 0
 # NT = 1 (engine.ordered_kernel)
 NB, NPC, NPR = 2, 3, 4
 C_EXTENDS, C_UNIONS, C_UNION_NODES, C_MAX_UNION = 5, 6, 7, 8
 # C_TREE_NODES = 9 (engine.ordered_kernel)
-C_PROBES, C_TREE_INSERTS, C_MAX_PIECES, HUSED = 10, 11, 12, 13
-NSNAP = 14
-NJ, MATCHES, EVENTS, WORK, BUDGET, PHASE, NF = 14, 15, 16, 17, 18, 19, 20
-E_ON, E_F, E_TOP, E_REP, E_OUT0, E_EV0 = 21, 22, 23, 24, 25, 26
+C_PROBES, C_TREE_INSERTS, C_MAX_PIECES, HUSED, C_FLATS = 10, 11, 12, 13, 14
+NSNAP = 15
+NJ, MATCHES, EVENTS, WORK, BUDGET, PHASE, NF = 15, 16, 17, 18, 19, 20, 21
+E_ON, E_F, E_TOP, E_REP, E_OUT0, E_EV0 = 22, 23, 24, 25, 26, 27
 N_OUT, N_EV, EV_POS, EV_PART, NEED_WHAT, NEED_SIZE, NEXT_COMPACT, ADDED = (
-    27, 28, 29, 30, 31, 32, 33, 34)
-LIVE_ENTRIES, COMPACTIONS = 35, 36
+    28, 29, 30, 31, 32, 33, 34, 35)
+LIVE_ENTRIES, COMPACTIONS = 36, 37
 SNAP = 40
 NSLOTS = SNAP + NSNAP
 
@@ -171,7 +186,7 @@ def ref_ms(hm, tm, bm, ref):
         return hm[x, M_MS]
     if k == TREE:
         return tm[x, T_MS]
-    return bm[x]
+    return bm[x]  # a bundle or a flat list
 
 
 @njit_inline
@@ -279,9 +294,98 @@ def h_union(hi, hm, st, h, x, lo):
 
 
 @njit_inline
+def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
+    """The whole runs of the pieces ``psc[:n]`` as a flat list (a FLAT reference), in the
+    order the enumeration walks the pieces (a subtree: node, right, left), the dead ones
+    left out; NO_FLAT when they are more than ``FLAT_MAX`` (or a piece adopted runs, or the
+    scratch stack is too short): they stay pieces. FAIL when an array is full.
+
+    Why: a first step's runs are enumerated once per match through every run that adopted
+    them, and walking a tree costs a cache miss or more per node, plus its dead nodes; a
+    flat list is read in order. Its cost, at most ``FLAT_MAX`` runs copied, is paid once."""
+    total = 0
+    for j in range(n):
+        r = psc[j]
+        if r & 3 == TREE:
+            total += ti[r >> 2, T_CNT]
+        elif hi[r >> 2, H_PCNT] != 0:
+            return NO_FLAT
+        else:
+            total += 1
+    if total > FLAT_MAX:
+        return NO_FLAT
+    b = st[NB]
+    off = st[NPC]
+    if b >= bi.shape[0]:
+        st[NEED_WHAT] = W_BUNDLE
+        return FAIL
+    if off + F_HEAD + 2 * total > pc.shape[0]:
+        st[NEED_WHAT] = W_PIECES
+        return FAIL
+    w = off + F_HEAD
+    mx = lo
+    mn = lo
+    for j in range(n):
+        r = psc[j]
+        x = r >> 2
+        if r & 3 == HEAP:
+            m = hm[x, M_MS]
+            if m >= lo:
+                pc[w] = hi[x, H_POS]
+                pc[w + 1] = m
+                w += 2
+                if w == off + F_HEAD + 2 or m > mx:
+                    mx = m
+                if w == off + F_HEAD + 2 or m < mn:
+                    mn = m
+            continue
+        top = 0
+        y = x
+        while True:
+            m = tm[y, T_NMS]
+            if m >= lo:
+                pc[w] = ti[y, T_POS]
+                pc[w + 1] = m
+                w += 2
+                if w == off + F_HEAD + 2 or m > mx:
+                    mx = m
+                if w == off + F_HEAD + 2 or m < mn:
+                    mn = m
+            c = ti[y, T_LEFT]
+            if c >= 0 and tm[c, T_MS] >= lo:
+                if top >= sk.shape[0]:
+                    return NO_FLAT
+                sk[top, 0] = c
+                top += 1
+            c = ti[y, T_RIGHT]
+            if c >= 0 and tm[c, T_MS] >= lo:
+                if top >= sk.shape[0]:
+                    return NO_FLAT
+                sk[top, 0] = c
+                top += 1
+            if top == 0:
+                break
+            top -= 1
+            y = sk[top, 0]
+    cnt = (w - off - F_HEAD) // 2
+    if cnt == 0:
+        return NULL
+    pc[off + F_LAB] = lab
+    pc[off + F_MIN] = mn
+    bi[b, B_OFF] = off
+    bi[b, B_CNT] = cnt
+    bi[b, B_FLAT] = 1
+    bm[b] = mx
+    st[NB] = b + 1
+    st[NPC] = w
+    return (b << 2) | FLAT
+
+
+@njit_inline
 def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, ref, rel, v, lo):
     """The runs of the ordered index ``ref`` (a tree) whose key is ``rel v``, as one
-    reference: a piece, or a bundle of the O(log w) pieces; NULL if none (FAIL: full)."""
+    reference: a flat list of them (``_flat``), a piece, or a bundle of the O(log w)
+    pieces; NULL if none (FAIL: full)."""
     n = t_pieces(ti, tm, tk, sk, ref >> 2, rel, v, lo, psc)
     if n == FAIL:
         st[NEED_WHAT] = W_STACK
@@ -290,6 +394,13 @@ def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, ref, rel, v, lo):
         st[C_MAX_PIECES] = n
     if n == 0:
         return NULL
+    lab = ti[ref >> 2, T_LEAF]
+    if lab != NOT_LEAF and (n > 1 or psc[0] & 3 == TREE):
+        f = _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo)
+        if f != NO_FLAT:
+            if f >= 0:
+                st[C_FLATS] += 1
+            return f
     if n == 1:
         return psc[0]
     b = st[NB]
@@ -307,8 +418,9 @@ def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, ref, rel, v, lo):
         m = ref_ms(hm, tm, bm, r)
         if m > ms:
             ms = m
-    bi[b, 0] = off
-    bi[b, 1] = n
+    bi[b, B_OFF] = off
+    bi[b, B_CNT] = n
+    bi[b, B_FLAT] = 0
     bm[b] = ms
     st[NB] = b + 1
     st[NPC] = off + n
@@ -660,11 +772,14 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
 
 
 @njit_inline
-def _push_alt(es, top, ref, todo, d, tat):
+def _push_alt(es, top, ref, todo, d, tat, at):
+    """An alternative: a reference (a flat list's from its entry ``at``), the sets still to
+    expand after it, the path's depth and ``ta``'s top."""
     es[top, 0] = ref
     es[top, 1] = todo
     es[top, 2] = d
     es[top, 3] = tat
+    es[top, 4] = at
     return top + 1
 
 
@@ -698,16 +813,50 @@ def _emit(ep, d, epos, epart, nm, ne, o_start, o_end, o_part, o_off, o_pos, o_la
     return ne
 
 
+@njit_plain  # not inlined: a loop of its own keeps its values in registers
+def _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budget, emit,
+               o_start, o_end, o_part, o_off, o_pos, o_lab):
+    """The live entries of the flat list at ``pc[off]``, from entry ``at``, each the last
+    event of a run on the path ``ep[:d]`` (``ep[d]`` is its row): written as outputs
+    ``nm``… (``emit``), else counted. Returns ``(at, nm, ne, work, runs, status)``: ``at``
+    the entry to go on from when ``status`` is NEED_YIELD (the budget) or NEED_OUT (the
+    outputs are full)."""
+    runs = 0
+    status = 0
+    e = off + F_HEAD + 2 * at
+    while at < cnt:
+        if pc[e + 1] >= lo:
+            if work >= budget:
+                status = NEED_YIELD
+                break
+            if emit and (nm + 1 >= o_start.shape[0] or ne + d + 1 > o_pos.shape[0]):
+                status = NEED_OUT
+                break
+            work += 1
+            runs += 1
+            if emit:
+                ep[d, 0] = NULL
+                ep[d, 1] = pc[e]
+                ep[d, 2] = lab
+                ne = _emit(ep, d + 1, epos, epart, nm, ne, o_start, o_end, o_part, o_off,
+                           o_pos, o_lab)
+                nm += 1
+        at += 1
+        e += 2
+    return at, nm, ne, work, runs, status
+
+
 @njit_inline
 def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, windowed, lo,
                emit, decide, o_start, o_end, o_part, o_off, o_pos, o_lab):
     """The windowed runs of the event's new final nodes (``fin[:st[NF]]``) as candidate
     matches: a depth-first walk whose stack ``es`` holds the alternatives still to take
     (a reference, the sets still to expand after it — a list of cells in ``ta`` —, the
-    path's depth and ``ta``'s top), the path ``ep`` the payload nodes chosen so far. A heap
-    node offers its payload then its union children; a tree its payload then its
-    subtrees; a bundle its pieces; a payload's adopted sets are expanded one after the
-    other. A run is reported when nothing is left to expand: its events by position, its
+    path's depth, ``ta``'s top and, for a flat list, the entry to go on from), the path
+    ``ep`` the payload nodes chosen so far. A heap node offers its payload then its union
+    children; a tree its payload then its subtrees; a bundle its pieces; a flat list its
+    live entries, in order (read by a tight loop when nothing is left to expand after them);
+    a payload's adopted sets are expanded one after the other. A run is reported when nothing is left to expand: its events by position, its
     start the earliest (which must have a time in the window). Each alternative taken
     yields at least one run (max-start pruning), except a tree node whose own run left the
     window (a way to live ones below it: O(log w) such per run). A tree of whole runs (its
@@ -738,6 +887,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     epart = st[EV_PART]
     status = 0
     cur = NULL
+    at = 0
     todo = NULL
     d = 0
     tat = 0
@@ -750,6 +900,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
             if hm[root, M_MS] < lo:
                 continue
             cur = root << 2
+            at = 0
             todo = NULL
             d = 0
             tat = 0
@@ -759,6 +910,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
             todo = es[top, 1]
             d = es[top, 2]
             tat = es[top, 3]
+            at = es[top, 4]
         while True:
             if work >= budget:
                 status = NEED_YIELD
@@ -766,9 +918,54 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
             work += 1
             kind = cur & 3
             x = cur >> 2
+            if kind == FLAT:
+                # a flat list of whole runs: each live entry, from ``at`` on, in order
+                off = bi[x, B_OFF]
+                cnt = bi[x, B_CNT]
+                lab = pc[off + F_LAB]
+                if d + 1 > ep.shape[0]:
+                    st[NEED_WHAT] = W_PATH
+                    status = NEED_OUT
+                    break
+                if todo < 0:  # nothing to expand after it: each live entry is a run
+                    if not emit and at == 0 and pc[off + F_MIN] >= lo:
+                        rep += cnt  # counting, and none has left the window
+                        break
+                    got = _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne,
+                                     work, budget, emit, o_start, o_end, o_part, o_off,
+                                     o_pos, o_lab)
+                    at, nm, ne, work = got[0], got[1], got[2], got[3]
+                    rep += got[4]
+                    status = got[5]
+                    if status == NEED_OUT:
+                        st[NEED_WHAT] = W_OUT
+                        st[NEED_SIZE] = d + 1
+                    break
+                # more to expand after it: its next live entry is taken, the rest is an
+                # alternative
+                e = off + F_HEAD + 2 * at
+                while at < cnt and pc[e + 1] < lo:
+                    at += 1
+                    e += 2
+                if at >= cnt:
+                    break
+                if at + 1 < cnt:
+                    if top + 2 > es.shape[0]:
+                        st[NEED_WHAT] = W_ESTACK
+                        status = NEED_OUT
+                        break
+                    top = _push_alt(es, top, cur, todo, d, tat, at + 1)
+                ep[d, 0] = NULL
+                ep[d, 1] = pc[e]
+                ep[d, 2] = lab
+                d += 1
+                cur = ta[todo, 0]
+                todo = ta[todo, 1]
+                at = 0
+                continue
             if kind == BUNDLE:
-                off = bi[x, 0]
-                cnt = bi[x, 1]
+                off = bi[x, B_OFF]
+                cnt = bi[x, B_CNT]
                 if top + cnt + 1 > es.shape[0]:
                     st[NEED_WHAT] = W_ESTACK
                     status = NEED_OUT
@@ -778,7 +975,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                     piece = pc[off + j]
                     if ref_ms(hm, tm, bm, piece) >= lo:
                         if pend >= 0:
-                            top = _push_alt(es, top, pend, todo, d, tat)
+                            top = _push_alt(es, top, pend, todo, d, tat, 0)
                         pend = piece
                 cur = pend
                 continue
@@ -807,6 +1004,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                             es[j, 1] = todo
                             es[j, 2] = d
                             es[j, 3] = tat
+                            es[j, 4] = 0
                         top = lt
                         cur = (y << 2) | TREE
                         break
@@ -847,10 +1045,10 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                     break
                 c = ti[x, T_LEFT]
                 if c >= 0 and tm[c, T_MS] >= lo:
-                    top = _push_alt(es, top, (c << 2) | TREE, todo, d, tat)
+                    top = _push_alt(es, top, (c << 2) | TREE, todo, d, tat, 0)
                 c = ti[x, T_RIGHT]
                 if c >= 0 and tm[c, T_MS] >= lo:
-                    top = _push_alt(es, top, (c << 2) | TREE, todo, d, tat)
+                    top = _push_alt(es, top, (c << 2) | TREE, todo, d, tat, 0)
                 if tm[x, T_NMS] >= lo:
                     cur = ti[x, T_NODE] << 2
                     continue
@@ -877,15 +1075,19 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                 break
             c = hi[x, H_LEFT]
             if c >= 0 and hm[c, M_MS] >= lo:
-                top = _push_alt(es, top, c << 2, todo, d, tat)
+                top = _push_alt(es, top, c << 2, todo, d, tat, 0)
             c = hi[x, H_RIGHT]
             if c >= 0 and hm[c, M_MS] >= lo:
-                top = _push_alt(es, top, c << 2, todo, d, tat)
+                top = _push_alt(es, top, c << 2, todo, d, tat, 0)
             ep[d, 0] = x
             ep[d, 1] = hi[x, H_POS]
             ep[d, 2] = qt[hi[x, H_STATE], Q_LAB]
             d += 1
             off = hi[x, H_POFF]
+            if cnt == 1:  # one adopted set: expanded next, nothing to remember
+                cur = pr[off]
+                at = 0
+                continue
             for j in range(cnt - 1, -1, -1):
                 ta[tat, 0] = pr[off + j]
                 ta[tat, 1] = todo
@@ -894,6 +1096,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
             if todo >= 0:
                 cur = ta[todo, 0]
                 todo = ta[todo, 1]
+                at = 0
                 continue
             # a run: the path's payloads (``ep``: node, position, label); its start is
             # the earliest
@@ -913,7 +1116,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
         if status != 0:
             # the reference not walked yet goes back on the stack (a slot was kept free):
             # the path below ``d`` and the cells below ``tat`` are intact
-            top = _push_alt(es, top, cur, todo, d, tat)
+            top = _push_alt(es, top, cur, todo, d, tat, at)
             break
     st[WORK] = work
     if status == NEED_OUT and emit and decide and st[E_OUT0] > 0 and st[NEED_WHAT] == W_OUT:
@@ -1045,7 +1248,7 @@ def _remap(ref, hnew, tnew, bnew):
         return hnew[x] << 2
     if k == TREE:
         return (tnew[x] << 2) | TREE
-    return (bnew[x] << 2) | BUNDLE
+    return (bnew[x] << 2) | k  # a bundle or a flat list
 
 
 @njit
@@ -1124,12 +1327,14 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
                     stack, sp = _push(stack, sp, (y << 2) | TREE)
                 if tm[x, T_NMS] >= lo and ti[x, T_NODE] >= 0:
                     stack, sp = _push(stack, sp, ti[x, T_NODE] << 2)
+            elif k == FLAT:  # its runs are written out: it references nothing
+                bmark[x] = True
             else:
                 if bmark[x]:
                     continue
                 bmark[x] = True
-                off = bi[x, 0]
-                for j in range(bi[x, 1]):
+                off = bi[x, B_OFF]
+                for j in range(bi[x, B_CNT]):
                     y = pc[off + j]
                     if ref_ms(hm, tm, bm, y) >= lo:
                         stack, sp = _push(stack, sp, y)
@@ -1185,22 +1390,29 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
         ti[w, T_NODE] = hnew[y] if y >= 0 and hmark[y] else NULL
         w += 1
     st[NT] = w
-    # bundles and their live pieces
+    # bundles and their live pieces; flat lists as they are (in order: copied down)
     w = 0
     wp = 0
     for x in range(nb):
         if not bmark[x]:
             continue
-        off = bi[x, 0]
-        cnt = bi[x, 1]
+        off = bi[x, B_OFF]
+        cnt = bi[x, B_CNT]
         start = wp
-        for j in range(cnt):
-            y = pc[off + j]
-            if _marked(y, hmark, tmark, bmark):
-                pc[wp] = _remap(y, hnew, tnew, bnew)
+        if bi[x, B_FLAT]:
+            for j in range(F_HEAD + 2 * cnt):
+                pc[wp] = pc[off + j]
                 wp += 1
-        bi[w, 0] = start
-        bi[w, 1] = wp - start
+        else:
+            for j in range(cnt):
+                y = pc[off + j]
+                if _marked(y, hmark, tmark, bmark):
+                    pc[wp] = _remap(y, hnew, tnew, bnew)
+                    wp += 1
+            cnt = wp - start
+        bi[w, B_OFF] = start
+        bi[w, B_CNT] = cnt
+        bi[w, B_FLAT] = bi[x, B_FLAT]
         bm[w] = bm[x]
         w += 1
     st[NB] = w

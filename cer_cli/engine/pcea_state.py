@@ -196,7 +196,7 @@ class JoinState:
         self.ti = np.zeros((R, O.TI_WIDTH), i64)
         self.tm = np.zeros((R, 3), i64)
         self.tk = np.zeros(R, np.float64)
-        self.bi = np.zeros((R // 4, 2), i64)
+        self.bi = np.zeros((R // 4, K.BI_WIDTH), i64)
         self.bm = np.zeros(R // 4, i64)
         self.pc = np.zeros(R, i64)
         self.pr = np.zeros(R, i64)
@@ -213,7 +213,7 @@ class JoinState:
         self.nw = np.zeros(r, i64)
         self.nwc = np.zeros((r, 1), i64)
         self.fin = np.zeros(r, i64)
-        self.es = np.zeros((R // 4, 4), i64)
+        self.es = np.zeros((R // 4, 5), i64)
         self.ta = np.zeros((R // 4, 2), i64)
         self.ep = np.zeros((r, 3), i64)
         self._outputs(OUTPUT, 4 * OUTPUT)
@@ -397,6 +397,7 @@ class JoinState:
         return {"extends": int(st[K.C_EXTENDS]), "unions": int(st[K.C_UNIONS]),
                 "union_nodes": int(st[K.C_UNION_NODES]), "tree_nodes": int(st[K.C_TREE_NODES]),
                 "probes": int(st[K.C_PROBES]), "tree_inserts": int(st[K.C_TREE_INSERTS]),
+                "flat_lists": int(st[K.C_FLATS]),
                 "compactions": int(st[K.COMPACTIONS]), "events": int(st[K.EVENTS]),
                 "matches": int(st[K.MATCHES])}
 
