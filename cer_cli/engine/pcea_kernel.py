@@ -89,9 +89,9 @@ import numpy as np
 from cer_cli.engine.jit import njit, njit_inline, njit_plain
 from cer_cli.engine.ordered_kernel import (
     BUNDLE,
-    FLAT,
     C_TREE_NODES,  # noqa: F401 - an st slot, read through this module by pcea_state
     FAIL,
+    FLAT,
     HEAP,
     NOT_LEAF,
     NT,
@@ -323,46 +323,29 @@ def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
         st[NEED_WHAT] = W_PIECES
         return FAIL
     w = off + F_HEAD
-    mx = lo
-    mn = lo
     for j in range(n):
         r = psc[j]
         x = r >> 2
         if r & 3 == HEAP:
-            m = hm[x, M_MS]
-            if m >= lo:
+            if hm[x, M_MS] >= lo:
                 pc[w] = hi[x, H_POS]
-                pc[w + 1] = m
+                pc[w + 1] = hm[x, M_MS]
                 w += 2
-                if w == off + F_HEAD + 2 or m > mx:
-                    mx = m
-                if w == off + F_HEAD + 2 or m < mn:
-                    mn = m
             continue
         top = 0
         y = x
         while True:
-            m = tm[y, T_NMS]
-            if m >= lo:
+            if tm[y, T_NMS] >= lo:
                 pc[w] = ti[y, T_POS]
-                pc[w + 1] = m
+                pc[w + 1] = tm[y, T_NMS]
                 w += 2
-                if w == off + F_HEAD + 2 or m > mx:
-                    mx = m
-                if w == off + F_HEAD + 2 or m < mn:
-                    mn = m
-            c = ti[y, T_LEFT]
-            if c >= 0 and tm[c, T_MS] >= lo:
-                if top >= sk.shape[0]:
-                    return NO_FLAT
-                sk[top, 0] = c
-                top += 1
-            c = ti[y, T_RIGHT]
-            if c >= 0 and tm[c, T_MS] >= lo:
-                if top >= sk.shape[0]:
-                    return NO_FLAT
-                sk[top, 0] = c
-                top += 1
+            for side in range(T_LEFT, T_RIGHT + 1):  # the left child is walked last
+                c = ti[y, side]
+                if c >= 0 and tm[c, T_MS] >= lo:
+                    if top >= sk.shape[0]:
+                        return NO_FLAT
+                    sk[top, 0] = c
+                    top += 1
             if top == 0:
                 break
             top -= 1
@@ -370,6 +353,13 @@ def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
     cnt = (w - off - F_HEAD) // 2
     if cnt == 0:
         return NULL
+    mx = pc[off + F_HEAD + 1]
+    mn = mx
+    for e in range(off + F_HEAD + 3, w, 2):
+        if pc[e] > mx:
+            mx = pc[e]
+        if pc[e] < mn:
+            mn = pc[e]
     pc[off + F_LAB] = lab
     pc[off + F_MIN] = mn
     bi[b, B_OFF] = off
@@ -859,7 +849,10 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     a payload's adopted sets are expanded one after the other. A run is reported when nothing is left to expand: its events by position, its
     start the earliest (which must have a time in the window). Each alternative taken
     yields at least one run (max-start pruning), except a tree node whose own run left the
-    window (a way to live ones below it: O(log w) such per run). A tree of whole runs (its
+    window (a way to live ones below it: O(log w) such per run) and the rest of a flat list
+    whose entries all left the window since (at most ``FLAT_MAX`` read). A flat list's
+    entries have no DS_w node (``ep``'s node is -1): the kernel runs no time window, the
+    only reader of it. A tree of whole runs (its
     payloads adopted nothing: ``T_LEAF``) met with nothing left to expand is walked by a
     tighter loop in the same order, each live payload reported from its tree node.
 
