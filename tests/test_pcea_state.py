@@ -4,7 +4,8 @@ against the brute-force reference and the Python objects (``engine/pcea.py``).
 The kernel is the default for the shapes it supports, so ``tests/test_pcea.py`` runs every
 hash-join test on both paths; here: the kernel with tiny arrays and a tiny work budget
 (every growth, compaction, output flush and resumption path taken, with the same matches
-in the same order), the compiled kernel on the issue's comparison chain, memory bounded by
+in the same order), flat lists of first-step runs on every probe, some or none, the
+compiled kernel on the issue's comparison chain, memory bounded by
 the window, and which path runs said by ``describe`` and ``cer explain``.
 """
 

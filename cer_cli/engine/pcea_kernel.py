@@ -846,8 +846,9 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     ``ep`` the payload nodes chosen so far. A heap node offers its payload then its union
     children; a tree its payload then its subtrees; a bundle its pieces; a flat list its
     live entries, in order (read by a tight loop when nothing is left to expand after them);
-    a payload's adopted sets are expanded one after the other. A run is reported when nothing is left to expand: its events by position, its
-    start the earliest (which must have a time in the window). Each alternative taken
+    a payload's adopted sets are expanded one after the other. A run is reported when
+    nothing is left to expand: its events by position, its start the earliest (which must
+    have a time in the window). Each alternative taken
     yields at least one run (max-start pruning), except a tree node whose own run left the
     window (a way to live ones below it: O(log w) such per run) and the rest of a flat list
     whose entries all left the window since (at most ``FLAT_MAX`` read). A flat list's
