@@ -5,8 +5,8 @@ The kernel is the default for the shapes it supports, so ``tests/test_pcea.py`` 
 hash-join test on both paths; here: the kernel with tiny arrays and a tiny work budget
 (every growth, compaction, output flush and resumption path taken, with the same matches
 in the same order), flat lists of first-step runs on every probe, some or none, the
-compiled kernel on the issue's comparison chain, memory bounded by
-the window, and which path runs said by ``describe`` and ``cer explain``.
+compiled kernel on the issue's comparison chain, memory bounded by the window, and which
+path runs said by ``describe`` and ``cer explain``.
 """
 
 from __future__ import annotations
@@ -267,23 +267,26 @@ for k in range(n // 100_000):
     engine.count(frame)
 st = engine._state
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, st.hi.shape[0] + st.ti.shape[0],
-      st.counters()["compactions"])
+      st.counters()["compactions"], st.pc.shape[0] + st.bi.shape[0], st.counters()["flat_lists"])
 """
 
 
 @compiled_only
 def test_memory_follows_the_window_not_the_log():
     """Peak RSS and the arrays' sizes of the compiled chain on 200k and 1.2M events (fed
-    in frames of 100k, as the driver does): compaction keeps the window's runs only, and
-    runs once per doubling of what was allocated, not every few events."""
-    def peak(n: int) -> tuple[int, int, int]:
+    in frames of 100k, as the driver does): compaction keeps the window's runs only (nodes,
+    trees, bundles and the flat lists in ``pc``), and runs once per doubling of what was
+    allocated, not every few events."""
+    def peak(n: int) -> tuple[int, ...]:
         out = subprocess.run([sys.executable, "-c", _PEAK, str(n), CHAIN.format(w=100)],
                              capture_output=True, text=True, check=True,
                              env={**os.environ, "CER_JIT": "1"}).stdout.split()
-        return int(out[0]), int(out[1]), int(out[2])
+        return tuple(int(x) for x in out)
 
-    (small, rows_small, _), (large, rows_large, compactions) = peak(200_000), peak(1_200_000)
-    assert rows_large <= 2 * rows_small
+    (small, rows_small, _, pieces_small, _), (large, rows_large, compactions, pieces_large,
+                                              flats) = peak(200_000), peak(1_200_000)
+    assert flats > 100_000  # the middle events adopt their first steps as flat lists
+    assert rows_large <= 2 * rows_small and pieces_large <= 2 * pieces_small
     assert large < 1.3 * small
     assert compactions < 1_200_000 / 2_000
 

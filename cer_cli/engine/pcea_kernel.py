@@ -848,14 +848,14 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     live entries, in order (read by a tight loop when nothing is left to expand after them);
     a payload's adopted sets are expanded one after the other. A run is reported when
     nothing is left to expand: its events by position, its start the earliest (which must
-    have a time in the window). Each alternative taken
-    yields at least one run (max-start pruning), except a tree node whose own run left the
-    window (a way to live ones below it: O(log w) such per run) and the rest of a flat list
-    whose entries all left the window since (at most ``FLAT_MAX`` read). A flat list's
-    entries have no DS_w node (``ep``'s node is -1): the kernel runs no time window, the
-    only reader of it. A tree of whole runs (its
-    payloads adopted nothing: ``T_LEAF``) met with nothing left to expand is walked by a
-    tighter loop in the same order, each live payload reported from its tree node.
+    have a time in the window). Each alternative taken yields at least one run (max-start
+    pruning), except a tree node whose own run left the window (a way to live ones below
+    it: O(log w) such per run) and the rest of a flat list whose entries all left the
+    window since (at most ``FLAT_MAX`` read). A flat list's entries have no DS_w node
+    (``ep``'s node is -1): the kernel runs no time window, the only reader of it. A tree of
+    whole runs (its payloads adopted nothing: ``T_LEAF``) met with nothing left to expand,
+    too large for a flat list, is walked by a tighter loop in the same order, each live
+    payload reported from its tree node.
 
     Resumable (the walk stays in ``st`` and the arrays): returns the number of candidates
     once done; -NEED_YIELD when ``st[BUDGET]`` is used up; -NEED_OUT when a scratch or
