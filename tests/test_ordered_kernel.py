@@ -5,7 +5,8 @@ treap; after each, every version made so far must still hold exactly its runs (p
 be a search tree on (key, position) and a heap on the priorities with exact aggregates, and
 ``t_pieces`` must cover exactly the live runs whose key satisfies each relation, each once.
 A full array makes an insertion ``FAIL`` without changing any version; the caller grows the
-arrays and retries. The compiled functions (``jit.compiled``) must build the very same arrays.
+arrays and retries. The in-place updates of an unshared tree must build the persistent
+tree's shape. The compiled functions (``jit.compiled``) must build the very same arrays.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Tree:
         while True:
             before = self.st[O.NT]
             r = self.fn("t_insert")(self.ti, self.tm, self.tk, self.st, self.sk, self.sk2,
-                                    self.sk3, t, node, nms, float(key), pos, 0, O.NOT_LEAF, lo)
+                                    self.sk3, t, node, nms, float(key), pos, O.MANY, 0, lo)
             if r != O.FAIL:
                 return r
             self.st[O.NT] = before  # the nodes of a failed insertion are unreachable
@@ -88,6 +89,7 @@ class Tree:
             assert ti[t, O.T_PRIO] < parent_prio  # a heap on priorities
         assert ti[t, O.T_PRIO] == O.prio_of(int(ti[t, O.T_POS]))
         agg = [tm[t, O.T_NMS]]
+        first = len(out)
         left = self._walk(ti[t, O.T_LEFT], out, ti[t, O.T_PRIO])
         out.append((self.tk[t], int(ti[t, O.T_POS]), int(ti[t, O.T_NODE]), tm[t, O.T_NMS]))
         right = self._walk(ti[t, O.T_RIGHT], out, ti[t, O.T_PRIO])
@@ -95,6 +97,7 @@ class Tree:
             if sub is not None:
                 agg += list(sub)
         assert tm[t, O.T_MS] == max(agg) and tm[t, O.T_MN] == min(agg)
+        assert ti[t, O.T_CNT] == len(out) - first  # the subtree's size
         return tm[t, O.T_MS], tm[t, O.T_MN]
 
     def expand(self, ref, lo) -> list[int]:
@@ -149,6 +152,81 @@ def test_full_arrays_fail_without_changing_any_version(seq) -> None:
     replay(tree, seq)
     if len(seq) > 2:
         assert tree.fails > 0
+
+
+def shape(tree: Tree, t) -> tuple | None:
+    """The tree's structure by (key, position): equal shapes hold the runs alike."""
+    if t < 0:
+        return None
+    ti = tree.ti
+    return (shape(tree, ti[t, O.T_LEFT]), (tree.tk[t], int(ti[t, O.T_POS])),
+            shape(tree, ti[t, O.T_RIGHT]))
+
+
+def insert_in_place(tree: Tree, t, node, nms, key, pos, lo):
+    """``pcea_kernel._insert_in_place``'s use of the in-place functions: delete the runs
+    below ``lo`` one at a time, then insert; on FAIL (stacks or arrays too short) grow and
+    go on from the tree as it is (each call left it whole)."""
+    while t >= 0 and tree.tm[t, O.T_MN] < lo:
+        if tree.tm[t, O.T_MS] < lo:
+            t = O.NULL
+            break
+        r = tree.fn("t_delete_in")(tree.ti, tree.tm, tree.sk, tree.sk2, t, lo)
+        if r == O.FAIL:
+            tree.grow()
+            continue
+        t = r
+    while True:
+        r = tree.fn("t_insert_in")(tree.ti, tree.tm, tree.tk, tree.st, tree.sk, tree.sk2, t,
+                                   node, nms, float(key), pos, O.MANY, 0)
+        if r != O.FAIL:
+            return r
+        tree.grow()
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops, st.sampled_from([(256, 64), (2, 1)]))
+def test_in_place_updates_build_the_persistent_tree(seq, size) -> None:
+    """An unshared tree rewritten in place (``t_delete_in``, ``t_insert_in``) holds the
+    same runs as the persistent one after every insertion, in the same shape (so the
+    enumeration order does not change), with exact aggregates and pieces; it makes one node
+    per insertion. With arrays of 2 nodes and stacks of depth 1 the calls FAIL without
+    changing anything, and go on after growth."""
+    persistent, in_place = Tree(256, 64), Tree(*size)
+    p_root = i_root = O.NULL
+    runs: list[tuple] = []
+    ms = lo = 0
+    for pos, (key, dms, dlo) in enumerate(seq):
+        ms += dms
+        lo = min(lo + dlo, ms)
+        node = 1000 + pos
+        p_root = persistent.insert(p_root, node, ms, key, pos, lo)
+        i_root = insert_in_place(in_place, i_root, node, ms, key, pos, lo)
+        runs = sorted([r for r in runs if r[3] >= lo] + [(float(key), pos, node, ms)])
+        assert in_place.inorder(i_root) == [tuple(r) for r in runs]
+        assert shape(in_place, i_root) == shape(persistent, p_root)
+        for rel, holds in RELS.items():
+            for v in (-1, 3, 7):
+                got = [p for ref in in_place.pieces(i_root, rel, v, lo)
+                       for p in in_place.expand(ref, lo)]
+                assert sorted(got) == sorted(r[2] for r in runs if holds(r[0], v))
+    assert in_place.st[O.NT] == len(seq)
+    if size == (2, 1) and len(seq) > 2:
+        assert in_place.fails > 0
+
+
+def test_in_place_calls_that_fail_change_nothing() -> None:
+    """Stacks too short for the path: FAIL, and the arrays are as they were."""
+    tree = Tree(64, 32)
+    root = O.NULL
+    for pos in range(20):
+        root = insert_in_place(tree, root, 1000 + pos, pos, (pos * 7) % 11, pos, 0)
+    before = (tree.ti.copy(), tree.tm.copy(), tree.st.copy())
+    short = np.zeros((1, 2), np.int64)
+    assert O.t_insert_in(tree.ti, tree.tm, tree.tk, tree.st, short, short, root, 2000, 30,
+                         5.0, 30, O.MANY, 0) == O.FAIL
+    assert O.t_delete_in(tree.ti, tree.tm, short, short, root, 15) == O.FAIL
+    assert all((a == b).all() for a, b in zip(before, (tree.ti, tree.tm, tree.st), strict=True))
 
 
 def test_float_window_times() -> None:

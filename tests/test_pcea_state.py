@@ -104,7 +104,8 @@ def test_tiny_arrays_and_budget_give_the_same_matches_in_the_same_order(tiny, mo
     kernel, _ = executors(CHAIN.format(w=20))
     assert kernel.count(events_frame(events)) == len(got)
     assert kernel._state.counters()["compactions"] > 0
-    assert kernel._state.counters()["flat_lists"] > 0  # the first steps' runs, written out
+    assert kernel._state.counters()["flat_lists"] > 0  # the runs in range, written out
+    assert kernel._state.counters()["in_place"] > 0  # unshared trees rewritten
 
 
 #: R adopts a T run and an S run, both compared, both whole runs: R's runs expand a flat list
@@ -116,13 +117,15 @@ TREE = ("SELECT * WHERE ((T AS t ; S AS s) ; R AS r) OR ((S AS s ; T AS t) ; R A
 @pytest.mark.parametrize("flat_max", [0, 2, pcea_state.K.FLAT_MAX])
 @pytest.mark.parametrize("text, types, n", [(CHAIN.format(w=12).replace("val", "v"), "ABCD", 250),
                                             (TREE, "TSR", 150)])
-def test_flat_lists_of_whole_runs_give_the_same_matches_in_the_same_order(tiny, monkeypatch,
-                                                                         flat_max, text, types,
-                                                                         n):
-    """A probe whose runs in range are whole runs (a first step's) and at most ``FLAT_MAX``
-    adopts them as a flat list instead of tree pieces: the matches, their order and the
-    count do not change, whether every probe, some or none gets one (``flat_max``), with
-    the walk interrupted anywhere in a list (tiny budget and outputs)."""
+def test_flat_lists_and_in_place_trees_give_the_same_matches_in_the_same_order(
+        tiny, monkeypatch, flat_max, text, types, n):
+    """A probe whose runs in range are at most ``FLAT_MAX`` — whole runs (a first step's,
+    ``FLAT_RUNS``) or runs that each adopted one set (the chain's B runs, ``FLAT_KIDS``) —
+    adopts them as a flat list instead of tree pieces, and a tree whose pieces no live run
+    holds is rewritten in place: the matches, their order and the count do not change,
+    whether every probe, some or none gets a list (``flat_max``: every tree insertion is in
+    place, some are, or only those before a probe keeps pieces), with the walk interrupted
+    anywhere in a list (tiny budget and outputs)."""
     monkeypatch.setattr(pcea_state.K, "FLAT_MAX", flat_max)
     rng = random.Random(11)
     events = [{"type": rng.choice(types), "v": rng.randrange(8)} for _ in range(n)]
@@ -131,8 +134,10 @@ def test_flat_lists_of_whole_runs_give_the_same_matches_in_the_same_order(tiny, 
     reference.assert_same_matches(got, reference.reference_matches(parse(text), events))
     kernel, _ = executors(text)
     assert kernel.count(events_frame(events)) == len(got)
-    flats = kernel._state.counters()["flat_lists"]
-    assert (flats > 0) == (flat_max > 0)
+    counters = kernel._state.counters()
+    assert (counters["flat_lists"] > 0) == (flat_max > 0)
+    assert 0 < counters["in_place"] <= counters["tree_inserts"]
+    assert (counters["in_place"] == counters["tree_inserts"]) == (flat_max == 32)
 
 
 @pytest.mark.parametrize("text", [

@@ -30,7 +30,7 @@ a binary search tree on the key value whose shape is fixed by a pseudo-random pr
 
 Layout, in flat arrays that numba compiles over (``engine/jit.py``; the same functions run
 as plain Python for small runs): tree node ``n`` is ``ti[n] = (left, right, payload node,
-priority, slot, position)`` (int64), ``tm[n] = (max-start, min-start, its payload's
+priority, adopted set, position, label, size)`` (int64, ``T_*``), ``tm[n] = (max-start, min-start, its payload's
 max-start)`` (the window-time dtype) and ``tk[n]`` its key (float64: the compared value, or
 its rank among the values in play, see ``engine.pcea``). ``st[NT]`` nodes are in use.
 Iterative throughout (numba compiles no recursion over these arrays), with scratch stacks
@@ -48,15 +48,16 @@ from __future__ import annotations
 from cer_cli.engine.jit import njit_inline, njit_plain
 
 #: ``ti`` columns: children, the payload (a DS_w node id; -1 once it left the window),
-#: priority, the index slot the tree belongs to, the payload's position (ties of the key),
-#: and the payload's label when it is a whole run by itself (it adopted nothing), else
-#: ``NOT_LEAF``: enumeration then reports the run from the tree node, without visiting it;
-#: and the subtree's number of nodes (its runs, while none has left the window: a count
-#: takes them at once)
-T_LEFT, T_RIGHT, T_NODE, T_PRIO, T_SLOT, T_POS, T_LEAF, T_CNT = 0, 1, 2, 3, 4, 5, 6, 7
+#: priority, what the payload adopted (``T_KID``: ``NULL`` nothing — a whole run by itself —,
+#: the reference of its one adopted set, or ``MANY``), the payload's position (ties of the
+#: key), its label (``T_LAB``: every run of a tree is of one state), and the subtree's
+#: number of nodes (its runs, while none has left the window: a count takes them at once).
+#: With ``T_KID`` and ``T_LAB`` the enumeration goes from a tree node to the payload's
+#: adopted set, or reports its whole run, without visiting the payload's DS_w node.
+T_LEFT, T_RIGHT, T_NODE, T_PRIO, T_KID, T_POS, T_LAB, T_CNT = 0, 1, 2, 3, 4, 5, 6, 7
 TI_WIDTH = 8
-#: ``T_LEAF`` of a payload that adopted runs (labels are >= -1: -1 is "not reported")
-NOT_LEAF = -2
+#: ``T_KID`` of a payload that adopted more than one set
+MANY = -3
 #: ``tm`` columns: largest and smallest max-start of the subtree, the payload's own
 T_MS, T_MN, T_NMS = 0, 1, 2
 
@@ -88,7 +89,7 @@ def prio_of(pos):
 
 
 @njit_inline
-def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, left, right):
+def t_make(ti, tm, tk, st, node, nms, key, prio, kid, pos, lab, left, right):
     """A new tree node (FAIL when the arrays are full); its aggregates from its children."""
     n = st[NT]
     if n >= ti.shape[0]:
@@ -97,9 +98,9 @@ def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, left, right):
     ti[n, T_RIGHT] = right
     ti[n, T_NODE] = node
     ti[n, T_PRIO] = prio
-    ti[n, T_SLOT] = slot
+    ti[n, T_KID] = kid
     ti[n, T_POS] = pos
-    ti[n, T_LEAF] = leaf
+    ti[n, T_LAB] = lab
     ms = nms
     mn = nms
     cnt = 1
@@ -129,7 +130,7 @@ def t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, left, right):
 def t_copy(ti, tm, tk, st, x, left, right):
     """Node ``x`` with other children."""
     return t_make(ti, tm, tk, st, ti[x, T_NODE], tm[x, T_NMS], tk[x], ti[x, T_PRIO],
-                  ti[x, T_SLOT], ti[x, T_POS], ti[x, T_LEAF], left, right)
+                  ti[x, T_KID], ti[x, T_POS], ti[x, T_LAB], left, right)
 
 
 @njit_inline
@@ -252,10 +253,11 @@ def t_purge(ti, tm, tk, st, sk, sk2, sk3, t, lo):
 
 
 @njit_plain
-def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, slot, leaf, lo):
+def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, kid, lab, lo):
     """A new tree with the live runs of ``t`` and the fresh run ``node`` (its max-start
-    ``nms``, position ``pos``, ``T_LEAF`` ``leaf``) at ``key``; ``t`` is unchanged. Runs whose max-start is
-    below ``lo`` are deleted first. FAIL (nothing reachable changed) when full."""
+    ``nms``, position ``pos``, ``T_KID`` ``kid``, label ``lab``) at ``key``; ``t`` is
+    unchanged. Runs whose max-start is below ``lo`` are deleted first. FAIL (nothing
+    reachable changed) when full."""
     t = t_purge(ti, tm, tk, st, sk, sk2, sk3, t, lo)
     if t == FAIL:
         return FAIL
@@ -277,7 +279,7 @@ def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, slot, leaf, l
     a, b = t_split(ti, tm, tk, st, sk2, cur, key, pos)
     if a == FAIL:
         return FAIL
-    out = t_make(ti, tm, tk, st, node, nms, key, prio, slot, pos, leaf, a, b)
+    out = t_make(ti, tm, tk, st, node, nms, key, prio, kid, pos, lab, a, b)
     if out == FAIL:
         return FAIL
     for j in range(d - 1, -1, -1):
@@ -289,6 +291,155 @@ def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, slot, leaf, l
         if out == FAIL:
             return FAIL
     return out
+
+
+# ------------------------------------------------------------------ in place (unshared trees)
+#
+# A tree no adopted piece references (only flat lists, which copy its runs, have read it:
+# ``engine.pcea_kernel`` tracks this per index entry) has no old version anyone can reach,
+# so its updates need not copy paths: they rewrite the nodes, as an ordinary treap does.
+# The result is the tree the persistent functions would build (a treap's shape is fixed by
+# its keys and priorities), so the enumeration order does not change. Each function first
+# walks its path read-only, and changes nothing if a scratch stack is too short (FAIL).
+
+
+@njit_inline
+def _t_fix(ti, tm, x):
+    """Node ``x``'s aggregates again, from its payload and its children's."""
+    ms = tm[x, T_NMS]
+    mn = ms
+    cnt = 1
+    for side in range(T_LEFT, T_RIGHT + 1):
+        c = ti[x, side]
+        if c >= 0:
+            cnt += ti[c, T_CNT]
+            if tm[c, T_MS] > ms:
+                ms = tm[c, T_MS]
+            if tm[c, T_MN] < mn:
+                mn = tm[c, T_MN]
+    tm[x, T_MS] = ms
+    tm[x, T_MN] = mn
+    ti[x, T_CNT] = cnt
+
+
+@njit_plain
+def t_delete_in(ti, tm, sk, sk2, t, lo):
+    """``t`` (unshared) without one of the runs whose max-start is below ``lo`` (``T_MN``
+    finds one), rewritten in place: the node is replaced by the merge of its children and
+    its ancestors' aggregates are fixed (or, if ``T_MN`` was stale, only those). Returns the
+    root, or FAIL (``sk``/``sk2`` too short: nothing changed). Each call leaves a whole,
+    valid tree, so a caller may stop between two."""
+    d = 0
+    y = t
+    while tm[y, T_NMS] >= lo:
+        if d >= sk.shape[0]:
+            return FAIL
+        c = ti[y, T_LEFT]
+        side = T_LEFT
+        if c < 0 or tm[c, T_MN] >= lo:
+            c = ti[y, T_RIGHT]
+            side = T_RIGHT
+            if c < 0 or tm[c, T_MN] >= lo:
+                # no dead run below after all: compaction cut a dead subtree and left the
+                # aggregates above it (``T_MN`` too low: harmless to the persistent
+                # functions); fixed on this path, so that the caller's next call goes on
+                _t_fix(ti, tm, y)
+                for j in range(d - 1, -1, -1):
+                    _t_fix(ti, tm, sk[j, 0])
+                return t
+        sk[d, 0] = y
+        sk[d, 1] = side
+        d += 1
+        y = c
+    # the merge of y's children (every key of a before every key of b): its path, read-only
+    a = ti[y, T_LEFT]
+    b = ti[y, T_RIGHT]
+    k = 0
+    while a >= 0 and b >= 0:
+        if k >= sk2.shape[0]:
+            return FAIL
+        if ti[a, T_PRIO] > ti[b, T_PRIO]:
+            sk2[k, 0] = a
+            sk2[k, 1] = T_RIGHT
+            a = ti[a, T_RIGHT]
+        else:
+            sk2[k, 0] = b
+            sk2[k, 1] = T_LEFT
+            b = ti[b, T_LEFT]
+        k += 1
+    out = a if a >= 0 else b
+    for j in range(k - 1, -1, -1):
+        x = sk2[j, 0]
+        ti[x, sk2[j, 1]] = out
+        _t_fix(ti, tm, x)
+        out = x
+    if d == 0:
+        return out
+    ti[sk[d - 1, 0], sk[d - 1, 1]] = out
+    for j in range(d - 1, -1, -1):
+        _t_fix(ti, tm, sk[j, 0])
+    return t
+
+
+@njit_plain
+def t_insert_in(ti, tm, tk, st, sk, sk2, t, node, nms, key, pos, kid, lab):
+    """``t_insert`` without the purge, for an unshared tree: the fresh run goes in by
+    rewriting the nodes on its path (the split of the subtree it heads, then its ancestors'
+    aggregates). Returns the root, or FAIL (a scratch stack or the arrays too short:
+    nothing changed)."""
+    if st[NT] >= ti.shape[0]:
+        return FAIL
+    prio = prio_of(pos)
+    d = 0
+    cur = t
+    while cur >= 0 and not prio > ti[cur, T_PRIO]:
+        if d >= sk.shape[0]:
+            return FAIL
+        sk[d, 0] = cur
+        if key < tk[cur] or (key == tk[cur] and pos < ti[cur, T_POS]):
+            sk[d, 1] = T_LEFT
+            cur = ti[cur, T_LEFT]
+        else:
+            sk[d, 1] = T_RIGHT
+            cur = ti[cur, T_RIGHT]
+        d += 1
+    e = 0
+    y = cur
+    while y >= 0:
+        if e >= sk2.shape[0]:
+            return FAIL
+        sk2[e, 0] = y
+        if _before(tk, ti, y, key, pos):
+            sk2[e, 1] = 1
+            y = ti[y, T_RIGHT]
+        else:
+            sk2[e, 1] = 0
+            y = ti[y, T_LEFT]
+        e += 1
+    a = NULL
+    b = NULL
+    for j in range(e - 1, -1, -1):
+        x = sk2[j, 0]
+        if sk2[j, 1] == 1:
+            ti[x, T_RIGHT] = a
+            _t_fix(ti, tm, x)
+            a = x
+        else:
+            ti[x, T_LEFT] = b
+            _t_fix(ti, tm, x)
+            b = x
+    out = t_make(ti, tm, tk, st, node, nms, key, prio, kid, pos, lab, a, b)
+    if d == 0:
+        return out
+    ti[sk[d - 1, 0], sk[d - 1, 1]] = out
+    for j in range(d):  # each ancestor gained one run, the fresh one
+        x = sk[j, 0]
+        ti[x, T_CNT] += 1
+        if nms > tm[x, T_MS]:
+            tm[x, T_MS] = nms
+        if nms < tm[x, T_MN]:
+            tm[x, T_MN] = nms
+    return t
 
 
 @njit_inline

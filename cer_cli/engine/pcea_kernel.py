@@ -93,11 +93,12 @@ from cer_cli.engine.ordered_kernel import (
     FAIL,
     FLAT,
     HEAP,
-    NOT_LEAF,
+    MANY,
     NT,
     NULL,
     T_CNT,
-    T_LEAF,
+    T_KID,
+    T_LAB,
     T_LEFT,
     T_MN,
     T_MS,
@@ -106,14 +107,21 @@ from cer_cli.engine.ordered_kernel import (
     T_POS,
     T_RIGHT,
     TREE,
+    t_delete_in,
     t_insert,
+    t_insert_in,
     t_pieces,
 )
 
-# bundles: ``bi`` columns, and a flat list's head in ``pc`` (then its runs, two cells each)
+# bundles: ``bi`` columns, and a flat list's head in ``pc`` (then its entries, ``F_W`` cells
+# each: the run's position, its max-start, the set it adopted or NULL)
 B_OFF, B_CNT, B_FLAT = 0, 1, 2
 BI_WIDTH = 3
 F_LAB, F_MIN, F_HEAD = 0, 1, 2
+F_W = 3
+#: ``B_FLAT``: a bundle of pieces; a flat list of whole runs (a first step's: each entry is
+#: a run); a flat list whose entries each adopted one set (a run goes on into it)
+PIECES, FLAT_RUNS, FLAT_KIDS = 0, 1, 2
 #: the most runs a flat list holds: building one costs the probe that many steps (bounded,
 #: whatever the window), and saves every enumeration through it the tree's walk
 FLAT_MAX = 32
@@ -139,8 +147,12 @@ SRC_WIDTH = 4
 
 # the index (hash table): key rows and entry fields
 K_PART, K_SLOT, K_PARENT, K_IDS = 0, 1, 2, 3
-V_USED, V_ROOT, V_HEAD, V_TAIL, V_NEXT = range(5)
-HV_WIDTH = 5
+V_USED, V_ROOT, V_HEAD, V_TAIL, V_NEXT, V_SHARED = range(6)
+HV_WIDTH = 6
+#: ``V_SHARED`` of an entry whose tree no adopted piece references: while the window's low
+#: end is above ``V_SHARED`` (the latest max-start of the pieces adopted from it), no live
+#: run reaches an old version of the tree, and its updates rewrite it in place
+UNSHARED = -(1 << 62) - 1
 #: a journal row whose entry was created in the event (undo clears it)
 J_NEW = -1
 
@@ -156,7 +168,7 @@ NJ, MATCHES, EVENTS, WORK, BUDGET, PHASE, NF = 15, 16, 17, 18, 19, 20, 21
 E_ON, E_F, E_TOP, E_REP, E_OUT0, E_EV0 = 22, 23, 24, 25, 26, 27
 N_OUT, N_EV, EV_POS, EV_PART, NEED_WHAT, NEED_SIZE, NEXT_COMPACT, ADDED = (
     28, 29, 30, 31, 32, 33, 34, 35)
-LIVE_ENTRIES, COMPACTIONS = 36, 37
+LIVE_ENTRIES, COMPACTIONS, C_IN_PLACE = 36, 37, 38
 SNAP = 40
 NSLOTS = SNAP + NSNAP
 
@@ -294,24 +306,33 @@ def h_union(hi, hm, st, h, x, lo):
 
 
 @njit_inline
-def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
-    """The whole runs of the pieces ``psc[:n]`` as a flat list (a FLAT reference), in the
-    order the enumeration walks the pieces (a subtree: node, right, left), the dead ones
-    left out; NO_FLAT when they are more than ``FLAT_MAX`` (or a piece adopted runs, or the
-    scratch stack is too short): they stay pieces. FAIL when an array is full.
+def _adopted(hi, pr, x):
+    """What DS_w node ``x``'s payload adopted, as ``T_KID`` says it (NULL, one set, MANY)."""
+    c = hi[x, H_PCNT]
+    if c == 0:
+        return NULL
+    if c == 1:
+        return pr[hi[x, H_POFF]]
+    return MANY
 
-    Why: a first step's runs are enumerated once per match through every run that adopted
-    them, and walking a tree costs a cache miss or more per node, plus its dead nodes; a
-    flat list is read in order. Its cost, at most ``FLAT_MAX`` runs copied, is paid once."""
+
+@njit_inline
+def _flat(hi, hm, ti, tm, bi, bm, pc, pr, st, sk, psc, n, lab, lo):
+    """The runs of the pieces ``psc[:n]`` as a flat list (a FLAT reference), in the order
+    the enumeration walks the pieces (a subtree: node, right, left), the dead ones left out:
+    per run its position, max-start and the one set it adopted — all of them whole runs
+    (``FLAT_RUNS``) or all of them adopting one set (``FLAT_KIDS``). NO_FLAT when they are
+    more than ``FLAT_MAX``, mixed, or one adopted more than one set (or the scratch stack is
+    too short): they stay pieces. FAIL when an array is full.
+
+    Why: the runs in range are enumerated once per match through every run that adopted
+    them, and walking a tree costs a cache miss or more per node (and per payload), plus its
+    dead nodes; a flat list is read in order. Its cost, at most ``FLAT_MAX`` runs copied, is
+    paid once."""
     total = 0
     for j in range(n):
         r = psc[j]
-        if r & 3 == TREE:
-            total += ti[r >> 2, T_CNT]
-        elif hi[r >> 2, H_PCNT] != 0:
-            return NO_FLAT
-        else:
-            total += 1
+        total += ti[r >> 2, T_CNT] if r & 3 == TREE else 1
     if total > FLAT_MAX:
         return NO_FLAT
     b = st[NB]
@@ -319,26 +340,39 @@ def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
     if b >= bi.shape[0]:
         st[NEED_WHAT] = W_BUNDLE
         return FAIL
-    if off + F_HEAD + 2 * total > pc.shape[0]:
+    if off + F_HEAD + F_W * total > pc.shape[0]:
         st[NEED_WHAT] = W_PIECES
         return FAIL
     w = off + F_HEAD
+    mode = -1  # 0: whole runs, 1: each adopted one set (-1: no live run yet)
     for j in range(n):
         r = psc[j]
         x = r >> 2
         if r & 3 == HEAP:
             if hm[x, M_MS] >= lo:
+                kid = _adopted(hi, pr, x)
+                has = 1 if kid >= 0 else 0
+                if kid == MANY or (mode >= 0 and has != mode):
+                    return NO_FLAT
+                mode = has
                 pc[w] = hi[x, H_POS]
                 pc[w + 1] = hm[x, M_MS]
-                w += 2
+                pc[w + 2] = kid
+                w += F_W
             continue
         top = 0
         y = x
         while True:
             if tm[y, T_NMS] >= lo:
+                kid = ti[y, T_KID]
+                has = 1 if kid >= 0 else 0
+                if kid == MANY or (mode >= 0 and has != mode):
+                    return NO_FLAT
+                mode = has
                 pc[w] = ti[y, T_POS]
                 pc[w + 1] = tm[y, T_NMS]
-                w += 2
+                pc[w + 2] = kid
+                w += F_W
             for side in range(T_LEFT, T_RIGHT + 1):  # the left child is walked last
                 c = ti[y, side]
                 if c >= 0 and tm[c, T_MS] >= lo:
@@ -350,12 +384,12 @@ def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
                 break
             top -= 1
             y = sk[top, 0]
-    cnt = (w - off - F_HEAD) // 2
+    cnt = (w - off - F_HEAD) // F_W
     if cnt == 0:
         return NULL
     mx = pc[off + F_HEAD + 1]
     mn = mx
-    for e in range(off + F_HEAD + 3, w, 2):
+    for e in range(off + F_HEAD + F_W + 1, w, F_W):
         if pc[e] > mx:
             mx = pc[e]
         if pc[e] < mn:
@@ -364,7 +398,7 @@ def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
     pc[off + F_MIN] = mn
     bi[b, B_OFF] = off
     bi[b, B_CNT] = cnt
-    bi[b, B_FLAT] = 1
+    bi[b, B_FLAT] = FLAT_KIDS if mode == 1 else FLAT_RUNS
     bm[b] = mx
     st[NB] = b + 1
     st[NPC] = w
@@ -372,7 +406,7 @@ def _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo):
 
 
 @njit_inline
-def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, ref, rel, v, lo):
+def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, ref, rel, v, lo):
     """The runs of the ordered index ``ref`` (a tree) whose key is ``rel v``, as one
     reference: a flat list of them (``_flat``), a piece, or a bundle of the O(log w)
     pieces; NULL if none (FAIL: full)."""
@@ -384,9 +418,8 @@ def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, ref, rel, v, lo):
         st[C_MAX_PIECES] = n
     if n == 0:
         return NULL
-    lab = ti[ref >> 2, T_LEAF]
-    if lab != NOT_LEAF and (n > 1 or psc[0] & 3 == TREE):
-        f = _flat(hi, hm, ti, tm, bi, bm, pc, st, sk, psc, n, lab, lo)
+    if n > 1 or psc[0] & 3 == TREE:
+        f = _flat(hi, hm, ti, tm, bi, bm, pc, pr, st, sk, psc, n, ti[ref >> 2, T_LAB], lo)
         if f != NO_FLAT:
             if f >= 0:
                 st[C_FLATS] += 1
@@ -410,7 +443,7 @@ def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, ref, rel, v, lo):
             ms = m
     bi[b, B_OFF] = off
     bi[b, B_CNT] = n
-    bi[b, B_FLAT] = 0
+    bi[b, B_FLAT] = PIECES
     bm[b] = ms
     st[NB] = b + 1
     st[NPC] = off + n
@@ -496,6 +529,7 @@ def _find_or_add(hk, hv, jn, st, row, kw):
     hv[i, V_HEAD] = NULL
     hv[i, V_TAIL] = NULL
     hv[i, V_NEXT] = NULL
+    hv[i, V_SHARED] = UNSHARED
     st[HUSED] += 1
     st[ADDED] = 1
     return i
@@ -507,6 +541,19 @@ def _set(hv, jn, st, cell, field, value):
     if not _journal(jn, st, cell, field, hv[cell, field]):
         return False
     hv[cell, field] = value
+    return True
+
+
+@njit_inline
+def _share(hm, tm, bm, hv, jn, st, cell, ref):
+    """Entry ``cell``'s tree is referenced by the adopted pieces ``ref`` (a tree, or a
+    bundle) until they leave the window: it stays persistent until then (``V_SHARED``).
+    False if the journal is full."""
+    k = ref & 3
+    if k == TREE or k == BUNDLE:
+        ms = ref_ms(hm, tm, bm, ref)
+        if ms > hv[cell, V_SHARED]:
+            return _set(hv, jn, st, cell, V_SHARED, ms)
     return True
 
 
@@ -546,8 +593,8 @@ def undo(hv, jn, st):
 
 
 @njit_inline
-def _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, sk, psc, kids, nw, nwc, nn,
-                parent_cell, q, ncar, rel, v, pos, t, hast, ft, lo):
+def _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk, psc, kids, nw, nwc,
+                nn, parent_cell, q, ncar, rel, v, pos, t, hast, ft, lo):
     """A chain step over a nested entry (one child entry per carried value): one new node
     per live carried value, adopting its runs (with ``rel``, those in range of ``v``),
     carrying the value on. Returns the new count of new nodes (FAIL)."""
@@ -557,10 +604,12 @@ def _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, sk, psc, kids, n
         h = hv[c, V_ROOT]
         if h >= 0 and ref_ms(hm, tm, bm, h) >= lo:
             if rel >= 0:
-                h = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, h, rel, v, lo)
+                h = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, h, rel, v, lo)
                 if h == FAIL:
                     return FAIL
             if h >= 0:
+                if not _share(hm, tm, bm, hv, jn, st, c, h):
+                    return FAIL
                 if nn >= nw.shape[0]:
                     st[NEED_WHAT] = W_NEW
                     return FAIL
@@ -621,8 +670,9 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
             rel = src[so, R_REL]
             v = CMPV[src[so, R_PV], r] if rel >= 0 else 0.0
             if cell >= 0 and (rel < 0 or v == v):
-                nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, sk, psc, kids,
-                                 nw, nwc, nn, cell, q, qt[q, Q_NCAR], rel, v, ps, t, h, ft, lo)
+                nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk, psc,
+                                 kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], rel, v, ps, t, h, ft,
+                                 lo)
                 if nn == FAIL:
                     return FAIL
         else:
@@ -646,12 +696,14 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
                     if v != v:
                         ok = False
                         break
-                    hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, hr, rel, v, lo)
+                    hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr, rel, v, lo)
                     if hr == FAIL:
                         return FAIL
                     if hr < 0:
                         ok = False
                         break
+                if not _share(hm, tm, bm, hv, jn, st, cell, hr):
+                    return FAIL
                 kids[j] = hr
             if ok:
                 if nn >= nw.shape[0]:
@@ -673,26 +725,31 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
             lv = CMPV[qt[q, Q_LPV], r] if lrel >= 0 else 0.0
             if cell >= 0 and (lrel < 0 or lv == lv):
                 if sl[slot, L_MODE] == MODE_NESTED:
-                    nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, sk, psc,
-                                     kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], lrel, lv, ps, t,
-                                     h, ft, lo)
+                    nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk,
+                                     psc, kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], lrel, lv, ps,
+                                     t, h, ft, lo)
                     if nn == FAIL:
                         return FAIL
                 else:
                     hr = hv[cell, V_ROOT]
                     if hr >= 0 and ref_ms(hm, tm, bm, hr) >= lo:
                         if lrel >= 0:
-                            hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, st, sk, psc, hr,
+                            hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr,
                                            lrel, lv, lo)
                             if hr == FAIL:
                                 return FAIL
                         if hr >= 0:
+                            if not _share(hm, tm, bm, hv, jn, st, cell, hr):
+                                return FAIL
                             nn = _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, ps, t, h,
                                             ft, hr)
                             if nn == FAIL:
                                 return FAIL
     # UpdateIndices: each new node into the entries its consumer and its loop probe
     nf = 0
+    dcell = NULL  # one insertion into an unshared tree, done last (``_insert_in_place``)
+    dx = NULL
+    dv = 0.0
     for i in range(nn):
         x = nw[i]
         q = hi[x, H_STATE]
@@ -732,15 +789,14 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
                         return FAIL
             hr = hv[cell, V_ROOT]
             if oc >= 0:  # the ordered index
-                tr = NULL if hr < 0 else hr >> 2
-                st[NEED_WHAT] = W_STACK
-                leaf = qt[q, Q_LAB] if hi[x, H_PCNT] == 0 else NOT_LEAF
-                nt = t_insert(ti, tm, tk, st, sk, sk2, sk3, tr, x, hm[x, M_MS], v,
-                              hi[x, H_POS], slot, leaf, lo)
-                if nt == FAIL:
+                if dcell < 0 and hv[cell, V_SHARED] < lo:
+                    dcell = cell
+                    dx = x
+                    dv = v
+                    continue
+                root = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hr, x, v, lo)
+                if root == FAIL:
                     return FAIL
-                st[C_TREE_INSERTS] += 1
-                root = (nt << 2) | TREE
             elif hr < 0 or hm[hr >> 2, M_MS] < lo:  # a new heap: one node, the new run's
                 st[C_UNIONS] += 1
                 st[C_UNION_NODES] += 1
@@ -754,8 +810,63 @@ def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
                 root = nh << 2
             if not _set(hv, jn, st, cell, V_ROOT, root):
                 return FAIL
+    if dcell >= 0 and not _insert_in_place(hi, hm, ti, tm, tk, pr, qt, hv, jn, st, sk, sk2,
+                                           sk3, dcell, dx, dv, lo):
+        return FAIL
     st[WORK] += nn + 1
     return nf
+
+
+@njit_inline
+def _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hr, x, v, lo):
+    """The tree ``hr`` (a reference, or NULL) with new node ``x`` at key ``v``, persistently
+    (``t_insert``): the new root's reference, or FAIL."""
+    st[NEED_WHAT] = W_STACK
+    nt = t_insert(ti, tm, tk, st, sk, sk2, sk3, NULL if hr < 0 else hr >> 2, x, hm[x, M_MS],
+                  v, hi[x, H_POS], _adopted(hi, pr, x), qt[hi[x, H_STATE], Q_LAB], lo)
+    if nt == FAIL:
+        return FAIL
+    st[C_TREE_INSERTS] += 1
+    return (nt << 2) | TREE
+
+
+@njit_inline
+def _insert_in_place(hi, hm, ti, tm, tk, pr, qt, hv, jn, st, sk, sk2, sk3, cell, x, v, lo):
+    """New node ``x`` into the unshared tree of entry ``cell`` (``V_SHARED``), rewriting it:
+    first its runs below ``lo`` are deleted (``t_delete_in``), then ``x`` is inserted
+    (``t_insert_in``). Done after every other change of the event, so nothing can fail
+    after a rewrite; the deletions alone may be followed by a failure (a persistent
+    insertion, when a scratch stack is too short), and stay when the event is undone: the
+    runs they drop are dead for good, and the entry's root is written unjournaled. If
+    another insertion changed the entry's root in this event, the journal holds the old
+    root (undo restores it, and it shares nodes with the new one): then this insertion is
+    persistent too. False on FAIL."""
+    for j in range(st[NJ]):
+        if jn[j, 0] == cell and jn[j, 1] == V_ROOT:
+            root = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hv[cell, V_ROOT],
+                                x, v, lo)
+            return root != FAIL and _set(hv, jn, st, cell, V_ROOT, root)
+    hr = hv[cell, V_ROOT]
+    t = NULL if hr < 0 else hr >> 2
+    while t >= 0 and tm[t, T_MN] < lo:
+        if tm[t, T_MS] < lo:
+            t = NULL  # every run left the window
+            break
+        nt = t_delete_in(ti, tm, sk, sk2, t, lo)
+        if nt == FAIL:
+            break  # the rest stays: dead runs are skipped wherever they are met
+        t = nt
+    hv[cell, V_ROOT] = NULL if t < 0 else (t << 2) | TREE
+    nt = t_insert_in(ti, tm, tk, st, sk, sk2, t, x, hm[x, M_MS], v, hi[x, H_POS],
+                     _adopted(hi, pr, x), qt[hi[x, H_STATE], Q_LAB])
+    if nt == FAIL:
+        root = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hv[cell, V_ROOT], x,
+                            v, lo)
+        return root != FAIL and _set(hv, jn, st, cell, V_ROOT, root)
+    hv[cell, V_ROOT] = (nt << 2) | TREE
+    st[C_TREE_INSERTS] += 1
+    st[C_IN_PLACE] += 1
+    return True
 
 
 # ---------------------------------------------------------------------------- enumeration
@@ -813,7 +924,7 @@ def _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budg
     outputs are full)."""
     runs = 0
     status = 0
-    e = off + F_HEAD + 2 * at
+    e = off + F_HEAD + F_W * at
     while at < cnt:
         if pc[e + 1] >= lo:
             if work >= budget:
@@ -832,7 +943,7 @@ def _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budg
                            o_pos, o_lab)
                 nm += 1
         at += 1
-        e += 2
+        e += F_W
     return at, nm, ne, work, runs, status
 
 
@@ -921,7 +1032,8 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                     st[NEED_WHAT] = W_PATH
                     status = NEED_OUT
                     break
-                if todo < 0:  # nothing to expand after it: each live entry is a run
+                runs = bi[x, B_FLAT] == FLAT_RUNS
+                if runs and todo < 0:  # nothing to expand after it: each live entry is a run
                     if not emit and at == 0 and pc[off + F_MIN] >= lo:
                         rep += cnt  # counting, and none has left the window
                         break
@@ -935,12 +1047,12 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                         st[NEED_WHAT] = W_OUT
                         st[NEED_SIZE] = d + 1
                     break
-                # more to expand after it: its next live entry is taken, the rest is an
-                # alternative
-                e = off + F_HEAD + 2 * at
+                # more to expand after each entry (the set it adopted, or the sets left):
+                # its next live entry is taken, the rest is an alternative
+                e = off + F_HEAD + F_W * at
                 while at < cnt and pc[e + 1] < lo:
                     at += 1
-                    e += 2
+                    e += F_W
                 if at >= cnt:
                     break
                 if at + 1 < cnt:
@@ -953,8 +1065,11 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                 ep[d, 1] = pc[e]
                 ep[d, 2] = lab
                 d += 1
-                cur = ta[todo, 0]
-                todo = ta[todo, 1]
+                if runs:
+                    cur = ta[todo, 0]
+                    todo = ta[todo, 1]
+                else:
+                    cur = pc[e + 2]
                 at = 0
                 continue
             if kind == BUNDLE:
@@ -973,7 +1088,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                         pend = piece
                 cur = pend
                 continue
-            if kind == TREE and ti[x, T_LEAF] != NOT_LEAF and todo < 0 and not timed \
+            if kind == TREE and ti[x, T_KID] == NULL and todo < 0 and not timed \
                     and d + 1 <= ep.shape[0]:
                 # a subtree of whole runs (payloads that adopted nothing) and nothing left
                 # to expand after them: walked here, in the order of the general walk below,
@@ -1019,7 +1134,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                             if emit:
                                 ep[d, 0] = ti[y, T_NODE]
                                 ep[d, 1] = ti[y, T_POS]
-                                ep[d, 2] = ti[y, T_LEAF]
+                                ep[d, 2] = ti[y, T_LAB]
                                 ne = _emit(ep, d + 1, epos, epart, nm, ne,
                                            o_start, o_end, o_part, o_off, o_pos, o_lab)
                                 nm += 1
@@ -1044,6 +1159,17 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                 if c >= 0 and tm[c, T_MS] >= lo:
                     top = _push_alt(es, top, (c << 2) | TREE, todo, d, tat, 0)
                 if tm[x, T_NMS] >= lo:
+                    kid = ti[x, T_KID]
+                    if kid >= 0 and d + 1 <= ep.shape[0]:
+                        # its payload adopted one set (and has no union children, as every
+                        # payload of a tree): on into that set, without visiting the payload
+                        ep[d, 0] = ti[x, T_NODE]
+                        ep[d, 1] = ti[x, T_POS]
+                        ep[d, 2] = ti[x, T_LAB]
+                        d += 1
+                        cur = kid
+                        at = 0
+                        continue
                     cur = ti[x, T_NODE] << 2
                     continue
                 break  # only a way to live runs below it
@@ -1259,6 +1385,7 @@ def _place(nk, nv, row, kw):
     nv[i, V_HEAD] = NULL
     nv[i, V_TAIL] = NULL
     nv[i, V_NEXT] = NULL
+    nv[i, V_SHARED] = UNSHARED
     return i
 
 
@@ -1279,6 +1406,9 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
     stack = np.empty(1024, np.int64)
     ncell = hk.shape[0]
     keep = np.zeros(ncell, np.bool_)
+    # whether an entry's runs are live, judged here, before any node moves: a tree rewritten
+    # in place keeps its root's id, and another node may be moved onto that row
+    live = np.zeros(ncell, np.bool_)
     for c in range(ncell):
         if hv[c, V_USED] == 0 or hv[c, V_ROOT] < 0:
             continue
@@ -1287,6 +1417,7 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
         if ref_ms(hm, tm, bm, root) < lo:
             continue
         keep[c] = True
+        live[c] = True
         if hk[c, K_PARENT] >= 0:
             keep[hk[c, K_PARENT]] = True
         sp = 0
@@ -1321,8 +1452,15 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
                     stack, sp = _push(stack, sp, (y << 2) | TREE)
                 if tm[x, T_NMS] >= lo and ti[x, T_NODE] >= 0:
                     stack, sp = _push(stack, sp, ti[x, T_NODE] << 2)
-            elif k == FLAT:  # its runs are written out: it references nothing
+            elif k == FLAT:  # its runs are written out, with the sets they adopted
+                if bmark[x]:
+                    continue
                 bmark[x] = True
+                if bi[x, B_FLAT] == FLAT_KIDS:
+                    off = bi[x, B_OFF] + F_HEAD
+                    for j in range(bi[x, B_CNT]):
+                        if pc[off + F_W * j + 1] >= lo:
+                            stack, sp = _push(stack, sp, pc[off + F_W * j + 2])
             else:
                 if bmark[x]:
                     continue
@@ -1382,6 +1520,10 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
         ti[w, T_RIGHT] = tnew[y] if y >= 0 and tmark[y] else NULL
         y = ti[w, T_NODE]
         ti[w, T_NODE] = hnew[y] if y >= 0 and hmark[y] else NULL
+        y = ti[w, T_KID]
+        if y >= 0:  # kept with its live payload; a dead one's is never read again
+            ti[w, T_KID] = _remap(y, hnew, tnew, bnew) if _marked(y, hmark, tmark, bmark) \
+                else MANY
         w += 1
     st[NT] = w
     # bundles and their live pieces; flat lists as they are (in order: copied down)
@@ -1393,10 +1535,15 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
         off = bi[x, B_OFF]
         cnt = bi[x, B_CNT]
         start = wp
-        if bi[x, B_FLAT]:
-            for j in range(F_HEAD + 2 * cnt):
+        if bi[x, B_FLAT] != PIECES:
+            for j in range(F_HEAD + F_W * cnt):
                 pc[wp] = pc[off + j]
                 wp += 1
+            if bi[x, B_FLAT] == FLAT_KIDS:  # the sets renumbered (a dead entry's: cut)
+                for e in range(start + F_HEAD + 2, wp, F_W):
+                    y = pc[e]
+                    pc[e] = _remap(y, hnew, tnew, bnew) \
+                        if y >= 0 and _marked(y, hmark, tmark, bmark) else NULL
         else:
             for j in range(cnt):
                 y = pc[off + j]
@@ -1416,17 +1563,17 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
     nv = np.zeros((cap, HV_WIDTH), np.int64)
     moved = np.full(ncell, -1, np.int64)
     used = 0
-    live = 0
+    nlive = 0
     for c in range(ncell):
         if not keep[c] or hk[c, K_PARENT] >= 0:
             continue
         cell = _place(nk, nv, hk[c], kw)
+        nv[cell, V_SHARED] = hv[c, V_SHARED]
         moved[c] = cell
         used += 1
-        root = hv[c, V_ROOT]
-        if root >= 0 and ref_ms(hm, tm, bm, root) >= plo[hk[c, K_PART]]:
-            nv[cell, V_ROOT] = _remap(root, hnew, tnew, bnew)
-            live += 1
+        if live[c]:
+            nv[cell, V_ROOT] = _remap(hv[c, V_ROOT], hnew, tnew, bnew)
+            nlive += 1
     row = np.empty(kw, np.int64)
     for c in range(ncell):
         if moved[c] < 0 or hv[c, V_HEAD] < 0:
@@ -1439,8 +1586,9 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
                     row[j] = hk[y, j]
                 row[K_PARENT] = parent
                 cell = _place(nk, nv, row, kw)
+                nv[cell, V_SHARED] = hv[y, V_SHARED]
                 used += 1
-                live += 1
+                nlive += 1
                 nv[cell, V_ROOT] = _remap(hv[y, V_ROOT], hnew, tnew, bnew)
                 tail = nv[parent, V_TAIL]
                 if tail < 0:
@@ -1450,7 +1598,7 @@ def compact(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, st, plo, kw, cap):
                 nv[parent, V_TAIL] = cell
             y = hv[y, V_NEXT]
     st[HUSED] = used
-    st[LIVE_ENTRIES] = live
+    st[LIVE_ENTRIES] = nlive
     st[COMPACTIONS] += 1
     return nk, nv
 

@@ -397,7 +397,7 @@ class JoinState:
         return {"extends": int(st[K.C_EXTENDS]), "unions": int(st[K.C_UNIONS]),
                 "union_nodes": int(st[K.C_UNION_NODES]), "tree_nodes": int(st[K.C_TREE_NODES]),
                 "probes": int(st[K.C_PROBES]), "tree_inserts": int(st[K.C_TREE_INSERTS]),
-                "flat_lists": int(st[K.C_FLATS]),
+                "flat_lists": int(st[K.C_FLATS]), "in_place": int(st[K.C_IN_PLACE]),
                 "compactions": int(st[K.COMPACTIONS]), "events": int(st[K.EVENTS]),
                 "matches": int(st[K.MATCHES])}
 
