@@ -26,8 +26,9 @@ is before the window holds no live run and is dropped in O(1).
 A reference is ``id << 2 | kind``: a heap node (``HEAP``), an ordered-index subtree
 (``TREE``, ``engine.ordered_kernel``), a *bundle* (``BUNDLE``: the pieces an ordered index
 returned for one probe, adopted together) or a *flat list* (``FLAT``: the same runs written
-out, when they are whole runs — a first step's, which adopted nothing — and at most
-``FLAT_MAX``; see ``_flat``). -1 is no reference.
+out, when they are at most ``FLAT_MAX`` and either whole runs — a first step's, which adopted
+nothing — or runs that each adopted one set, which the list keeps beside each run; see
+``_flat``). -1 is no reference.
 
 Per event (``_fire_update``; ``run_events`` is the loop):
 
@@ -42,7 +43,10 @@ Per event (``_fire_update``; ``run_events`` is the loop):
 2. *UpdateIndices*: each new node that some transition consumes goes into the entry its
    consumer probes (and its loop's, for an iterated state) under its key: a heap
    ``h_union``, or with a compared value an ordered-index ``t_insert``. All transitions
-   fire before any index changes, so an event never joins a run it created itself.
+   fire before any index changes, so an event never joins a run it created itself. One
+   insertion per event into a tree that no live run reaches through pieces (only flat lists,
+   which copy, have read it: ``V_SHARED``) rewrites it in place instead, last
+   (``_insert_in_place``).
 3. the new nodes of final states are enumerated (``_enumerate``): every run under them
    whose start is in the window, pruning by max-start; each visited heap node yields a
    run, so the delay is linear in the size of each match.
@@ -50,7 +54,9 @@ Per event (``_fire_update``; ``run_events`` is the loop):
 An event is a transaction: the index entries it changes are journaled (``jn``), and when
 an array is full mid-event (``FAIL``) the event is undone — its nodes dropped, the entries
 restored — and ``run_events`` returns ``NEED_ROOM``; the caller grows the array and calls
-again from the same event. Nothing reachable is ever written: nodes are persistent.
+again from the same event. Nothing reachable is ever written: nodes are persistent — except
+an unshared tree's, which nothing but its index entry reaches; rewritten after every other
+change of the event, when nothing can fail any more.
 
 The index is one open-addressing hash table over rows ``(partition, slot, parent entry,
 key ids…)`` (``hk``): the ids are the events' values canonicalised by the caller (equal
@@ -69,8 +75,9 @@ Layout (all owned by ``JoinState``):
   time)`` (int64) and ``hm[n] = (max-start, window time)`` (the window-time dtype, int64 or
   float64); ``pr`` the prod references. Tree nodes: ``engine.ordered_kernel``. Bundles:
   ``bi[b] = (offset, count, flat)`` into the piece references ``pc``, ``bm[b]`` their
-  max-start. A flat list is a bundle with ``flat`` set whose ``pc`` range holds its label,
-  the smallest max-start, then ``(position, max-start)`` per run, in enumeration order.
+  max-start. A flat list is a bundle with ``flat`` set (``FLAT_RUNS``, ``FLAT_KIDS``) whose
+  ``pc`` range holds its label, the smallest max-start, then ``(position, max-start, the set
+  it adopted or NULL)`` per run, in enumeration order.
 * The PCEA: per state ``qt[q]`` (``Q_*``), per index slot ``sl[s]`` (``L_*``; slot q holds
   the runs of q as its consumer probes them, slot S + q the loop index of an iterated q),
   per source of a transition ``src[e]`` (``R_*``), and key specifications (``kso[k]`` an
