@@ -89,6 +89,25 @@ def prio_of(pos):
 
 
 @njit_inline
+def _t_fix(ti, tm, x):
+    """Node ``x``'s aggregates again, from its payload and its children's."""
+    ms = tm[x, T_NMS]
+    mn = ms
+    cnt = 1
+    for side in range(T_LEFT, T_RIGHT + 1):
+        c = ti[x, side]
+        if c >= 0:
+            cnt += ti[c, T_CNT]
+            if tm[c, T_MS] > ms:
+                ms = tm[c, T_MS]
+            if tm[c, T_MN] < mn:
+                mn = tm[c, T_MN]
+    tm[x, T_MS] = ms
+    tm[x, T_MN] = mn
+    ti[x, T_CNT] = cnt
+
+
+@njit_inline
 def t_make(ti, tm, tk, st, node, nms, key, prio, kid, pos, lab, left, right):
     """A new tree node (FAIL when the arrays are full); its aggregates from its children."""
     n = st[NT]
@@ -101,25 +120,8 @@ def t_make(ti, tm, tk, st, node, nms, key, prio, kid, pos, lab, left, right):
     ti[n, T_KID] = kid
     ti[n, T_POS] = pos
     ti[n, T_LAB] = lab
-    ms = nms
-    mn = nms
-    cnt = 1
-    if left >= 0:
-        cnt += ti[left, T_CNT]
-        if tm[left, T_MS] > ms:
-            ms = tm[left, T_MS]
-        if tm[left, T_MN] < mn:
-            mn = tm[left, T_MN]
-    if right >= 0:
-        cnt += ti[right, T_CNT]
-        if tm[right, T_MS] > ms:
-            ms = tm[right, T_MS]
-        if tm[right, T_MN] < mn:
-            mn = tm[right, T_MN]
-    tm[n, T_MS] = ms
-    tm[n, T_MN] = mn
     tm[n, T_NMS] = nms
-    ti[n, T_CNT] = cnt
+    _t_fix(ti, tm, n)
     tk[n] = key
     st[NT] = n + 1
     st[C_TREE_NODES] += 1
@@ -140,15 +142,16 @@ def _before(tk, ti, x, key, pos):
     return k < key or (k == key and ti[x, T_POS] < pos)
 
 
-@njit_plain
-def t_split(ti, tm, tk, st, sk, t, key, pos):
-    """``(nodes before (key, pos), the others)`` of ``t``, persistently: the search path's
-    nodes are copied bottom-up. Returns ``(a, b)``, or ``(FAIL, FAIL)``."""
+@njit_inline
+def _split_path(ti, tk, sk, t, key, pos):
+    """The search path of ``(key, pos)`` from ``t`` into ``sk``: each node, and 1 if it is
+    before ``(key, pos)`` (it goes to the split's first part) else 0. Its length, or FAIL
+    when ``sk`` is too short."""
     d = 0
     cur = t
     while cur >= 0:
         if d >= sk.shape[0]:
-            return FAIL, FAIL
+            return FAIL
         sk[d, 0] = cur
         if _before(tk, ti, cur, key, pos):
             sk[d, 1] = 1
@@ -157,6 +160,16 @@ def t_split(ti, tm, tk, st, sk, t, key, pos):
             sk[d, 1] = 0
             cur = ti[cur, T_LEFT]
         d += 1
+    return d
+
+
+@njit_plain
+def t_split(ti, tm, tk, st, sk, t, key, pos):
+    """``(nodes before (key, pos), the others)`` of ``t``, persistently: the search path's
+    nodes are copied bottom-up. Returns ``(a, b)``, or ``(FAIL, FAIL)``."""
+    d = _split_path(ti, tk, sk, t, key, pos)
+    if d == FAIL:
+        return FAIL, FAIL
     a = NULL
     b = NULL
     for j in range(d - 1, -1, -1):
@@ -172,26 +185,37 @@ def t_split(ti, tm, tk, st, sk, t, key, pos):
     return a, b
 
 
-@njit_plain
-def t_merge(ti, tm, tk, st, sk, a, b):
-    """The union of two trees, every key of ``a`` before every key of ``b`` (FAIL)."""
+@njit_inline
+def _merge_path(ti, sk, a, b):
+    """The merge of ``a`` and ``b`` (every key of ``a`` before every key of ``b``), read-only:
+    the nodes whose child it changes into ``sk`` (each node and that child's side: an ``a``
+    node's right, a ``b`` node's left), top down, and the subtree that ends it. Returns
+    ``(length, subtree)``, or ``(FAIL, NULL)`` when ``sk`` is too short."""
     d = 0
     while a >= 0 and b >= 0:
         if d >= sk.shape[0]:
-            return FAIL
+            return FAIL, NULL
         if ti[a, T_PRIO] > ti[b, T_PRIO]:
             sk[d, 0] = a
-            sk[d, 1] = 1
+            sk[d, 1] = T_RIGHT
             a = ti[a, T_RIGHT]
         else:
             sk[d, 0] = b
-            sk[d, 1] = 0
+            sk[d, 1] = T_LEFT
             b = ti[b, T_LEFT]
         d += 1
-    out = a if a >= 0 else b
+    return d, (a if a >= 0 else b)
+
+
+@njit_plain
+def t_merge(ti, tm, tk, st, sk, a, b):
+    """The union of two trees, every key of ``a`` before every key of ``b`` (FAIL)."""
+    d, out = _merge_path(ti, sk, a, b)
+    if d == FAIL:
+        return FAIL
     for j in range(d - 1, -1, -1):
         x = sk[j, 0]
-        if sk[j, 1] == 1:
+        if sk[j, 1] == T_RIGHT:
             out = t_copy(ti, tm, tk, st, x, ti[x, T_LEFT], out)
         else:
             out = t_copy(ti, tm, tk, st, x, out, ti[x, T_RIGHT])
@@ -252,6 +276,27 @@ def t_purge(ti, tm, tk, st, sk, sk2, sk3, t, lo):
     return sk2[0, 0]
 
 
+@njit_inline
+def _insert_path(ti, tk, sk, t, key, pos, prio):
+    """Where a run of priority ``prio`` goes in ``t``: the path down to it into ``sk`` (each
+    node and the side taken, ``T_LEFT``/``T_RIGHT``), and the subtree it will head.
+    Returns ``(length, subtree)``, or ``(FAIL, NULL)`` when ``sk`` is too short."""
+    d = 0
+    cur = t
+    while cur >= 0 and not prio > ti[cur, T_PRIO]:
+        if d >= sk.shape[0]:
+            return FAIL, NULL
+        sk[d, 0] = cur
+        if key < tk[cur] or (key == tk[cur] and pos < ti[cur, T_POS]):
+            sk[d, 1] = T_LEFT
+            cur = ti[cur, T_LEFT]
+        else:
+            sk[d, 1] = T_RIGHT
+            cur = ti[cur, T_RIGHT]
+        d += 1
+    return d, cur
+
+
 @njit_plain
 def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, kid, lab, lo):
     """A new tree with the live runs of ``t`` and the fresh run ``node`` (its max-start
@@ -262,19 +307,9 @@ def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, kid, lab, lo)
     if t == FAIL:
         return FAIL
     prio = prio_of(pos)
-    d = 0
-    cur = t
-    while cur >= 0 and not prio > ti[cur, T_PRIO]:
-        if d >= sk.shape[0]:
-            return FAIL
-        sk[d, 0] = cur
-        if key < tk[cur] or (key == tk[cur] and pos < ti[cur, T_POS]):
-            sk[d, 1] = 1
-            cur = ti[cur, T_LEFT]
-        else:
-            sk[d, 1] = 0
-            cur = ti[cur, T_RIGHT]
-        d += 1
+    d, cur = _insert_path(ti, tk, sk, t, key, pos, prio)
+    if d == FAIL:
+        return FAIL
     # the path stays in sk[:d]; the split uses sk2
     a, b = t_split(ti, tm, tk, st, sk2, cur, key, pos)
     if a == FAIL:
@@ -284,7 +319,7 @@ def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, kid, lab, lo)
         return FAIL
     for j in range(d - 1, -1, -1):
         x = sk[j, 0]
-        if sk[j, 1] == 1:
+        if sk[j, 1] == T_LEFT:
             out = t_copy(ti, tm, tk, st, x, out, ti[x, T_RIGHT])
         else:
             out = t_copy(ti, tm, tk, st, x, ti[x, T_LEFT], out)
@@ -301,25 +336,6 @@ def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, kid, lab, lo)
 # The result is the tree the persistent functions would build (a treap's shape is fixed by
 # its keys and priorities), so the enumeration order does not change. Each function first
 # walks its path read-only, and changes nothing if a scratch stack is too short (FAIL).
-
-
-@njit_inline
-def _t_fix(ti, tm, x):
-    """Node ``x``'s aggregates again, from its payload and its children's."""
-    ms = tm[x, T_NMS]
-    mn = ms
-    cnt = 1
-    for side in range(T_LEFT, T_RIGHT + 1):
-        c = ti[x, side]
-        if c >= 0:
-            cnt += ti[c, T_CNT]
-            if tm[c, T_MS] > ms:
-                ms = tm[c, T_MS]
-            if tm[c, T_MN] < mn:
-                mn = tm[c, T_MN]
-    tm[x, T_MS] = ms
-    tm[x, T_MN] = mn
-    ti[x, T_CNT] = cnt
 
 
 @njit_plain
@@ -351,23 +367,10 @@ def t_delete_in(ti, tm, sk, sk2, t, lo):
         sk[d, 1] = side
         d += 1
         y = c
-    # the merge of y's children (every key of a before every key of b): its path, read-only
-    a = ti[y, T_LEFT]
-    b = ti[y, T_RIGHT]
-    k = 0
-    while a >= 0 and b >= 0:
-        if k >= sk2.shape[0]:
-            return FAIL
-        if ti[a, T_PRIO] > ti[b, T_PRIO]:
-            sk2[k, 0] = a
-            sk2[k, 1] = T_RIGHT
-            a = ti[a, T_RIGHT]
-        else:
-            sk2[k, 0] = b
-            sk2[k, 1] = T_LEFT
-            b = ti[b, T_LEFT]
-        k += 1
-    out = a if a >= 0 else b
+    # the merge of y's children, its path read first
+    k, out = _merge_path(ti, sk2, ti[y, T_LEFT], ti[y, T_RIGHT])
+    if k == FAIL:
+        return FAIL
     for j in range(k - 1, -1, -1):
         x = sk2[j, 0]
         ti[x, sk2[j, 1]] = out
@@ -390,32 +393,12 @@ def t_insert_in(ti, tm, tk, st, sk, sk2, t, node, nms, key, pos, kid, lab):
     if st[NT] >= ti.shape[0]:
         return FAIL
     prio = prio_of(pos)
-    d = 0
-    cur = t
-    while cur >= 0 and not prio > ti[cur, T_PRIO]:
-        if d >= sk.shape[0]:
-            return FAIL
-        sk[d, 0] = cur
-        if key < tk[cur] or (key == tk[cur] and pos < ti[cur, T_POS]):
-            sk[d, 1] = T_LEFT
-            cur = ti[cur, T_LEFT]
-        else:
-            sk[d, 1] = T_RIGHT
-            cur = ti[cur, T_RIGHT]
-        d += 1
-    e = 0
-    y = cur
-    while y >= 0:
-        if e >= sk2.shape[0]:
-            return FAIL
-        sk2[e, 0] = y
-        if _before(tk, ti, y, key, pos):
-            sk2[e, 1] = 1
-            y = ti[y, T_RIGHT]
-        else:
-            sk2[e, 1] = 0
-            y = ti[y, T_LEFT]
-        e += 1
+    d, cur = _insert_path(ti, tk, sk, t, key, pos, prio)
+    if d == FAIL:
+        return FAIL
+    e = _split_path(ti, tk, sk2, cur, key, pos)
+    if e == FAIL:
+        return FAIL
     a = NULL
     b = NULL
     for j in range(e - 1, -1, -1):
