@@ -26,12 +26,14 @@ a binary search tree on the key value whose shape is fixed by a pseudo-random pr
   one-run heap.
 * Everything is persistent (path copying): a node that adopted pieces keeps seeing
   exactly the runs that existed then. Nothing reachable is ever written; a failed
-  operation (an array full: ``FAIL``) leaves the tree as it was.
+  operation (an array full: ``FAIL``) leaves the tree as it was. The exception is a tree
+  whose pieces no live run holds: ``t_delete_in`` and ``t_insert_in`` rewrite it in place
+  (see "in place" below).
 
 Layout, in flat arrays that numba compiles over (``engine/jit.py``; the same functions run
 as plain Python for small runs): tree node ``n`` is ``ti[n] = (left, right, payload node,
-priority, adopted set, position, label, size)`` (int64, ``T_*``), ``tm[n] = (max-start, min-start, its payload's
-max-start)`` (the window-time dtype) and ``tk[n]`` its key (float64: the compared value, or
+priority, adopted set, position, label, size)`` (int64, ``T_*``), ``tm[n] = (max-start,
+min-start, its payload's max-start)`` (the window-time dtype) and ``tk[n]`` its key (float64: the compared value, or
 its rank among the values in play, see ``engine.pcea``). ``st[NT]`` nodes are in use.
 Iterative throughout (numba compiles no recursion over these arrays), with scratch stacks
 ``sk*`` (their length bounds a tree's depth: deeper is ``FAIL``, and the caller grows them).

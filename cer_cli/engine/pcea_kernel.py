@@ -971,7 +971,7 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     it: O(log w) such per run) and the rest of a flat list whose entries all left the
     window since (at most ``FLAT_MAX`` read). A flat list's entries have no DS_w node
     (``ep``'s node is -1): the kernel runs no time window, the only reader of it. A tree of
-    whole runs (its payloads adopted nothing: ``T_LEAF``) met with nothing left to expand,
+    whole runs (its payloads adopted nothing: ``T_KID`` NULL) met with nothing left to expand,
     too large for a flat list, is walked by a tighter loop in the same order, each live
     payload reported from its tree node.
 
