@@ -129,6 +129,16 @@ class MatchBatch:
         return MatchBatch(self.start[idx], self.end[idx], self.part[idx], off, self.pos[ev],
                           self.lab[ev], self.labelsets, self.partitions, *local)
 
+    def slice(self, lo: int, hi: int) -> MatchBatch:
+        """The matches ``lo … hi - 1``: views of this batch's arrays, but the offsets (the
+        local pool's merge cuts a task's batch where another task's matches come between)."""
+        a, b = int(self.off[lo]), int(self.off[hi])
+        local = ((None, None) if self.start_local is None
+                 else (self.start_local[lo:hi], self.end_local[lo:hi]))
+        return MatchBatch(self.start[lo:hi], self.end[lo:hi], self.part[lo:hi],
+                          self.off[lo:hi + 1] - a, self.pos[a:b], self.lab[a:b],
+                          self.labelsets, self.partitions, *local)
+
     def partition_counts(self) -> dict:
         """How many of these matches each partition has, by the key a match reports
         (``None``: no PARTITION BY)."""
@@ -150,6 +160,52 @@ class MatchBatch:
         for m, s in enumerate(starts):
             a, b = offs[m], offs[m + 1]
             yield Match(s, ends[m], tuple(zip(evpos[a:b], evlab[a:b], strict=True)), key(parts[m]))
+
+
+def join_batches(batches) -> MatchBatch:
+    """The matches of ``batches`` (a non-empty sequence) in one batch, in order.
+
+    Each executor numbers its partitions and label sets its own way (the local pool's tasks
+    run one each), so batches that do not share them are renumbered by value: a partition's
+    key and a label set are what a writer reads, never their ids."""
+    import numpy as np
+
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0]
+    labelsets, partitions = first.labelsets, first.partitions
+    lab = [b.lab for b in batches]
+    if any(b.labelsets != labelsets for b in batches):
+        index: dict[tuple[str, ...], int] = {}
+        lab = [np.array([index.setdefault(x, len(index)) for x in b.labelsets] or [0],
+                        np.int64)[b.lab] for b in batches]
+        labelsets = tuple(index)
+    part = [b.part for b in batches]
+    if any(b.partitions is not partitions for b in batches):
+        ids: dict = {}
+        sharing: dict[int, list[int]] = {}  # the batches of each numbering
+        for n, b in enumerate(batches):
+            sharing.setdefault(id(b.partitions), []).append(n)
+        for members in sharing.values():
+            keys = batches[members[0]].partitions
+            used = np.unique(np.concatenate([np.asarray(part[n], dtype=np.int64) for n in members]))
+            lut = np.zeros(int(used[-1]) + 1 if len(used) else 1, np.int64)
+            for p in used.tolist():
+                lut[p] = ids.setdefault(keys.get(p), len(ids))
+            for n in members:
+                part[n] = lut[part[n]]
+        partitions = {i: key for key, i in ids.items()}
+    sizes = np.cumsum([0] + [len(b.pos) for b in batches[:-1]])
+    off = np.concatenate([np.asarray(batches[0].off[:1]) - batches[0].off[0]]
+                         + [b.off[1:] - b.off[0] + n for b, n in zip(batches, sizes, strict=True)])
+    local = (None, None)
+    if all(b.start_local is not None for b in batches):
+        local = (np.concatenate([b.start_local for b in batches]),
+                 np.concatenate([b.end_local for b in batches]))
+    return MatchBatch(np.concatenate([b.start for b in batches]),
+                      np.concatenate([b.end for b in batches]), np.concatenate(part), off,
+                      np.concatenate([b.pos for b in batches]), np.concatenate(lab), labelsets,
+                      partitions, *local)
 
 
 def batch_of(matches) -> MatchBatch:

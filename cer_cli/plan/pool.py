@@ -39,7 +39,7 @@ import polars as pl
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.engine.driver import COUNT_SLICE_ROWS, SLICE_ROWS, Driver, Progress
 from cer_cli.engine.executor import prepare_frame, window_bound
-from cer_cli.events import POS, MatchBatch
+from cer_cli.events import BATCH_EVENTS, POS, MatchBatch, join_batches
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
 
@@ -63,6 +63,9 @@ OUTBOX = 8
 #: Events per frame the feeder deals when given one whole frame (``_consecutive``): the
 #: command line's batches are this size too.
 FRAME_ROWS = 262_144
+#: Matches the merge joins into one batch at most (and at most ``events.BATCH_EVENTS``
+#: events): a writer's cost per batch is then paid per tens of thousands of matches.
+JOIN_MATCHES = 65_536
 #: Seconds a thread waits on a queue before looking whether the run was called off.
 POLL = 0.05
 #: Seconds the caller waits, in all, for the threads to go once the run is called off.
@@ -217,10 +220,17 @@ class _Pool:
             self.stop()
 
     def _merge(self, progress, seen) -> Iterator[MatchBatch]:
-        heads: list = [None] * self.jobs
+        heads: list = [None] * self.jobs  # per task, the batch at hand (or _END)
+        firsts: list = [0] * self.jobs  # ... and its first match not merged yet
         marks: list = [-1] * self.jobs
         unseen: deque = deque()  # frames read but not yet handed to ``seen``
         shown = 0  # events the progress bar shows: never back
+        # The pieces merged but not yet yielded. The tasks' matches interleave by end, with
+        # many keys at every few events: yielded piece by piece, a writer met batches of a
+        # handful of matches and spent milliseconds on each (``-o`` 80x one core's time).
+        # So pieces are joined into one batch, yielded when large or before the merge waits.
+        pending: list[MatchBatch] = []
+        held = [0, 0]  # matches, events
 
         def lower(i: int) -> float:
             """The least end task ``i`` may still report."""
@@ -228,8 +238,34 @@ class _Pool:
             if h is _END:
                 return float("inf")
             if isinstance(h, MatchBatch):
-                return int(h.end[0])
+                return int(h.end[firsts[i]])
             return marks[i] + 1
+
+        def at_hand(i: int) -> float:
+            """The greatest end up to which task ``i``'s matches are all at hand: its mark
+            (every match ending there was queued before it), or the end before its batch's
+            last one (a task reports its matches in order of end)."""
+            h = heads[i]
+            if h is _END:
+                return float("inf")
+            if isinstance(h, MatchBatch):
+                return max(marks[i], int(h.end[-1]) - 1)
+            return marks[i]
+
+        def piece(i: int, bound: float) -> MatchBatch | None:
+            """Take task ``i``'s matches at hand ending at or before ``bound``."""
+            batch, at = heads[i], firsts[i]
+            if not isinstance(batch, MatchBatch):
+                return None
+            k = len(batch) if bound == float("inf") else int(
+                np.searchsorted(batch.end, bound, side="right"))
+            if k < len(batch):
+                firsts[i] = k
+            else:
+                heads[i] = None
+            if k <= at:
+                return None
+            return batch if at == 0 and k == len(batch) else batch.slice(at, k)
 
         def reveal(upto: int) -> None:
             """Hand ``seen`` every frame that starts at or before position ``upto``."""
@@ -243,6 +279,14 @@ class _Pool:
                     return
                 seen(unseen.popleft())
 
+        def joined() -> MatchBatch:
+            out = join_batches(pending)
+            pending.clear()
+            held[0] = held[1] = 0
+            if seen is not None:
+                reveal(int(out.end[-1]))
+            return out
+
         while True:
             # Wait only on the task that may report the least end, and only when it has no
             # batch at hand (on a tie a batch goes first): waiting on any other could wait
@@ -251,6 +295,8 @@ class _Pool:
             if heads[i] is _END:
                 break
             if heads[i] is None:
+                if pending and self.outboxes[i].empty():
+                    yield joined()  # what is merged goes out before the merge waits
                 item = self.receive(i)
                 if isinstance(item, _Failed):
                     raise item.error
@@ -260,24 +306,32 @@ class _Pool:
                         shown = _events(marks, self.read)
                         progress(shown, 0)
                 else:
-                    heads[i] = item
+                    heads[i], firsts[i] = item, 0
                 continue
-            batch = heads[i]
-            # No other task owns the events this batch ends at: every match of it ending
-            # at or before the others' least end comes first.
-            bound = min((lower(j) for j in range(self.jobs) if j != i), default=float("inf"))
-            k = len(batch) if bound == float("inf") else int(
-                np.searchsorted(batch.end, bound, side="right"))
-            if k < len(batch):
-                out, heads[i] = batch.take(np.arange(k)), batch.take(np.arange(k, len(batch)))
+            top = min(at_hand(j) for j in range(self.jobs))
+            if top >= lower(i):
+                # Every match ending at or before ``top`` is at hand: those of every task,
+                # in order of end (each end is one task's event, so no tie between tasks).
+                pieces = [piece(j, top) for j in range(self.jobs)]
+                out = join_batches([p for p in pieces if p is not None])
+                if sum(p is not None for p in pieces) > 1:
+                    out = out.take(np.argsort(out.end, kind="stable"))
             else:
-                out, heads[i] = batch, None
-            if seen is not None:
-                reveal(int(out.end[-1]))
+                # No other task owns the events this batch ends at: every match of it
+                # ending at or before the others' least end comes first.
+                bound = min((lower(j) for j in range(self.jobs) if j != i),
+                            default=float("inf"))
+                out = piece(i, bound)
+            pending.append(out)
+            held[0] += len(out)
+            held[1] += len(out.pos)
             if progress is not None:
                 shown = max(shown, _events(marks, self.read), min(self.read, int(out.end[-1]) + 1))
                 progress(shown, len(out))
-            yield out
+            if held[0] >= JOIN_MATCHES or held[1] >= BATCH_EVENTS:
+                yield joined()
+        if pending:
+            yield joined()
         if progress is not None:
             progress(self.read, 0)
 
