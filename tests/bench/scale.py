@@ -14,6 +14,9 @@ master with two one-core workers on 127.0.0.1 (``spark.standalone_cluster``, sta
 run and stopped after), each beside the trivial Spark job on the same master, whose time is
 the fixed start-up subtracted for the events/s per core after start-up (``spark_report``).
 
+The 100-key query also runs with ``-o out.parquet`` instead of ``--count`` on the local
+runners (``WRITE``): the pool's merge and the writers, the outputs compared by ``digest``.
+
 Plus the "close to the physical limit" figure: ``cer match --count`` of ``A ; B ; C WITHIN
 10 [t]`` on a CSV of the same size against a polars process that reads the CSV and counts
 the three types.
@@ -93,6 +96,21 @@ def spark_runners(data: Path, on: bool) -> Iterator[list[SparkRunner]]:
 
 
 TRIVIAL = "trivial Spark job"
+#: The row that writes its matches (``-o`` Parquet) instead of counting them: the pool's
+#: merge and the writers at work (local runners only).
+WRITE = "100 keys, -o Parquet"
+WRITE_QUERY = dict(QUERIES)["100 keys"]
+
+
+def digest(path: Path) -> str:
+    """Rows and an order-sensitive digest of a Parquet output (each row hashed with its
+    index, the hashes summed), so two runners' outputs compare without loading both."""
+    lf = pl.scan_parquet(path)
+    cols = lf.collect_schema().names()
+    rows, total = lf.select(
+        pl.len(), pl.struct(*cols, pl.int_range(pl.len()).alias("__row")).hash()
+        .mod(1 << 32).sum()).collect().row(0)
+    return f"{rows:,} rows, digest {total:x}"
 
 #: polars' side of the physical limit: read the CSV, count the three types
 POLARS_COUNT = ("import sys, polars as pl; t = pl.col('type'); "
@@ -140,7 +158,16 @@ def run(data: Path, size: int, seed: int, repeats: int, timeout: float,
                  for name, q in QUERIES for r in [*RUNNERS, *spark]]
         cells += [Cell(TRIVIAL, r, [sys.executable, "-c", spark_bench.TRIVIAL, r.master])
                   for r in spark]
+        writes = [Cell(WRITE, r, [*cer, "match", "-e", WRITE_QUERY, str(log), "-o",
+                                  str(data / f"scale_out_{i}.parquet"), *r.args])
+                  for i, r in enumerate(RUNNERS)]
+        cells += writes
         _measure(cells, repeats, timeout, spark_repeats)
+        for c in writes:  # the outputs, compared: rows and an order-sensitive digest
+            if c.error is None:
+                out = Path(c.command[c.command.index("-o") + 1])
+                c.count = digest(out)
+                out.unlink()
     csv = ensure_csv(data, size, seed)
     limit = [Cell("physical limit", Runner("cer match --count", (), 1),
                   [*cer, "match", "-e", LIMIT_QUERY, str(csv), "--count"]),
@@ -174,7 +201,9 @@ def report(cells: list[Cell], limit: list[Cell], size: int, repeats: int) -> lis
     """Markdown lines: the runners' table, the physical-limit ratio, the commands."""
     lines = [f"{size:,} events (Parquet), `cer match --count`, medians of {repeats} interleaved"
              " whole-process runs after a warm-up round. events/s per core = events / seconds /"
-             " the runner's cores; speed-up against the single core on the same query.",
+             " the runner's cores; speed-up against the single core on the same query. The"
+             f" rows `{WRITE}` write the matches instead (`-o out.parquet`); their count is the"
+             " output's rows and an order-sensitive digest, equal for equal files.",
              "", "| query | runner | seconds | events/s per core | speed-up | count | peak RSS MB |",
              "|---|---|---|---|---|---|---|"]
     one = {c.query: c for c in cells if c.runner is RUNNERS[0]}
