@@ -739,7 +739,8 @@ def _matches(compiled, log, runner, lookup, bar, open_ends):
         from cer_cli.plan import pool
 
         return pool.run_batches(compiled, log.batches(), runner.tasks, bar,
-                                None if lookup is None else lookup.add)
+                                None if lookup is None else lookup.add,
+                                None if lookup is None else lookup.written)
     from cer_cli.engine.driver import run_batches
 
     frames = log.batches() if lookup is None else lookup.tap(log.batches())
@@ -819,13 +820,13 @@ def growth_warning(compiled, count: bool, limit: int | None) -> str | None:
     return None if count or limit is not None else compiled.growth_warning
 
 
-def _lookup_bounds(compiled) -> tuple[int | None, tuple[str, float] | None]:
-    """``EventLookup.for_log``'s bounds from the plan's ``output_window``, plus the slice
-    the engine is fed."""
+def _lookup_bounds(compiled) -> tuple:
+    """``EventLookup.for_log``'s bounds from the plan's ``output_window`` (the events
+    window plus the slice the engine is fed; the time horizon; the window per key)."""
     from cer_cli.engine.driver import SLICE_ROWS
 
     w = compiled.output_window
-    return (None if w.events is None else w.events + SLICE_ROWS), w.horizon
+    return (None if w.events is None else w.events + SLICE_ROWS), w.horizon, w.per_key
 
 
 # --------------------------------------------------------------------------- cer plot

@@ -104,13 +104,26 @@ class RewriteResult:
 
 
 @dataclass(frozen=True)
+class KeyWindow:
+    """``PARTITION BY … WITHIN count EVENTS``: a match spans at most ``count`` events of its
+    partition's stream (the events of ``streams`` that have a key in every group of
+    ``partition_by``: ``engine.executor.prepare_frame``), however far apart in the log."""
+
+    count: int
+    streams: frozenset[str] | None
+    partition_by: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
 class OutputWindow:
     """What the writers keep of the log to print a match's events (``io.write.EventLookup``):
     the last ``events`` events, or those whose column ``horizon[0]`` lies within
-    ``horizon[1]`` of the newest; neither: every event."""
+    ``horizon[1]`` of the newest, or per key the last events ``per_key`` says; none of them:
+    every event."""
 
     events: int | None = None
     horizon: tuple[str, float] | None = None
+    per_key: KeyWindow | None = None
 
 
 #: ``cer match`` does not warn of exponentially many matches under ``WITHIN n EVENTS`` with
@@ -269,12 +282,16 @@ class Plan:
     @property
     def output_window(self) -> OutputWindow:
         """How much of the log the output must keep to print a match's events: the query's
-        window bounds it (positions for EVENTS without partitions, time otherwise)."""
+        window bounds it (positions for EVENTS without partitions, each key's last events
+        with them, time otherwise)."""
         w = self.query.within
         if self.query.trailing is not None:
             return OutputWindow()  # a match is reported any time after its window
         if isinstance(w, ast.EventsWindow) and not self.query.partition_by:
             return OutputWindow(events=w.count)
+        if isinstance(w, ast.EventsWindow):
+            streams = None if self.query.streams is None else frozenset(self.query.streams)
+            return OutputWindow(per_key=KeyWindow(w.count, streams, self.partition_by))
         if isinstance(w, ast.DurationWindow):
             return OutputWindow(horizon=(TIME, w.nanoseconds))
         if isinstance(w, ast.AttributeWindow):

@@ -39,6 +39,7 @@ import polars as pl
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.engine.driver import COUNT_SLICE_ROWS, SLICE_ROWS, Driver, Progress
 from cer_cli.engine.executor import prepare_frame, window_bound
+from cer_cli.engine.kernel_state import OUT_CAP
 from cer_cli.events import BATCH_EVENTS, POS, MatchBatch, join_batches
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
@@ -63,9 +64,11 @@ OUTBOX = 8
 #: Events per frame the feeder deals when given one whole frame (``_consecutive``): the
 #: command line's batches are this size too.
 FRAME_ROWS = 262_144
-#: Matches the merge joins into one batch at most (and at most ``events.BATCH_EVENTS``
-#: events): a writer's cost per batch is then paid per tens of thousands of matches.
-JOIN_MATCHES = 65_536
+#: Matches the merge joins into one batch before it yields it (or ``events.BATCH_EVENTS``
+#: events): the size of the single core's batches (the kernel's ``OUT_CAP``), so a writer's
+#: cost per batch is paid per thousands of matches and its memory is one core's (JSONL
+#: batches of 65,536 matches peaked at 2.2x the RSS of the single core's 16,384).
+JOIN_MATCHES = OUT_CAP
 #: Seconds a thread waits on a queue before looking whether the run was called off.
 POLL = 0.05
 #: Seconds the caller waits, in all, for the threads to go once the run is called off.
@@ -74,13 +77,16 @@ STOP_WAIT = 0.05
 
 def run_batches(plan: Plan, frames: pl.DataFrame | Iterable[pl.DataFrame], jobs: int,
                 progress: Progress | None = None,
-                seen: Callable[[pl.DataFrame], None] | None = None) -> Iterator[MatchBatch]:
+                seen: Callable[[pl.DataFrame], None] | None = None,
+                written: Callable[[int], None] | None = None) -> Iterator[MatchBatch]:
     """Every match of the frames, in the single core's order (``engine.driver.run_batches``),
     found by ``jobs`` tasks as the plan's fan-out says. ``seen(frame)`` is called, in the
     caller's thread, with each frame of the log before the first match that may reach into
-    it (the writers' event lookup: frames are read ahead of the matches)."""
+    it (the writers' event lookup: frames are read ahead of the matches), and
+    ``written(position)`` before each batch: every match still to come ends there or later
+    (``EventLookup.written``)."""
     pool = _Pool(plan, jobs, count=False)
-    return pool.merged(frames, progress, seen)
+    return pool.merged(frames, progress, seen, written)
 
 
 def run_count(plan: Plan, frames: pl.DataFrame | Iterable[pl.DataFrame], jobs: int,
@@ -210,16 +216,17 @@ class _Pool:
             self.stop()
 
     def merged(self, frames, progress: Progress | None,
-               seen: Callable[[pl.DataFrame], None] | None) -> Iterator[MatchBatch]:
+               seen: Callable[[pl.DataFrame], None] | None,
+               written: Callable[[int], None] | None = None) -> Iterator[MatchBatch]:
         if seen is not None:
             self.frames = queue.SimpleQueue()
         self.start(frames)
         try:
-            yield from self._merge(progress, seen)
+            yield from self._merge(progress, seen, written)
         finally:
             self.stop()
 
-    def _merge(self, progress, seen) -> Iterator[MatchBatch]:
+    def _merge(self, progress, seen, written) -> Iterator[MatchBatch]:
         heads: list = [None] * self.jobs  # per task, the batch at hand (or _END)
         firsts: list = [0] * self.jobs  # ... and its first match not merged yet
         marks: list = [-1] * self.jobs
@@ -283,6 +290,8 @@ class _Pool:
             out = join_batches(pending)
             pending.clear()
             held[0] = held[1] = 0
+            if written is not None:  # every match still to come ends here or later
+                written(int(out.end[0]))
             if seen is not None:
                 reveal(int(out.end[-1]))
             return out
