@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from cer_cli.io.read import EventLog
 
 
-_KEY = "__cer_lookup_key"  # a frame's PARTITION BY keys (``per_key``), one column per group
 _LOC = "__cer_lookup_loc"  # an event's index in its key's stream
 _N = "__cer_lookup_n"  # events per key
 
@@ -71,7 +70,7 @@ class EventLookup:
     horizon: tuple[str, float] | None = None
     dtypes: dict[str, pl.DataType] = field(default_factory=dict)
     n_seen: int = 0
-    per_key: Any = None  # plan.KeyWindow
+    per_key: Any = None  # plan.KeyWindow: ``count`` and ``keyed(frame)``
     _frames: deque = field(default_factory=deque, repr=False)
     #: ``per_key``: per kept frame (by its first position) its events' keys and indices in
     #: their key's stream (``_LOC``), and the events per key before it; the events per key
@@ -142,18 +141,12 @@ class EventLookup:
     # ------------------------------------------------------------------ per key
 
     def _key_locs(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-        """The frame's events in partitions (position, key, index in the key's stream) and
-        the events per key up to its end (as the executors key them: ``prepare_frame``)."""
-        from cer_cli.engine.executor import prepare_frame
-
-        w = self.per_key
-        keys = [f"{_KEY}{i}" for i in range(len(w.partition_by))]
-        need = {POS, STREAM, *(a for group in w.partition_by for a in group)}
-        prepared, _ = prepare_frame(frame.select(c for c in frame.columns if c in need),
-                                    w.streams, w.partition_by, None, float("-inf"), _KEY,
-                                    _KEY + "t")
-        own = prepared.select(POS, *keys).with_columns(
-            pl.int_range(pl.len(), dtype=pl.Int64).over(keys).alias(_LOC))
+        """The frame's events in partitions (position, key, index in the key's stream:
+        ``KeyWindow.keyed``, as the executors key them) and the events per key up to its
+        end."""
+        own = self.per_key.keyed(frame)
+        keys = [c for c in own.columns if c != POS]
+        own = own.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(keys).alias(_LOC))
         if not own.height:
             return own, self._counts
         if self._counts is not None:
@@ -173,7 +166,7 @@ class EventLookup:
         i = bisect.bisect_right(bases, self._mark) - 1
         if i <= 0:
             return
-        keys = [f"{_KEY}{j}" for j in range(len(self.per_key.partition_by))]
+        keys = [c for c in self._locs[bases[i]].columns if c not in (POS, _LOC)]
         at = self._locs[bases[i]].filter(pl.col(POS) < self._mark)
         counts = at.group_by(keys).agg((pl.col(_LOC).max() + 1).alias(_N))
         if self._before[bases[i]] is not None:

@@ -38,9 +38,10 @@ from cer_cli.compiler.construct import compile_formula
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.compiler.rewrite import PassResult, rewrite
 from cer_cli.engine.driver import run_matches
+from cer_cli.engine.executor import prepare_frame
 from cer_cli.engine.post_filter import PostFilter
 from cer_cli.engine.run import Engine
-from cer_cli.events import TIME, Match, Schema
+from cer_cli.events import POS, STREAM, TIME, Match, Schema
 from cer_cli.plan.correlation import (
     Correlation,
     Method,
@@ -112,6 +113,16 @@ class KeyWindow:
     count: int
     streams: frozenset[str] | None
     partition_by: tuple[tuple[str, ...], ...]
+
+    def keyed(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The frame's events that are in a partition: their position and one key column
+        per group (``__cer_key_0`` …), as the executors key them."""
+        keys = "__cer_key_"
+        need = {POS, STREAM, *(a for group in self.partition_by for a in group)}
+        prepared, _ = prepare_frame(frame.select(c for c in frame.columns if c in need),
+                                    self.streams, self.partition_by, None, float("-inf"),
+                                    keys, keys + "t")
+        return prepared.select(POS, *(f"{keys}{i}" for i in range(len(self.partition_by))))
 
 
 @dataclass(frozen=True)
