@@ -573,18 +573,20 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
         lookup = None
         if not by_partition(keys):
             log = read_events(logs, type_column=options["type_column"],
-                              times=options["times"])
-            lookup = EventLookup.for_log(log)
-            lookup.add(log.frame())
+                              times=options["times"], batch_size=BATCH_ROWS)
+            lookup = EventLookup.for_log(log, *_lookup_bounds(compiled))
+            matches = lookup.follow(log.batches(), matches)
         write_counts(ordered(count_values(matches, lookup, keys)), keys, fmt,
                      console=_table_console(fmt))
         return
     if count:
         click.echo(sum(1 for _ in matches))
         return
-    log = read_events(logs, type_column=options["type_column"], times=options["times"])
-    lookup = EventLookup.for_log(log)
-    lookup.add(log.frame())
+    # the log read here too, in batches, each as the matches (in order of end) reach it
+    log = read_events(logs, type_column=options["type_column"], times=options["times"],
+                      batch_size=BATCH_ROWS)
+    lookup = EventLookup.for_log(log, *_lookup_bounds(compiled))
+    matches = lookup.follow(log.batches(), matches)
     write_matches(matches, lookup, fmt, output, console=_table_console(fmt),
                   partition_names=[g[0] for g in compiled.query.partition_by],
                   shape=shape, variables=_wide_variables(compiled, shape))

@@ -375,3 +375,43 @@ def test_a_partitioned_output_run_keeps_memory_flat_as_the_log_grows(tmp_path):
         assert out.stat().st_size > 0
     a, b = peaks
     assert b < a + 40, f"peak RSS {a} MB at 20,000 events, {b} MB at 180,000"
+
+
+@pytest.mark.parametrize("query, window", [
+    ("A ; B PARTITION BY [k] WITHIN 2 EVENTS", None),
+    ("A ; B+ WITHIN 3 EVENTS", 3),
+    ("A ; B WITHIN 4 [ts]", None),
+])
+@pytest.mark.parametrize("as_objects", [True, False])
+def test_the_lookup_follows_matches_found_elsewhere(tmp_path, query, window, as_objects):
+    """``EventLookup.follow`` (``--spark`` printing: Spark finds the matches, the driver
+    reads the log only to print their events): fed the log in frames of 5 as far as the
+    matches reach, it finds every event of every match, given as ``Match`` objects or as
+    batches, and holds a few frames, not the log."""
+    from cer_cli.api import compile_query
+    from cer_cli.cli import _lookup_bounds
+    from cer_cli.events import POS, TYPE, as_matches
+    from cer_cli.io.lookup import EventLookup, gather
+
+    rng = np.random.default_rng(5)
+    n = 400
+    types = np.where(rng.random(n) < 0.05, "B", np.array(list("ACD"))[rng.integers(0, 3, n)])
+    log = _keyed_log(tmp_path / "log.csv", list(np.array(list("xxyz"))[rng.integers(0, 4, n)]),
+                     list(types))
+    whole = read_events([str(log)])
+    compiled = compile_query(query, schema=whole.schema)
+    everything = EventLookup.for_log(whole)
+    everything.add(whole.frame())
+    found = list(driver.run_batches(compiled.executor(), whole.frame()))
+    matches = list(as_matches(found)) if as_objects else found
+    events = read_events([str(log)], batch_size=5)
+    bounds = _lookup_bounds(compiled)
+    lookup = EventLookup.for_log(events, window, *bounds[1:])
+    seen = held = 0
+    for batch in lookup.follow(events.batches(), matches):
+        cols = [POS, TYPE, "k"]
+        assert gather(lookup, batch.pos, cols).equals(gather(everything, batch.pos, cols))
+        seen += len(batch)
+        held = max(held, sum(f.height for _, f in lookup._frames))
+    assert seen == sum(len(b) for b in found) > 10
+    assert held <= 15, held

@@ -887,13 +887,26 @@ def test_the_zip_is_shipped_unless_the_executors_have_these_sources():
 # --------------------------------------------------------------------------- command line
 
 
-def test_cli_spark_prints_what_local_mode_prints(spark):
-    args = [str(ROOT / "queries" / "core_q2.cel"), str(ROOT / "samples" / "stocks.csv")]
+@pytest.mark.parametrize("query", [
+    (str(ROOT / "queries" / "core_q2.cel"),),
+    ("-e", "SELECT * WHERE BUY AS b ; SELL+ AS s PARTITION BY [name] WITHIN 3 EVENTS")])
+def test_cli_spark_prints_what_local_mode_prints(spark, monkeypatch, query):
+    """Printed from Spark's matches, the driver reads the log in frames (here of 50 events)
+    as far as the matches reach (``EventLookup.follow``), not the whole log at once."""
+    import cer_cli.cli as cli_module
+    from cer_cli.io.lookup import EventLookup
+
+    monkeypatch.setattr(cli_module, "BATCH_ROWS", 50)
+    args = [*query, str(ROOT / "samples" / "stocks.csv")]
     local = _cli("match", *args, "--format", "jsonl")
+    added = []
+    real = EventLookup.add
+    monkeypatch.setattr(EventLookup, "add", lambda self, f: (added.append(f.height), real(self, f)))
     on_spark = _cli("match", *args, "--format", "jsonl", "--spark", "--master", "local[2]",
                     "--spark-conf", "spark.sql.shuffle.partitions=4")
     assert local.exit_code == on_spark.exit_code == 0, on_spark.output
     assert on_spark.stdout == local.stdout and local.stdout
+    assert len(added) > 1 and max(added) <= 50, added
     count = _cli("match", *args, "--count", "--spark", "--master", "local[2]")
     assert int(count.stdout) == len(local.stdout.splitlines())
 

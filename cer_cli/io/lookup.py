@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, MatchBatch
+from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, MatchBatch, as_batches
 from cer_cli.io.contract import TIME_UNIT, LogError
 
 if TYPE_CHECKING:
     from cer_cli.io.read import EventLog
 
 
+#: Matches ``EventLookup.follow`` packs into one batch (the engine's batches are as large).
+FOLLOW_MATCHES = 16_384
 _LOC = "__cer_lookup_loc"  # an event's index in its key's stream
 _N = "__cer_lookup_n"  # events per key
 
@@ -131,6 +133,33 @@ class EventLookup:
                 self.written(frame[POS][0])
             self.add(frame)
             yield frame
+
+    def follow(self, frames: Iterable[pl.DataFrame], matches: Iterable) -> Iterator[MatchBatch]:
+        """``matches`` (``Match`` or ``MatchBatch``, in order of end) found elsewhere — by
+        Spark, from its own read of the log — with this lookup fed ``frames`` (the same log,
+        read here in batches) as far as each match reaches, and no further: the writers
+        then hold what the window says, not the whole log."""
+        import numpy as np
+
+        frames = iter(frames)
+        # Packed here (a writer that packed ``Match`` objects itself would hold some while
+        # the frames added meanwhile drop what they reach), and each batch cut where the
+        # next frame is needed: a frame is added once the matches before it are written,
+        # as the engine's driver reads its next frame (``tap``).
+        for batch in as_batches(matches, FOLLOW_MATCHES):
+            at = 0
+            while at < len(batch):
+                k = int(np.searchsorted(batch.end, self.n_seen, side="left"))
+                if k > at:  # these end in the frames added so far
+                    yield batch if at == 0 and k == len(batch) else batch.slice(at, k)
+                    at = k
+                    continue
+                self.written(int(batch.end[at]))
+                frame = next(frames, None)
+                if frame is None:  # positions never read: the writers' lookup says so
+                    yield batch.slice(at, len(batch))
+                    break
+                self.add(frame)
 
     def written(self, position: int) -> None:
         """Every match still to come ends at ``position`` or after (matches come in order
