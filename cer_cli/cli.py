@@ -735,14 +735,13 @@ def _run_count_by(compiled, log, by, fmt, limit, progress, open_ends=False,
 
 def _matches(compiled, log, runner, lookup, bar, open_ends):
     """Every match of the log in order: by one driver (the lookup taps the frames it
-    reads), or by the local pool, which reads ahead and so hands the lookup each frame
-    when a match may reach into it."""
+    reads), or by the local pool, which reads ahead, its matches then following the frames
+    into the lookup (``EventLookup.follow``)."""
     if runner.pool:
         from cer_cli.plan import pool
 
         return pool.run_batches(compiled, log.batches(), runner.tasks, bar,
-                                None if lookup is None else lookup.add,
-                                None if lookup is None else lookup.written)
+                                None if lookup is None else lookup.follow)
     from cer_cli.engine.driver import run_batches
 
     frames = log.batches() if lookup is None else lookup.tap(log.batches())

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import polars as pl
@@ -299,18 +300,22 @@ def _keyed_log(path: Path, keys: list[str], types: list[str]) -> Path:
 
 
 @given(data=st.data(), n=st.integers(1, 4), rows=st.sampled_from([1, 3, 7]),
+       join=st.sampled_from([1, 10_000]),
        query=st.sampled_from(["A AS a ; B AS b PARTITION BY [k] WITHIN {n} EVENTS",
                               "A ; B+ ; C PARTITION BY [k] WITHIN {n} EVENTS",
-                              "SELECT b WHERE A AS a ; B AS b PARTITION BY [k] WITHIN {n} EVENTS"]))
+                              "SELECT b WHERE A AS a ; B AS b PARTITION BY [k] WITHIN {n} EVENTS",
+                              "A ; B+ WITHIN {n} EVENTS"]))
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_the_lookup_keeps_each_keys_last_events_and_finds_every_matchs(tmp_path_factory, data,
-                                                                       n, rows, query):
+                                                                       n, rows, join, query):
     """``PARTITION BY … WITHIN n EVENTS``: the writers' lookup (``per_key``) drops the frames
     before the matches still to come and keeps only each key's last events of them. Every
     event of every match is still found (as a lookup of the whole log finds it), by one
     driver and by the pool, and what the lookup holds stays within the frames at hand plus
-    n + 2 events per key, however rare a key (here ``z``) and however long the log."""
+    n + 2 events per key, however rare a key (here ``z``) and however long the log. The same
+    for ``WITHIN n EVENTS`` alone (the last n events and the slice run), also when the pool
+    joins matches of many frames into one batch (``join``): ``EventLookup.follow`` cuts it."""
     from cer_cli.api import compile_query
     from cer_cli.cli import _lookup_bounds
     from cer_cli.io.lookup import EventLookup
@@ -327,18 +332,24 @@ def test_the_lookup_keeps_each_keys_last_events_and_finds_every_matchs(tmp_path_
         everything.add(frame)
     for jobs in (1, 2):
         events = read_events([str(log)], batch_size=rows)
-        lookup = EventLookup.for_log(events, *_lookup_bounds(compiled))
-        assert lookup.per_key is not None
-        with small_pieces(rows):  # each batch is looked up as it comes, as writers do
+        window, horizon, per_key = _lookup_bounds(compiled)
+        assert (per_key is None) == ("PARTITION" not in query)
+        if per_key is None:  # the events window plus the slice the engine runs (here: rows)
+            window = n + rows
+        lookup = EventLookup.for_log(events, window, horizon, per_key)
+        with small_pieces(rows), mock.patch.object(pool, "JOIN_MATCHES", join):
+            # each batch is looked up as it comes, as writers do
             if jobs == 1:
                 batches = driver.run_batches(compiled.executor(), lookup.tap(events.batches()))
             else:
-                batches = pool.run_batches(compiled, events.batches(), 2, None, lookup.add,
-                                           lookup.written)
-            _look_up(batches, lookup, everything, jobs, rows, n)
+                batches = pool.run_batches(compiled, events.batches(), 2, None, lookup.follow)
+            # with one driver: the frame being run and the one before it, or as many as the
+            # events window needs besides
+            _look_up(batches, lookup, everything, 2 * rows + (window or 0) if jobs == 1 else None,
+                     3 * (n + 2))
 
 
-def _look_up(batches, lookup, everything, jobs: int, rows: int, n: int) -> None:
+def _look_up(batches, lookup, everything, held_at_most: int | None, pinned_at_most: int) -> None:
     from cer_cli.events import POS, TIME, TYPE
     from cer_cli.io.lookup import gather
 
@@ -350,8 +361,8 @@ def _look_up(batches, lookup, everything, jobs: int, rows: int, n: int) -> None:
             assert lookup.time_of(p) == everything.time_of(p)
         held = sum(f.height for _, f in lookup._frames)
         pinned = 0 if lookup._pinned is None else lookup._pinned.height
-        if jobs == 1:  # the frame being run, and the one before it at most
-            assert held <= 2 * rows and pinned <= 3 * (n + 2), (held, pinned)
+        if held_at_most is not None:
+            assert held <= held_at_most and pinned <= pinned_at_most, (held, pinned)
 
 
 def test_a_partitioned_output_run_keeps_memory_flat_as_the_log_grows(tmp_path):

@@ -135,10 +135,10 @@ class EventLookup:
             yield frame
 
     def follow(self, frames: Iterable[pl.DataFrame], matches: Iterable) -> Iterator[MatchBatch]:
-        """``matches`` (``Match`` or ``MatchBatch``, in order of end) found elsewhere — by
-        Spark, from its own read of the log — with this lookup fed ``frames`` (the same log,
-        read here in batches) as far as each match reaches, and no further: the writers
-        then hold what the window says, not the whole log."""
+        """``matches`` (``Match`` or ``MatchBatch``, in order of end) found apart from the
+        frames — by the local pool's tasks, or by Spark from its own read of the log — with
+        this lookup fed ``frames`` (the log's, in order) as far as each match reaches, and no
+        further: the writers then hold what the window says, not the whole log."""
         import numpy as np
 
         frames = iter(frames)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -77,16 +76,15 @@ STOP_WAIT = 0.05
 
 def run_batches(plan: Plan, frames: pl.DataFrame | Iterable[pl.DataFrame], jobs: int,
                 progress: Progress | None = None,
-                seen: Callable[[pl.DataFrame], None] | None = None,
-                written: Callable[[int], None] | None = None) -> Iterator[MatchBatch]:
+                follow: Callable[[Iterable[pl.DataFrame], Iterator[MatchBatch]],
+                                 Iterator[MatchBatch]] | None = None) -> Iterator[MatchBatch]:
     """Every match of the frames, in the single core's order (``engine.driver.run_batches``),
-    found by ``jobs`` tasks as the plan's fan-out says. ``seen(frame)`` is called, in the
-    caller's thread, with each frame of the log before the first match that may reach into
-    it (the writers' event lookup: frames are read ahead of the matches), and
-    ``written(position)`` before each batch: every match still to come ends there or later
-    (``EventLookup.written``)."""
+    found by ``jobs`` tasks as the plan's fan-out says. With ``follow`` (the writers' event
+    lookup, ``EventLookup.follow``) the batches pass through ``follow(frames read, batches)``
+    in the caller's thread: the lookup takes each frame the feeder read once a match reaches
+    it (frames are read ahead of the matches)."""
     pool = _Pool(plan, jobs, count=False)
-    return pool.merged(frames, progress, seen, written)
+    return pool.merged(frames, progress, follow)
 
 
 def run_count(plan: Plan, frames: pl.DataFrame | Iterable[pl.DataFrame], jobs: int,
@@ -131,7 +129,7 @@ class _Pool:
         self.count = count
         self.slice_rows = COUNT_SLICE_ROWS if count else SLICE_ROWS
         self.cancel = threading.Event()
-        self.frames: queue.SimpleQueue | None = None  # frames read, for ``seen``
+        self.frames: queue.SimpleQueue | None = None  # frames read, for ``follow``
         self.inboxes = [queue.Queue(INBOX) for _ in range(jobs)]
         # counting needs no order: one box for every task's counts
         shared = queue.Queue(OUTBOX * jobs) if count else None
@@ -215,22 +213,26 @@ class _Pool:
         finally:
             self.stop()
 
-    def merged(self, frames, progress: Progress | None,
-               seen: Callable[[pl.DataFrame], None] | None,
-               written: Callable[[int], None] | None = None) -> Iterator[MatchBatch]:
-        if seen is not None:
+    def merged(self, frames, progress: Progress | None, follow=None) -> Iterator[MatchBatch]:
+        if follow is not None:
             self.frames = queue.SimpleQueue()
         self.start(frames)
         try:
-            yield from self._merge(progress, seen, written)
+            batches = self._merge(progress)
+            yield from batches if follow is None else follow(self._read(), batches)
         finally:
             self.stop()
 
-    def _merge(self, progress, seen, written) -> Iterator[MatchBatch]:
+    def _read(self) -> Iterator[pl.DataFrame]:
+        """The frames the feeder read, in order. The feeder queues a frame before it deals
+        its events, so the frame a match reaches is always there already."""
+        while (frame := self.take(self.frames)) is not _END:
+            yield frame
+
+    def _merge(self, progress) -> Iterator[MatchBatch]:
         heads: list = [None] * self.jobs  # per task, the batch at hand (or _END)
         firsts: list = [0] * self.jobs  # ... and its first match not merged yet
         marks: list = [-1] * self.jobs
-        unseen: deque = deque()  # frames read but not yet handed to ``seen``
         shown = 0  # events the progress bar shows: never back
         # The pieces merged but not yet yielded. The tasks' matches interleave by end, with
         # many keys at every few events: yielded piece by piece, a writer met batches of a
@@ -274,26 +276,10 @@ class _Pool:
                 return None
             return batch if at == 0 and k == len(batch) else batch.slice(at, k)
 
-        def reveal(upto: int) -> None:
-            """Hand ``seen`` every frame that starts at or before position ``upto``."""
-            while True:
-                if not unseen:
-                    try:
-                        unseen.append(self.frames.get_nowait())
-                    except queue.Empty:
-                        return
-                if unseen[0][POS][0] > upto:
-                    return
-                seen(unseen.popleft())
-
         def joined() -> MatchBatch:
             out = join_batches(pending)
             pending.clear()
             held[0] = held[1] = 0
-            if written is not None:  # every match still to come ends here or later
-                written(int(out.end[0]))
-            if seen is not None:
-                reveal(int(out.end[-1]))
             return out
 
         while True:
@@ -472,6 +458,8 @@ class _Feeder:
                     self.deal_ranges(prepared, final=False)
             if pool.plan.fanout.kind == RANGES:
                 self.deal_ranges(None, final=True)
+            if pool.frames is not None:
+                pool.frames.put(_END)
             for box in pool.inboxes:
                 pool.put(box, _END)
         except _Cancelled:
