@@ -196,7 +196,7 @@ def join_batches(batches) -> MatchBatch:
                 part[n] = lut[part[n]]
         partitions = {i: key for key, i in ids.items()}
     sizes = np.cumsum([0] + [len(b.pos) for b in batches[:-1]])
-    off = np.concatenate([np.asarray(batches[0].off[:1]) - batches[0].off[0]]
+    off = np.concatenate([np.zeros(1, np.int64)]
                          + [b.off[1:] - b.off[0] + n for b, n in zip(batches, sizes, strict=True)])
     local = (None, None)
     if all(b.start_local is not None for b in batches):
