@@ -823,11 +823,12 @@ def growth_warning(compiled, count: bool, limit: int | None) -> str | None:
 
 def _lookup_bounds(compiled) -> tuple:
     """``EventLookup.for_log``'s bounds from the plan's ``output_window`` (the events
-    window plus the slice the engine is fed; the time horizon; the window per key)."""
+    window plus the slice the engine is fed; the time horizon; the window per key; whether
+    the horizon lags a frame)."""
     from cer_cli.engine.driver import SLICE_ROWS
 
     w = compiled.output_window
-    return (None if w.events is None else w.events + SLICE_ROWS), w.horizon, w.per_key
+    return (None if w.events is None else w.events + SLICE_ROWS), w.horizon, w.per_key, w.lagged
 
 
 # --------------------------------------------------------------------------- cer plot

@@ -273,13 +273,20 @@ def test_progress_bar_advances_during_one_slices_enumeration(tmp_path, monkeypat
      (2, frozenset("ST"), (("id", "j"),))),
     ("A ; B WITHIN 2 seconds", None, ("__cer_time", 2_000_000_000), None),
     ("A ; B WITHIN 3 [v]", None, ("v", 3), None),
-    ("A ; !B WITHIN 5 EVENTS", None, None, None),  # reported any time after its window
+    ("SELECT * FROM S WHERE A ; B WITHIN 2 EVENTS", None, None, (2, frozenset("S"), ())),
+    # a trailing absence reports its match at the first event past the deadline: one more
+    # event back, or the time window back from the event before the newest frame
+    ("A ; !B WITHIN 5 EVENTS", 6, None, None),
+    ("A ; !B PARTITION BY [id] WITHIN 5 EVENTS", None, None, (6, None, (("id",),))),
+    ("A ; !B WITHIN 2 seconds", None, ("__cer_time", 2_000_000_000), None),
+    ("A ; !B PARTITION BY [id] WITHIN 2 seconds", None, None, None),  # a rare key: anywhere
+    ("SELECT * FROM S WHERE A ; !B WITHIN 2 seconds", None, None, None),
     ("A ; B", None, None, None),
 ])
 def test_the_plan_says_how_much_of_the_log_the_output_keeps(query, events, horizon, per_key):
     """``Plan.output_window``: the writers' lookup keeps what the window bounds (with
-    PARTITION BY, an EVENTS window counts each key's events), and every event when nothing
-    does."""
+    PARTITION BY or FROM, an EVENTS window counts the events of a key, or of the streams),
+    and every event when nothing does."""
     from cer_cli.api import compile_query
     from cer_cli.events import TIME
 
@@ -289,6 +296,7 @@ def test_the_plan_says_how_much_of_the_log_the_output_keeps(query, events, horiz
     assert (None if got is None else (got.count, got.streams, got.partition_by)) == per_key
     assert window.horizon == (None if horizon is None else
                               (TIME if horizon[0] == "__cer_time" else horizon[0], horizon[1]))
+    assert window.lagged == ("!" in query and horizon is not None)
 
 
 # --------------------------------------------------------------------------- lookup per key
@@ -332,7 +340,7 @@ def test_the_lookup_keeps_each_keys_last_events_and_finds_every_matchs(tmp_path_
         everything.add(frame)
     for jobs in (1, 2):
         events = read_events([str(log)], batch_size=rows)
-        window, horizon, per_key = _lookup_bounds(compiled)
+        window, horizon, per_key, _ = _lookup_bounds(compiled)
         assert (per_key is None) == ("PARTITION" not in query)
         if per_key is None:  # the events window plus the slice the engine runs (here: rows)
             window = n + rows
@@ -347,6 +355,89 @@ def test_the_lookup_keeps_each_keys_last_events_and_finds_every_matchs(tmp_path_
             # events window needs besides
             _look_up(batches, lookup, everything, 2 * rows + (window or 0) if jobs == 1 else None,
                      3 * (n + 2))
+
+
+@given(data=st.data(), n=st.integers(1, 4), rows=st.sampled_from([1, 3, 7]),
+       query=st.sampled_from(["A ; B ; !C WITHIN {n} EVENTS",
+                              "A AS a ; !C PARTITION BY [k] WITHIN {n} EVENTS",
+                              "A ; B+ ; !(C AS c FILTER c.k = 'z') WITHIN {n} [ts]",
+                              "SELECT * FROM S WHERE A ; B+ WITHIN {n} EVENTS",
+                              "SELECT * FROM S WHERE A ; !C WITHIN {n} EVENTS"]))
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_the_lookup_finds_trailing_absences_and_streams_matches(tmp_path_factory, data, n, rows,
+                                                                query):
+    """A trailing absence's match ends at the first event past its deadline, however long
+    after its window (time with gaps here), and ``FROM S`` counts only S's events in a
+    window: the writers' lookup still finds every event of every match as a lookup of the
+    whole log finds it, by one driver and by the pool, and one driver's holds a few frames
+    for the EVENTS windows (the time window's frames follow the gaps)."""
+    from cer_cli.api import compile_query
+    from cer_cli.cli import _lookup_bounds
+    from cer_cli.io.lookup import EventLookup
+    from cer_cli.plan import pool
+
+    size = data.draw(st.integers(1, 90))
+    draw = lambda values: data.draw(st.lists(st.sampled_from(values), min_size=size,  # noqa: E731
+                                              max_size=size))
+    gaps = data.draw(st.lists(st.sampled_from([0, 1, 1, 2, 9]), min_size=size, max_size=size))
+    log = pl.DataFrame({"type": draw("ABCD"), "k": draw("xxxyyz"), "ts": np.cumsum(gaps),
+                        "s": draw("SST")})
+    where = tmp_path_factory.mktemp("s")
+    paths = []
+    for name in "ST":
+        paths.append(str(where / f"{name}.csv"))
+        log.filter(pl.col("s") == name).drop("s").write_csv(paths[-1])
+    whole = read_events(paths, batch_size=None)
+    compiled = compile_query(query.format(n=n), schema=whole.schema)
+    everything = EventLookup.for_log(whole)
+    for frame in whole.batches():
+        everything.add(frame)
+    from cer_cli.plan.fanout import PARTITION, RANGES
+
+    widest = max(f.height for f in read_events(paths, batch_size=rows).batches())
+    for jobs in (1, 2) if compiled.fanout.kind in (PARTITION, RANGES) else (1,):
+        events = read_events(paths, batch_size=rows)
+        window, horizon, per_key, lagged = _lookup_bounds(compiled)
+        assert lagged == (horizon is not None)
+        if window is not None:  # the events window plus the slice the engine runs (here: rows)
+            window = window - driver.SLICE_ROWS + rows
+        lookup = EventLookup.for_log(events, window, horizon, per_key, lagged)
+        with small_pieces(rows):
+            if jobs == 1:
+                batches = driver.run_batches(compiled.executor(), lookup.tap(events.batches()))
+            else:
+                batches = pool.run_batches(compiled, events.batches(), 2, None, lookup.follow)
+            bounded = jobs == 1 and horizon is None  # frames of both logs: up to 2 × rows
+            _look_up(batches, lookup, everything, 2 * widest + (window or 0) if bounded else None,
+                     3 * (n + 3))
+
+
+def test_a_trailing_absences_match_after_a_gap_in_time_is_written(tmp_path):
+    """``A ; !B WITHIN 5 [ts]``: an A at 0, then nothing until 100, which reports it (the
+    first event past its deadline). In frames of one event the lookup must keep the A
+    across the gap (its horizon counts back from the event before the newest frame, not
+    from the newest frame), and still drops what no match can reach."""
+    pl.DataFrame({"type": ["C", "A", "C", "C", "C", "C"], "ts": [0, 0, 100, 101, 102, 103]}
+                 ).write_csv(tmp_path / "log.csv")
+    for args in ([], ["--jobs", "2"]):
+        out = CliRunner().invoke(cli, ["match", "-e", "A ; !B WITHIN 5 [ts]",
+                                       str(tmp_path / "log.csv"), "--format", "jsonl", *args])
+        assert out.exit_code == 0, out.output
+        assert [json.loads(line)["end"] for line in out.output.splitlines()] == [2]
+    from cer_cli.api import compile_query
+    from cer_cli.cli import _lookup_bounds
+    from cer_cli.io.lookup import EventLookup
+
+    log = read_events([str(tmp_path / "log.csv")], batch_size=1)
+    compiled = compile_query("A ; !B WITHIN 5 [ts]", schema=log.schema)
+    lookup = EventLookup.for_log(log, *_lookup_bounds(compiled))
+    ends = []
+    for batch in driver.run_batches(compiled.executor(), lookup.tap(log.batches())):
+        ends += batch.end.tolist()
+        assert lookup.get(1).type == "A"
+    assert ends == [2]
+    assert lookup._frames[0][0] == 2  # the events at 0 left once 101 and 102 came
 
 
 def _look_up(batches, lookup, everything, held_at_most: int | None, pinned_at_most: int) -> None:
@@ -365,11 +456,14 @@ def _look_up(batches, lookup, everything, held_at_most: int | None, pinned_at_mo
             assert held <= held_at_most and pinned <= pinned_at_most, (held, pinned)
 
 
-def test_a_partitioned_output_run_keeps_memory_flat_as_the_log_grows(tmp_path):
-    """``-o`` of ``PARTITION BY [k] WITHIN 2 EVENTS`` over a log read in batches of 2,000
-    events with a 600-byte text per event: the lookup used to keep every frame for a
-    partitioned EVENTS window (10M events, 100 keys: 1.3 GB), now each key's last events.
-    Peak RSS at 20,000 and 180,000 events: the same, where the frames alone are ~100 MB."""
+@pytest.mark.parametrize("query", ["A ; B PARTITION BY [k] WITHIN 2 EVENTS",
+                                   "A ; !B WITHIN 20 [ts]"])
+def test_an_output_run_keeps_memory_flat_as_the_log_grows(tmp_path, query):
+    """``-o`` over a log read in batches of 2,000 events with a 600-byte text per event:
+    the lookup used to keep every frame for a partitioned EVENTS window (10M events, 100
+    keys: 1.3 GB), now each key's last events; and for a trailing absence (whose match is
+    reported after its window), now the window before the latest event read. Peak RSS at
+    20,000 and 180,000 events: the same, where the frames alone are ~100 MB."""
     code = ("import sys; from cer_cli.io import read; read.READ_ONCE_BYTES = 0;"
             " import cer_cli.cli as c; c.BATCH_ROWS = 2000; sys.argv[0] = 'cer'; c.main()")
     rng = np.random.default_rng(3)
@@ -381,8 +475,7 @@ def test_a_partitioned_output_run_keeps_memory_flat_as_the_log_grows(tmp_path):
                       "text": [f"{i:0600d}" for i in range(size)]}).write_parquet(
             log, row_group_size=2000)  # the reader holds a row group
         out = tmp_path / f"out{size}.jsonl"
-        peaks.append(peak_mb(code, "match", "-e", "A ; B PARTITION BY [k] WITHIN 2 EVENTS",
-                             str(log), "-o", str(out), "--jobs", "1"))
+        peaks.append(peak_mb(code, "match", "-e", query, str(log), "-o", str(out), "--jobs", "1"))
         assert out.stat().st_size > 0
     a, b = peaks
     assert b < a + 40, f"peak RSS {a} MB at 20,000 events, {b} MB at 180,000"

@@ -51,7 +51,10 @@ class EventLookup:
     least the query's event window (``WITHIN n EVENTS``) is always enough. For a time window,
     ``horizon=(column, bound)`` drops frames whose last value of ``column`` is more than
     ``bound`` before the first value of the newest frame: no match ending in the newest frame
-    can reach them, because a match spans at most ``bound`` of that time. For ``PARTITION BY
+    can reach them, because a match spans at most ``bound`` of that time (``lagged``: before
+    the last value of the frame before the newest, for a trailing absence, whose match ends
+    at the first event past its deadline and began within ``bound`` before the event that
+    preceded it). For ``PARTITION BY
     … WITHIN n EVENTS``, ``per_key`` (``plan.KeyWindow``): a match spans at most n events of
     its key, which may lie anywhere in the log (a key seen once an hour). Each frame's events
     get their index in their key's stream; once every match still to come ends at or after
@@ -73,6 +76,8 @@ class EventLookup:
     dtypes: dict[str, pl.DataType] = field(default_factory=dict)
     n_seen: int = 0
     per_key: Any = None  # plan.KeyWindow: ``count`` and ``keyed(frame)``
+    #: ``horizon`` from the last value before the newest frame (``plan.OutputWindow.lagged``)
+    lagged: bool = False
     _frames: deque = field(default_factory=deque, repr=False)
     #: ``per_key``: per kept frame (by its first position) its events' keys and indices in
     #: their key's stream (``_LOC``), and the events per key before it; the events per key
@@ -89,9 +94,10 @@ class EventLookup:
     @classmethod
     def for_log(
         cls, log: EventLog, window: int | None = None, horizon: tuple[str, float] | None = None,
-        per_key: Any = None,
+        per_key: Any = None, lagged: bool = False,
     ) -> EventLookup:
-        return cls(log.columns, log.time_columns, window, horizon, per_key=per_key)
+        return cls(log.columns, log.time_columns, window, horizon, per_key=per_key,
+                   lagged=lagged)
 
     def add(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
@@ -101,6 +107,7 @@ class EventLookup:
             if c not in self.dtypes and c in schema:
                 self.dtypes[c] = schema[c]
         base = frame[POS][0]
+        before = self._frames[-1][1] if self._frames else None
         self._frames.append((base, frame))
         self.n_seen += frame.height
         if self.per_key is not None:
@@ -115,7 +122,11 @@ class EventLookup:
                 self._frames.popleft()
         if self.horizon is not None and self.horizon[0] in frame.columns:
             column, bound = self.horizon
-            first = frame[column].drop_nulls()
+            if self.lagged:  # what came before the newest frame: its predecessor's last
+                first = (before[column] if before is not None and column in before.columns
+                         else frame[column].clear()).drop_nulls().reverse()
+            else:
+                first = frame[column].drop_nulls()
             if first.len():
                 oldest_needed = first[0] - bound
                 while len(self._frames) > 1:

@@ -122,6 +122,8 @@ class KeyWindow:
         prepared, _ = prepare_frame(frame.select(c for c in frame.columns if c in need),
                                     self.streams, self.partition_by, None, float("-inf"),
                                     keys, keys + "t")
+        if not self.partition_by:  # FROM without PARTITION BY: one stream, one key
+            return prepared.select(POS, pl.lit(0, pl.Int8).alias(f"{keys}0"))
         return prepared.select(POS, *(f"{keys}{i}" for i in range(len(self.partition_by))))
 
 
@@ -135,6 +137,10 @@ class OutputWindow:
     events: int | None = None
     horizon: tuple[str, float] | None = None
     per_key: KeyWindow | None = None
+    #: ``horizon`` counts back from the newest frame's predecessor's last value rather than
+    #: from the newest frame's first: a trailing absence's match ends at the first event
+    #: past its deadline, however long after its window
+    lagged: bool = False
 
 
 #: ``cer match`` does not warn of exponentially many matches under ``WITHIN n EVENTS`` with
@@ -296,13 +302,23 @@ class Plan:
         window bounds it (positions for EVENTS without partitions, each key's last events
         with them, time otherwise)."""
         w = self.query.within
-        if self.query.trailing is not None:
-            return OutputWindow()  # a match is reported any time after its window
-        if isinstance(w, ast.EventsWindow) and not self.query.partition_by:
-            return OutputWindow(events=w.count)
-        if isinstance(w, ast.EventsWindow):
-            streams = None if self.query.streams is None else frozenset(self.query.streams)
-            return OutputWindow(per_key=KeyWindow(w.count, streams, self.partition_by))
+        streams = None if self.query.streams is None else frozenset(self.query.streams)
+        # A trailing absence reports a match at the first event of its partition past the
+        # deadline (the match's end), any time after its window: a match still to come
+        # began within the window before its partition's latest event so far.
+        trailing = self.query.trailing is not None
+        if isinstance(w, ast.EventsWindow) and not self.query.partition_by and streams is None:
+            return OutputWindow(events=w.count + trailing)
+        if isinstance(w, ast.EventsWindow):  # the n events of a key, or of FROM's streams
+            return OutputWindow(per_key=KeyWindow(w.count + trailing, streams, self.partition_by))
+        if trailing:
+            # time windows: the latest event so far is the latest of the log only for one
+            # partition of every event (a rare key's match may have begun anywhere before)
+            if self.query.partition_by or streams is not None:
+                return OutputWindow()
+            if isinstance(w, ast.DurationWindow):
+                return OutputWindow(horizon=(TIME, w.nanoseconds), lagged=True)
+            return OutputWindow(horizon=(w.attr, w.amount), lagged=True)
         if isinstance(w, ast.DurationWindow):
             return OutputWindow(horizon=(TIME, w.nanoseconds))
         if isinstance(w, ast.AttributeWindow):
