@@ -191,6 +191,31 @@ def test_flushes_split_an_events_complex_events_only_without_post_processing(str
     assert [m for b in batches for m in b.matches()] == want
 
 
+def _shared(batches) -> bool:
+    """Whether two of the batches' arrays share memory."""
+    arrays = [(i, a) for i, b in enumerate(batches) for a in (b.start, b.end, b.part, b.off, b.pos, b.lab)]
+    return any(i != j and np.shares_memory(a, c) for i, a in arrays for j, c in arrays)
+
+
+def test_full_output_arrays_are_handed_over_and_barely_used_ones_copied():
+    """A flush hands over output arrays at least half full (the batch holds views of them;
+    the kernel takes fresh ones) and copies barely used ones (a batch holds little more than
+    its matches). Held together, no two batches share memory and each keeps its matches."""
+    query = parse("SELECT * WHERE (A AS x)+ ; B AS y WITHIN 6 EVENTS")
+    frame = events_frame(letters("AAABAABBAAAAAB"))
+    want = list(plan(query).executor().run(frame))
+    engine = plan(query).executor()
+    engine._out_cap = 4
+    batches = list(engine.run_batches(frame))  # all held before any is read
+    assert [m for b in batches for m in b.matches()] == want and not _shared(batches)
+    assert any(b.start.base is not None and len(b.start.base) == 5 for b in batches)
+    assert kernel_state.handed_over(3, 5) and not kernel_state.handed_over(2, 5)
+    engine = plan(query).executor()
+    engine._out_cap = 1000  # the frame's 84 matches in arrays for 1,000: copied
+    batches = list(engine.run_batches(frame))
+    assert all(b.start.base is None for b in batches) and len(batches) == 1
+
+
 @given(ceas(), cea_queries(), streams(max_size=12), st.lists(st.integers(0, 12), max_size=3),
        st.sampled_from((1, 2, 3)), st.sampled_from((1, 7, 50)))
 @PROPS

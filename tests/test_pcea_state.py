@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
@@ -106,6 +107,20 @@ def test_tiny_arrays_and_budget_give_the_same_matches_in_the_same_order(tiny, mo
     assert kernel._state.counters()["compactions"] > 0
     assert kernel._state.counters()["flat_lists"] > 0  # the runs in range, written out
     assert kernel._state.counters()["in_place"] > 0  # unshared trees rewritten
+
+
+def test_batches_held_together_keep_their_matches(tiny):
+    """Outputs of 2 matches, handed over when full (``kernel_state.handed_over``): every
+    batch held before any is read, none sharing memory with another, gives the Python
+    objects' matches in their order."""
+    events = chain_log(300)
+    kernel, python = executors(CHAIN.format(w=20))
+    frame = events_frame(events)
+    batches = list(kernel.run_batches(frame))
+    assert [m for b in batches for m in b.matches()] == list(python.run(frame))
+    assert len(batches) > 50 and any(b.start.base is not None for b in batches)
+    arrays = [(i, a) for i, b in enumerate(batches) for a in (b.start, b.off, b.pos, b.lab)]
+    assert not any(i != j and np.shares_memory(a, c) for i, a in arrays for j, c in arrays)
 
 
 #: R adopts a T run and an S run, both compared, both whole runs: R's runs expand a flat list

@@ -218,16 +218,18 @@ class KernelState:
         return self._fns.get(name, f) if f is loader.plain(name) else f
 
     def _reset_out(self) -> None:
-        """Output arrays at the cap (room for ``out_cap`` complex events)."""
+        """Output arrays at the cap (room for ``out_cap`` complex events). Not zeroed: the
+        kernel writes every cell it reports, and ``o_off[0]``."""
         m, e = self.out_cap + 1, self.ev_cap
-        self.o_start = np.zeros(m, np.int64)
-        self.o_end = np.zeros(m, np.int64)
-        self.o_part = np.zeros(m, np.int64)
-        self.o_sloc = np.zeros(m, np.int64)
-        self.o_eloc = np.zeros(m, np.int64)
-        self.o_off = np.zeros(m + 1, np.int64)
-        self.o_pos = np.zeros(e, np.int64)
-        self.o_lab = np.zeros(e, np.int64)
+        self.o_start = np.empty(m, np.int64)
+        self.o_end = np.empty(m, np.int64)
+        self.o_part = np.empty(m, np.int64)
+        self.o_sloc = np.empty(m, np.int64)
+        self.o_eloc = np.empty(m, np.int64)
+        self.o_off = np.empty(m + 1, np.int64)
+        self.o_off[0] = 0
+        self.o_pos = np.empty(e, np.int64)
+        self.o_lab = np.empty(e, np.int64)
 
     # ------------------------------------------------------------------ sizing
 
@@ -520,16 +522,30 @@ class KernelState:
         return int(starts.min()) if len(starts) else None
 
     def _flush(self):
-        """The outputs gathered so far (copies), and empty output arrays."""
+        """The outputs gathered so far, and empty output arrays. Arrays at least half full
+        are handed over as they are (views of them) and fresh ones taken; a barely used one
+        is copied, so that a batch never holds much more memory than its matches."""
         nm, ne = int(self.st[N_OUT]), int(self.st[N_EV])
         self.out_peak = max(self.out_peak, nm)
-        out = (self.o_start[:nm].copy(), self.o_end[:nm].copy(), self.o_part[:nm].copy(),
-               self.o_sloc[:nm].copy(), self.o_eloc[:nm].copy(),
-               self.o_off[: nm + 1].copy(), self.o_pos[:ne].copy(), self.o_lab[:ne].copy())
+        out = (self.o_start[:nm], self.o_end[:nm], self.o_part[:nm], self.o_sloc[:nm],
+               self.o_eloc[:nm], self.o_off[: nm + 1], self.o_pos[:ne], self.o_lab[:ne])
         self.st[N_OUT] = self.st[N_EV] = 0
-        if len(self.o_start) > self.out_cap + 1 or len(self.o_pos) > self.ev_cap:
-            self._reset_out()  # back to the cap after an event that had to leave whole
+        if handed_over(nm, len(self.o_start)):
+            self._reset_out()
+        else:
+            out = tuple(a.copy() for a in out)
+            if len(self.o_start) > self.out_cap + 1 or len(self.o_pos) > self.ev_cap:
+                self._reset_out()  # back to the cap after an event that had to leave whole
         return out
+
+
+def handed_over(matches: int, room: int) -> bool:
+    """Whether a flush hands its output arrays over rather than copying them: when they
+    are at least half full. Copying cost about as much as the kernel's own writes (the
+    plain pattern ``A ; B ; C WITHIN 100 EVENTS``, 77M matches enumerated: 35% of the
+    engine's time); fresh arrays cost an allocation, which reuses the memory of the batches
+    the writers let go."""
+    return 2 * matches >= room
 
 
 def _depth(path) -> int:

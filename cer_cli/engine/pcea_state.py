@@ -31,6 +31,7 @@ from cer_cli.compiler.predicates import comparison_pair, value_expression
 from cer_cli.engine import jit as loader
 from cer_cli.engine import ordered_kernel as O
 from cer_cli.engine import pcea_kernel as K
+from cer_cli.engine.kernel_state import handed_over
 from cer_cli.events import MatchBatch
 from cer_cli.query.errors import QueryError
 from cer_cli.query.printer import shown
@@ -234,13 +235,16 @@ class JoinState:
         return bool(self._fns)
 
     def _outputs(self, matches: int, events: int) -> None:
+        """Output arrays with room for ``matches`` and ``events`` (not zeroed: the kernel
+        writes every cell it reports, and ``o_off[0]``)."""
         i64 = np.int64
-        self.o_start = np.zeros(matches, i64)
-        self.o_end = np.zeros(matches, i64)
-        self.o_part = np.zeros(matches, i64)
-        self.o_off = np.zeros(matches + 1, i64)
-        self.o_pos = np.zeros(events, i64)
-        self.o_lab = np.zeros(events, i64)
+        self.o_start = np.empty(matches, i64)
+        self.o_end = np.empty(matches, i64)
+        self.o_part = np.empty(matches, i64)
+        self.o_off = np.empty(matches + 1, i64)
+        self.o_off[0] = 0
+        self.o_pos = np.empty(events, i64)
+        self.o_lab = np.empty(events, i64)
 
     # ------------------------------------------------------------------ feeding
 
@@ -305,10 +309,13 @@ class JoinState:
 
     def _flush(self, partitions: dict) -> MatchBatch:
         nm, ne = int(self.st[K.N_OUT]), int(self.st[K.N_EV])
-        batch = MatchBatch(self.o_start[:nm].copy(), self.o_end[:nm].copy(),
-                           self.o_part[:nm].copy(), self.o_off[:nm + 1].copy(),
-                           self.o_pos[:ne].copy(), self.o_lab[:ne].copy(), self.labelsets,
-                           partitions)
+        out = (self.o_start[:nm], self.o_end[:nm], self.o_part[:nm], self.o_off[:nm + 1],
+               self.o_pos[:ne], self.o_lab[:ne])
+        if handed_over(nm, len(self.o_start)):  # as the CEA kernel's outputs
+            self._outputs(len(self.o_start), len(self.o_pos))
+        else:
+            out = tuple(a.copy() for a in out)
+        batch = MatchBatch(*out, self.labelsets, partitions)
         self.st[K.N_OUT] = 0
         self.st[K.N_EV] = 0
         self.st[K.E_OUT0] = 0
