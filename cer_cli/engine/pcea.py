@@ -500,6 +500,7 @@ class HashJoinEngine:
         self._kernel_why = (unsupported(pcea, self._by_events, self._timed) if kernel
                             else "the array kernel was turned off (CER_HJ_KERNEL=0)")
         self._state = None  # the JoinState, made on the first frame
+        self._input_exprs = None  # (schema, step masks, compared columns): _kernel_inputs
         self._key_ids: dict[int, dict | None] = {}  # per class: value -> id (None: own id)
         self._next_id = 0  # the next id a dictionary gives (ids are never reused)
         self._pruned_at = 0  # the kernel's compactions when the dictionaries were last pruned
@@ -594,16 +595,19 @@ class HashJoinEngine:
                                                    schema)
         return expr.fill_null(False)
 
-    def _act(self, frame: pl.DataFrame) -> pl.Series:
+    def _act_expression(self, schema) -> pl.Expr:
         """Per event, the bit mask of the states it may take (Int64)."""
-        schema = frame.schema
         masks = [
             pl.when(self._step_mask(s, schema)).then(pl.lit(1 << s, pl.Int64)).otherwise(pl.lit(0, pl.Int64))
             for s in range(len(self.pcea.states))
         ]
+        return pl.sum_horizontal(masks).alias(_ACT)
+
+    def _act(self, frame: pl.DataFrame) -> pl.Series:
+        """Per event, the bit mask of the states it may take (Int64)."""
         # with_columns, not select: when no attribute a step reads is in the frame every
         # mask is a literal, and only with_columns broadcasts it to one value per row
-        return frame.with_columns(pl.sum_horizontal(masks).alias(_ACT))[_ACT]
+        return frame.with_columns(self._act_expression(frame.schema))[_ACT]
 
     def _key_values(self, frame: pl.DataFrame) -> dict[tuple[int, int], pl.Series | None]:
         """Per (state, class): the class's key on each event as that state (None: never
@@ -789,11 +793,23 @@ class HashJoinEngine:
 
     def _kernel_inputs(self, frame: pl.DataFrame):
         """The per-event columns ``JoinState.feed`` reads (see ``engine.pcea_state``)."""
-        from cer_cli.engine.pcea_state import compared_values
+        from cer_cli.engine.pcea_state import compared_columns, compared_values
 
         state, n = self._state, frame.height
-        act = self._act(frame).to_numpy().astype(np.int64)
-        pos = frame[POS].cast(pl.Int64).to_numpy()
+        # the step masks and the compared values in one pass over the frame, their
+        # expressions built once per schema (every frame of a run has the same)
+        schema = frame.schema
+        key = tuple(schema.items())
+        if self._input_exprs is None or self._input_exprs[0] != key:
+            cmp = compared_columns(self.pcea, state.tables, schema)
+            if isinstance(cmp, str):  # pragma: no cover - the first frame decided on its types
+                raise TypeError(f"the compiled hash join cannot compare {cmp}")
+            self._input_exprs = key, self._act_expression(schema), cmp
+        _, act_expr, cmp = self._input_exprs
+        # with_columns: it broadcasts a mask that is a literal (no attribute in the frame)
+        got = frame.with_columns(act_expr, *(e for _, e, _, _ in cmp))
+        act = got[_ACT].to_numpy().astype(np.int64)
+        pos = got[POS].cast(pl.Int64).to_numpy()
         values = self._key_values(frame)
         CV = np.zeros((max(1, len(state.tables.cv)), n), np.int64)
         by_class: dict[int, list[int]] = {}
@@ -817,9 +833,7 @@ class HashJoinEngine:
                     CV[c] = k.fill_null(0).cast(pl.Int64).to_numpy()
                 else:
                     CV[c] = self._dictionary_ids(self._key_ids[cls], k.to_list())
-        CMPV = compared_values(self.pcea, state.tables, frame, frame.schema)
-        if isinstance(CMPV, str):  # pragma: no cover - the first frame decided on its types
-            raise TypeError(f"the compiled hash join cannot compare {CMPV}")
+        CMPV = compared_values(self.pcea, state.tables, frame, schema, columns=cmp, got=got)
         if self.partition_by:
             keys = frame.select([f"{_KEY}{i}" for i in range(len(self.partition_by))]).rows()
             part = np.fromiter((self._pids.setdefault(k, len(self._pids)) for k in keys),

@@ -24,6 +24,7 @@ holds) and its compared values (``CMPV``, NaN for none).
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from cer_cli import signals
 from cer_cli.compiler.pcea import PCEA
@@ -142,16 +143,12 @@ class Tables:
         self.max_sources = max([len(t.sources) for t in pcea.transitions] + [1])
 
 
-def compared_values(pcea: PCEA, tables: Tables, frame, schema, first: bool = False
-                    ) -> np.ndarray | str:
-    """``CMPV``: per ``tables.cmp`` column, the compared value of each event as float64 (NaN:
-    none), or why the kernel cannot compare them: not numbers, or (``first``: the run's
-    first frame, which still chooses the Python objects) integers beyond 2^53, which float64
-    would round. A later frame with such an integer is refused (exit 2): the run's runs are
-    in the arrays by then."""
-    out = np.full((max(1, len(tables.cmp)), frame.height), np.nan)
-    import polars as pl
-
+def compared_columns(pcea: PCEA, tables: Tables, schema) -> list[tuple] | str:
+    """Per ``tables.cmp`` column that some comparison fills: ``(column, expression, kind,
+    node)``, the expression the compared value of each event as float64 (NaN: none); or
+    why the kernel cannot compare them (not numbers). Built once per schema: a run's frames
+    share theirs."""
+    out = []
     for i in range(0, len(tables.cmp), 2):
         q, j, _ = tables.cmp[i]
         c = pcea.transitions[q].compare(j)
@@ -161,17 +158,37 @@ def compared_values(pcea: PCEA, tables: Tables, frame, schema, first: bool = Fal
             continue  # never comparable: never inserted, never found
         if key[1] not in ("int", "float") or probe[1] not in ("int", "float"):
             return f"compared values of kind {key[1]} and {probe[1]} (not numbers)"
-        got = frame.select(pair[0].cast(pl.Float64).alias("k"), pair[1].cast(pl.Float64).alias("p"))
-        for side, name, kind in ((0, "k", key[1]), (1, "p", probe[1])):
-            col = got[name].fill_null(np.nan).to_numpy()
-            if kind == "int" and col.size and np.nanmax(np.abs(col), initial=0) > EXACT:
-                if first:
-                    return "compared integers beyond 2^53 (float64 would round them)"
-                raise QueryError(
-                    f"the log has an integer beyond 2^53 in {shown(c.key if side == 0 else c.probe)},"
-                    " which the compiled hash join would compare inexactly (as float64)",
-                    hints=["run with CER_HJ_KERNEL=0: the hash join as Python objects, exact"])
-            out[i + side] = col
+        for side, kind, node in ((0, key[1], c.key), (1, probe[1], c.probe)):
+            expr = pair[side].cast(pl.Float64).fill_null(float("nan")).alias(f"__cer_cmp{i + side}")
+            out.append((i + side, expr, kind, node))
+    return out
+
+
+def compared_values(pcea: PCEA, tables: Tables, frame, schema, first: bool = False,
+                    columns: list[tuple] | None = None, got=None) -> np.ndarray | str:
+    """``CMPV``: per ``tables.cmp`` column, the compared value of each event as float64 (NaN:
+    none), or why the kernel cannot compare them: not numbers, or (``first``: the run's
+    first frame, which still chooses the Python objects) integers beyond 2^53, which float64
+    would round. A later frame with such an integer is refused (exit 2): the run's runs are
+    in the arrays by then. ``columns`` (``compared_columns``) and ``got`` (the frame's
+    selection of their expressions) when the caller has them already."""
+    if columns is None:
+        columns = compared_columns(pcea, tables, schema)
+        if isinstance(columns, str):
+            return columns
+    if got is None:
+        got = frame.select(e for _, e, _, _ in columns) if columns else None
+    out = np.full((max(1, len(tables.cmp)), frame.height), np.nan)
+    for i, expr, kind, node in columns:
+        col = got[expr.meta.output_name()].to_numpy()
+        if kind == "int" and col.size and max(-np.fmin.reduce(col), np.fmax.reduce(col)) > EXACT:
+            if first:
+                return "compared integers beyond 2^53 (float64 would round them)"
+            raise QueryError(
+                f"the log has an integer beyond 2^53 in {shown(node)}, which the compiled hash"
+                " join would compare inexactly (as float64)",
+                hints=["run with CER_HJ_KERNEL=0: the hash join as Python objects, exact"])
+        out[i] = col
     return out
 
 
