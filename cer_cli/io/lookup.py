@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 #: Matches ``EventLookup.follow`` packs into one batch (the engine's batches are as large).
 FOLLOW_MATCHES = 16_384
 _LOC = "__cer_lookup_loc"  # an event's index in its key's stream
-_N = "__cer_lookup_n"  # events per key
+_N = "__cer_lookup_n"  # events per key (with a horizon per key: its latest value)
+_T = "__cer_lookup_t"  # an event's value of the horizon's column (``KeyWindow.horizon``)
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,10 @@ class EventLookup:
         own = self.per_key.keyed(frame)
         keys = [c for c in own.columns if c != POS]
         own = own.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(keys).alias(_LOC))
+        if self.per_key.horizon is not None:
+            column = self.per_key.horizon[0]
+            own = own.join(frame.select(POS, pl.col(column).alias(_T)), on=POS, how="left",
+                           maintain_order="left")
         if not own.height:
             return own, self._counts
         if self._counts is not None:
@@ -201,24 +206,37 @@ class EventLookup:
     def _retire(self) -> None:
         """Frames before the one holding ``_mark`` leave, their rows that a match ending at
         the mark or later can reach pinned: those among the last ``count`` + 1 events of
-        their key before the mark (one more than a match spans: no off-by-one can bite)."""
+        their key before the mark (one more than a match spans: no off-by-one can bite), or
+        with a ``horizon`` those within its bound of their key's latest value before it."""
         bases = [b for b, _ in self._frames]
         i = bisect.bisect_right(bases, self._mark) - 1
         if i <= 0:
             return
-        keys = [c for c in self._locs[bases[i]].columns if c not in (POS, _LOC)]
+        keys = [c for c in self._locs[bases[i]].columns if c not in (POS, _LOC, _T)]
         at = self._locs[bases[i]].filter(pl.col(POS) < self._mark)
-        counts = at.group_by(keys).agg((pl.col(_LOC).max() + 1).alias(_N))
-        if self._before[bases[i]] is not None:
-            counts = (pl.concat([self._before[bases[i]], counts], how="vertical_relaxed")
-                      .group_by(keys).agg(pl.col(_N).max()))
-        reach = self.per_key.count + 1
+        if self.per_key.horizon is None:
+            # each key's events before the mark, counted
+            counts = at.group_by(keys).agg((pl.col(_LOC).max() + 1).alias(_N))
+            if self._before[bases[i]] is not None:
+                counts = (pl.concat([self._before[bases[i]], counts], how="vertical_relaxed")
+                          .group_by(keys).agg(pl.col(_N).max()))
+            reach, ordinal = self.per_key.count + 1, _LOC
+        else:
+            # each key's latest value before the mark, among the frames leaving and the
+            # holding frame's rows before the mark (a key without one there keeps its pinned
+            # rows: they were within the bound of its latest then, which it still is)
+            seen = [r.select(*keys, _T) for r in (*(self._locs[b] for b in bases[:i]), at)
+                    if r.height]
+            counts = (pl.concat(seen, how="vertical_relaxed").group_by(keys)
+                      .agg(pl.col(_T).max().alias(_N)) if seen else at.select(*keys, _T).clear())
+            reach, ordinal = self.per_key.horizon[1], _T
 
         def reachable(rows: pl.DataFrame) -> pl.DataFrame:
             if not rows.height or not counts.height:
                 return rows
             return (rows.join(counts, on=keys, how="left", maintain_order="left")
-                    .filter(pl.col(_LOC) >= pl.col(_N).fill_null(0) - reach).drop(_N))
+                    .filter(pl.col(_N).is_null() | pl.col(ordinal).is_null()
+                            | (pl.col(ordinal) >= pl.col(_N) - reach)).drop(_N))
 
         kept = [] if self._pinned is None else [reachable(self._pinned)]
         for _ in range(i):
@@ -265,7 +283,9 @@ class EventLookup:
         if self._frames and position < self._frames[0][0]:
             kept = ("the events" if self.window is None and self.per_key is None
                     else f"the {self.window} events" if self.per_key is None
-                    else f"the last {self.per_key.count + 1} events of each key")
+                    else f"the last {self.per_key.count + 1} events of each key"
+                    if self.per_key.count is not None
+                    else f"each key's events within {self.per_key.horizon[1]} of its latest")
             raise LogError(
                 f"event {position} is older than {kept} kept for output",
                 ["read the log without batches, or keep a larger window of events"],

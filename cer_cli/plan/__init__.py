@@ -108,11 +108,15 @@ class RewriteResult:
 class KeyWindow:
     """``PARTITION BY … WITHIN count EVENTS``: a match spans at most ``count`` events of its
     partition's stream (the events of ``streams`` that have a key in every group of
-    ``partition_by``: ``engine.executor.prepare_frame``), however far apart in the log."""
+    ``partition_by``: ``engine.executor.prepare_frame``), however far apart in the log.
+    ``horizon`` (column, bound) instead of ``count``: a match's events lie within ``bound``
+    of that column before its partition's latest value so far (a trailing absence's, under a
+    time window)."""
 
-    count: int
+    count: int | None
     streams: frozenset[str] | None
     partition_by: tuple[tuple[str, ...], ...]
+    horizon: tuple[str, float] | None = None
 
     def keyed(self, frame: pl.DataFrame) -> pl.DataFrame:
         """The frame's events that are in a partition: their position and one key column
@@ -311,14 +315,13 @@ class Plan:
             return OutputWindow(events=w.count + trailing)
         if isinstance(w, ast.EventsWindow):  # the n events of a key, or of FROM's streams
             return OutputWindow(per_key=KeyWindow(w.count + trailing, streams, self.partition_by))
-        if trailing:
-            # time windows: the latest event so far is the latest of the log only for one
-            # partition of every event (a rare key's match may have begun anywhere before)
+        if trailing and isinstance(w, (ast.DurationWindow, ast.AttributeWindow)):
+            horizon = ((TIME, w.nanoseconds) if isinstance(w, ast.DurationWindow)
+                       else (w.attr, w.amount))
             if self.query.partition_by or streams is not None:
-                return OutputWindow()
-            if isinstance(w, ast.DurationWindow):
-                return OutputWindow(horizon=(TIME, w.nanoseconds), lagged=True)
-            return OutputWindow(horizon=(w.attr, w.amount), lagged=True)
+                # the latest event of a key (or of FROM's streams) may be far back in the log
+                return OutputWindow(per_key=KeyWindow(None, streams, self.partition_by, horizon))
+            return OutputWindow(horizon=horizon, lagged=True)
         if isinstance(w, ast.DurationWindow):
             return OutputWindow(horizon=(TIME, w.nanoseconds))
         if isinstance(w, ast.AttributeWindow):
