@@ -502,6 +502,8 @@ def test_an_output_run_keeps_memory_flat_as_the_log_grows(tmp_path, query):
     ("A ; B PARTITION BY [k] WITHIN 2 EVENTS", None),
     ("A ; B+ WITHIN 3 EVENTS", 3),
     ("A ; B WITHIN 4 [ts]", None),
+    ("A ; !B WITHIN 4 [ts]", None),  # reported after its window: the horizon lags a frame
+    ("A ; !B PARTITION BY [k] WITHIN 4 [ts]", None),  # per key, by time
 ])
 @pytest.mark.parametrize("as_objects", [True, False])
 def test_the_lookup_follows_matches_found_elsewhere(tmp_path, query, window, as_objects):
