@@ -123,13 +123,15 @@ class EventLookup:
                 self._frames.popleft()
         if self.horizon is not None and self.horizon[0] in frame.columns:
             column, bound = self.horizon
-            if self.lagged:  # what came before the newest frame: its predecessor's last
-                first = (before[column] if before is not None and column in before.columns
-                         else frame[column].clear()).drop_nulls().reverse()
+            # from the newest frame's first value, or (lagged) its predecessor's last
+            if not self.lagged:
+                values = frame[column].drop_nulls().head(1)
+            elif before is not None and column in before.columns:
+                values = before[column].drop_nulls().tail(1)
             else:
-                first = frame[column].drop_nulls()
-            if first.len():
-                oldest_needed = first[0] - bound
+                values = frame[column].clear()
+            if values.len():
+                oldest_needed = values[0] - bound
                 while len(self._frames) > 1:
                     last = self._frames[0][1][column].drop_nulls()
                     if not last.len() or last[-1] >= oldest_needed:
