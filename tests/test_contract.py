@@ -51,10 +51,33 @@ def test_split_log_arg() -> None:
     assert contract.split_log_arg("S=") == ("", "S=")
 
 
+@pytest.mark.parametrize("head,sep", [
+    (b"type,time,v\nA,1,2\n", ","),
+    (b"type;time;v\nA;1;2,5\n", ";"),  # a decimal comma in a value: the header decides
+    (b"type\ttime\tv\r\nA\t1\t2\r\n", "\t"),
+    (b"type|time|v\n", "|"),
+    (b"\xef\xbb\xbftype;time\n", ";"),  # a byte-order mark
+    (b'"type,name";"time"\n', ";"),  # a comma inside a quoted name
+    (b"type,note;x\n", ","),  # the comma wins
+    (b"type\n", ","),
+    (b"", ","),
+])
+def test_csv_separator(head: bytes, sep: str) -> None:
+    assert contract.csv_separator("l.csv", head) == sep
+
+
+def test_a_csv_header_with_two_separators_and_no_comma_is_refused() -> None:
+    with pytest.raises(LogError) as e:
+        contract.csv_separator("l.csv", b"type;time|v\n")
+    assert e.value.message == ("l.csv: cannot tell the CSV's field separator: its header line"
+                               " holds ';' and '|' but no comma")
+
+
 def test_log_format() -> None:
     assert contract.log_format("a.CSV") == "csv"
     assert contract.log_format("a.pq") == "parquet"
     assert contract.log_format("a.jsonl") == "ndjson"
+    assert contract.log_format("a.tsv") == "csv"
     assert contract.log_format("a.txt", "csv") == "csv"
     with pytest.raises(LogError, match="unsupported log format 'xml'"):
         contract.log_format("a.csv", "xml")

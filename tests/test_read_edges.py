@@ -304,3 +304,38 @@ def test_the_time_check_runs_beside_the_schema_pass(tmp_path: Path) -> None:
     bad.write_text("type,time\nA,1\nA,x\n")
     with pytest.raises(LogError, match="line 3"):
         read_events([str(bad)])
+
+
+# --------------------------------------------------------------------------- separators
+
+
+SEPARATED = [("type", "time", "name", "v"), ("A", "1", "x y", "2.5"), ("B", "2", "z", "3"),
+             ("A", "4", "", "1"), ("C", "5", "w", "0.5")]
+
+
+@pytest.mark.parametrize("sep,suffix", [(";", "csv"), ("\t", "tsv"), ("|", "csv")])
+def test_a_csv_separated_otherwise_reads_as_the_comma_one(tmp_path: Path, sep: str,
+                                                         suffix: str) -> None:
+    """A ``;``-, tab- or ``|``-separated log (spreadsheet exports, ``.tsv``) has the columns
+    and matches of the same log with commas; it used to be one column named after its
+    header line, and every query matched nothing."""
+    comma = write(tmp_path / "c.csv", "".join(",".join(r) + "\n" for r in SEPARATED))
+    other = write(tmp_path / f"o.{suffix}", "".join(sep.join(r) + "\n" for r in SEPARATED))
+    want, got = read_events([f"L={comma}"]).frame(), read_events([f"L={other}"]).frame()
+    assert got.columns == want.columns and got.equals(want)
+    query = "SELECT * WHERE A AS a ; C AS c FILTER a[v > 1] AND c[name = 'w']"
+    answers = [run("match", "-e", query, f"L={log}", "--format", "jsonl") for log in (comma, other)]
+    assert answers[0].exit_code == answers[1].exit_code == 0, answers[1].output
+    assert answers[1].stdout == answers[0].stdout and answers[0].stdout.count("\n") == 1
+
+
+def test_a_semicolon_csvs_bad_value_and_blank_end_are_read_as_with_commas(
+        tmp_path: Path) -> None:
+    """The passes that read a CSV again use its separator too: naming a value that does not
+    fit its column's type, and counting the rows before trailing blank lines."""
+    rows = ["type;time"] + [f"A;{i}" for i in range(10_001)] + ["A;x"]
+    bad = write(tmp_path / "bad.csv", "\n".join(rows) + "\n")
+    with pytest.raises(LogError, match="'x' is not an integer"):
+        read_events([bad]).frame()
+    blank = write(tmp_path / "blank.csv", "type;time\nA;1\nB;2\n\n")
+    assert read_events([blank]).frame()[TYPE].to_list() == ["A", "B"]

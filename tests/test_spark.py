@@ -911,6 +911,21 @@ def test_cli_spark_prints_what_local_mode_prints(spark, monkeypatch, query):
     assert int(count.stdout) == len(local.stdout.splitlines())
 
 
+@pytest.mark.parametrize("sep,suffix", [(";", "csv"), ("\t", "tsv")])
+def test_cli_spark_reads_a_csv_separated_otherwise_as_local_mode(spark, tmp_path, sep, suffix):
+    """The contract's separator (``contract.csv_separator``) on Spark too: a ``;``- or
+    tab-separated copy of stocks.csv gives local mode's matches."""
+    lines = (ROOT / "samples" / "stocks.csv").read_text().splitlines()
+    log = tmp_path / f"stocks.{suffix}"
+    log.write_text("".join(line.replace(",", sep) + "\n" for line in lines))
+    args = ["-e", "SELECT * WHERE BUY AS b ; SELL AS s PARTITION BY [name] WITHIN 3 EVENTS",
+            f"stocks={log}", "--format", "jsonl"]
+    local = _cli("match", *args)
+    on_spark = _cli("match", *args, "--spark", "--master", "local[2]")
+    assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+    assert on_spark.stdout == local.stdout and local.stdout
+
+
 def test_cli_spark_writes_a_directory(spark, tmp_path):
     out = tmp_path / "out.parquet"
     args = [str(ROOT / "queries" / "phi2.cel"), str(ROOT / "samples" / "fig1.csv")]

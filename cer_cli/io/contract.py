@@ -29,6 +29,7 @@ from cer_cli.options import option as _option
 #: File extension -> format name.
 EXTENSIONS = {
     ".csv": "csv",
+    ".tsv": "csv",
     ".parquet": "parquet",
     ".pq": "parquet",
     ".ndjson": "ndjson",
@@ -132,6 +133,30 @@ def log_format(path: str, fmt: str | None = None, members: Iterable[str] = ()) -
             ],
         )
     return found
+
+
+#: Field separators a CSV log may use instead of the comma (``csv_separator``).
+CSV_SEPARATORS = {"\t": "tab", ";": "';'", "|": "'|'"}
+
+
+def csv_separator(where: str, head: bytes) -> str:
+    """The field separator of a CSV log whose first bytes are ``head``: the comma, unless its
+    header line holds no comma and one of tab, ``;`` and ``|`` (spreadsheets export
+    ``;``-separated CSV where the comma is the decimal mark; ``.tsv`` files use tabs). Read
+    as comma-separated, such a log was one column named after its whole header line, and a
+    query matched nothing. A header holding two of them and no comma is refused, as cer
+    cannot tell which one separates."""
+    line = head.split(b"\n", 1)[0].rstrip(b"\r").removeprefix(b"\xef\xbb\xbf")
+    text = re.sub(r'"[^"]*"', "", line.decode("utf-8", errors="replace"))  # quoted names
+    if "," in text:
+        return ","
+    found = [s for s in CSV_SEPARATORS if s in text]
+    if len(found) > 1:
+        raise LogError(f"{where}: cannot tell the CSV's field separator: its header line holds "
+                       + " and ".join(CSV_SEPARATORS[s] for s in found) + " but no comma",
+                       ["give the log one separator (a comma, tab, ';' or '|'), or convert"
+                        " it to Parquet"])
+    return found[0] if found else ","
 
 
 def _base(path: str) -> str:

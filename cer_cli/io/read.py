@@ -88,7 +88,9 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
             lf = _scan_csv(spec.path, text_columns)
             blank = _trailing_blank_lines(spec.path)
             if blank:
-                n = pl.scan_csv(spec.path, infer_schema=False).select(pl.len()).collect().item()
+                n = (pl.scan_csv(spec.path, infer_schema=False,
+                                 separator=_csv_separator(spec.path))
+                     .select(pl.len()).collect().item())
                 lf = lf.head(max(0, n - blank))
         elif spec.format == "parquet":
             lf = pl.scan_parquet(spec.path)
@@ -122,25 +124,34 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     Every date pattern polars infers starts with a digit, and one value that is not a date
     leaves the column text: so when each text column has a value starting with something
     else among its first ``_DATE_PROBE_ROWS`` rows, no column can be a date, the schema
-    inferred without dates is the one inferred with them, and the scan is given it."""
+    inferred without dates is the one inferred with them, and the scan is given it. The
+    field separator is the contract's (``contract.csv_separator``)."""
     overrides = dict.fromkeys(text_columns, pl.String)
-    plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides)
+    sep = _csv_separator(path)
+    plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides,
+                        separator=sep)
     schema = plain.collect_schema()
     texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
     if texts:
-        no_date = (_csv_head(path, plain)
+        no_date = (_csv_head(path, plain, sep)
                    .select(pl.col(texts).str.strip_chars().str.contains(r"^[0-9]").not_()
                            .fill_null(False).any())
                    .collect().row(0))
         if not all(no_date):
             lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
-                             schema_overrides=overrides)
+                             schema_overrides=overrides, separator=sep)
             if any(d.is_temporal() for d in lf.collect_schema().values()):
                 return lf
-    return pl.scan_csv(path, schema=schema)
+    return pl.scan_csv(path, schema=schema, separator=sep)
 
 
-def _csv_head(path: Path, plain: pl.LazyFrame) -> pl.LazyFrame:
+def _csv_separator(path: Path) -> str:
+    """``contract.csv_separator`` of the CSV at ``path``, from its first ``_SAMPLE_BYTES``."""
+    with path.open("rb") as f:
+        return contract.csv_separator(str(path), f.read(_SAMPLE_BYTES))
+
+
+def _csv_head(path: Path, plain: pl.LazyFrame, sep: str) -> pl.LazyFrame:
     """At most the first ``_DATE_PROBE_ROWS`` rows of the CSV, text columns as text.
 
     Parsed from the file's first 64 KiB (cut after its last full line) when they hold no
@@ -152,7 +163,8 @@ def _csv_head(path: Path, plain: pl.LazyFrame) -> pl.LazyFrame:
             sample = f.read(_SAMPLE_BYTES)
         sample = sample[: sample.rfind(b"\n") + 1]
         if sample and b'"' not in sample:
-            head = pl.read_csv(io.BytesIO(sample), infer_schema=False, n_rows=_DATE_PROBE_ROWS)
+            head = pl.read_csv(io.BytesIO(sample), infer_schema=False, n_rows=_DATE_PROBE_ROWS,
+                               separator=sep)
             if head.columns == list(plain.collect_schema()):
                 return head.lazy()
     except (pl.exceptions.PolarsError, OSError):
@@ -198,11 +210,13 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
     value, column = m.group(1), m.group(3)
     where = f"{spec.path}"
     try:
-        lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000)
+        sep = _csv_separator(spec.path)
+        lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000,
+                         separator=sep)
         dtype = lf.collect_schema()[column]
         raw = pl.scan_csv(
             spec.path, try_parse_dates=True, infer_schema_length=10_000,
-            schema_overrides={column: pl.String},
+            schema_overrides={column: pl.String}, separator=sep,
         )
         bad = (
             raw.with_row_index("__row")

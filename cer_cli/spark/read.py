@@ -65,11 +65,13 @@ def _source(spec: str, fmt: str | None) -> _Source:
 def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
     """The log as Spark reads it; a CSV with the types Spark infers, or ``schema``."""
     r = spark.read
+    if src.format == "csv":
+        r = r.options(header=True, sep=_csv_separator(src.path))
     try:
         if src.format == "csv" and schema is not None:
-            return r.schema(schema).options(header=True).csv(src.path)
+            return r.schema(schema).csv(src.path)
         if src.format == "csv":
-            return r.options(header=True, inferSchema=True).csv(src.path)
+            return r.options(inferSchema=True).csv(src.path)
         if src.format == "parquet":
             return r.parquet(src.path)
         df = r.json(src.path)
@@ -78,6 +80,28 @@ def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
         return df
     except Exception as e:
         raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+
+
+def _csv_separator(path: str) -> str:
+    """The CSV's field separator as the local reader finds it (``contract.csv_separator``),
+    from the first bytes of the file, or of a directory's first data file; a path on another
+    file system (``hdfs://``, ``s3a://``) is read as comma-separated."""
+    if re.match(r"^[A-Za-z][\w+.-]*://", path) and not path.startswith("file://"):
+        return ","
+    local = Path(path.removeprefix("file://"))
+    if local.is_dir():
+        files = sorted(p for p in local.iterdir()
+                       if p.is_file() and not p.name.startswith((".", "_")))
+        if not files:
+            return ","
+        local = files[0]
+    try:
+        with local.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return ","  # Spark reports what it cannot read
+    with input_errors():
+        return contract.csv_separator(path, head)
 
 
 def _kind(dtype) -> str | None:
