@@ -192,8 +192,36 @@ def user_errors(debug: bool) -> Iterator[None]:
         if debug:
             raise
         error_line(stderr(), "error: ", "bold red", f"internal error: {type(e).__name__}: {e}")
-        error_line(stderr(), "  hint: ", "cyan", "run with --debug for the traceback")
+        saved = save_traceback(e)
+        if saved is not None:
+            error_line(stderr(), "  hint: ", "cyan", f"the traceback is in {saved}: please"
+                       " attach it to a bug report (--debug prints it)")
+        else:
+            error_line(stderr(), "  hint: ", "cyan", "run with --debug for the traceback")
         sys.exit(EXIT_RUNTIME)
+
+
+#: Names of the files ``save_traceback`` writes, in the system's temporary directory.
+TRACEBACK_PREFIX = "cer-internal-error-"
+
+
+def save_traceback(error: BaseException) -> str | None:
+    """Write ``error``'s traceback (with the frames of the thread it was first raised in: the
+    pool re-raises its tasks' failures) to a new file in the temporary directory and return
+    its path; None when it cannot. A failure that a run with ``--debug`` may not repeat (a
+    race between threads) is then still diagnosable."""
+    import os
+    import tempfile
+    import traceback
+
+    try:
+        fd, path = tempfile.mkstemp(prefix=TRACEBACK_PREFIX, suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"cer {' '.join(sys.argv[1:])}\n\n")
+            f.write("".join(traceback.format_exception(error)))
+    except Exception:  # noqa: BLE001 - the one-line error stands without it
+        return None
+    return path
 
 
 def is_log_error(error: Exception) -> bool:

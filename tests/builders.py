@@ -128,3 +128,19 @@ def run(*args: str, stdin: str | None = None, columns: int = 250):
 
     return CliRunner().invoke(cli, list(args), input=stdin,
                               env={"NO_COLOR": "1", "FORCE_COLOR": None, "COLUMNS": str(columns)})
+
+
+def with_traceback(output: str) -> str:
+    """``output`` of a failed ``cer`` child process, followed by the traceback it saved on an
+    internal error (``diagnostics.save_traceback``), so that an assertion message shows a
+    failure ``--debug`` may not repeat (a race between threads)."""
+    import re
+    from pathlib import Path
+
+    found = re.search(r"the traceback is in (\S+?): ", output)
+    if found is None:
+        return output
+    try:
+        return output + "\n" + Path(found.group(1)).read_text()
+    except OSError:
+        return output

@@ -30,6 +30,7 @@ from cer_cli.events import Match, as_batches, batch_of
 from cer_cli.io import read as read_module
 from cer_cli.io import write as write_module
 from cer_cli.io.read import LogError, read_events
+from tests.builders import with_traceback
 from tests.test_jobs import small_pieces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ def peak_mb(code: str, *args: str) -> int:
     env = dict(os.environ, CER_JIT="0", NO_COLOR="1")
     out = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-c", code, *args],
                          capture_output=True, text=True, cwd=ROOT, env=env)
-    assert out.returncode == 0, out.stderr + out.stdout
+    assert out.returncode == 0, with_traceback(out.stderr + out.stdout)
     return int(out.stdout.split()[-1])
 
 

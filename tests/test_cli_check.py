@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cer_cli import diagnostics
@@ -78,6 +80,14 @@ def test_unexpected_failure_is_one_line_unless_debug(monkeypatch):
     assert result.exit_code == 1
     assert "internal error: RuntimeError: boom" in result.stderr
     assert "--debug" in result.stderr
+    # the traceback is kept in a file the hint names, for failures --debug may not repeat
+    saved = result.stderr.split("the traceback is in ", 1)[1].split(":", 1)[0]
+    try:
+        text = Path(saved).read_text()
+        assert "Traceback" in text and "RuntimeError: boom" in text
+        assert "in broken" in text
+    finally:
+        Path(saved).unlink()
     debug = run("check", "--debug", "-e", "T")
     assert isinstance(debug.exception, RuntimeError)
 

@@ -35,6 +35,7 @@ from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from cer_cli.query.printer import to_text
 from tests import test_outputs as outputs
+from tests.builders import with_traceback
 from tests.gen_formulas import formulas, queries, streams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,7 +262,7 @@ def _peak(tmp_path: Path, *args: str) -> tuple[str, int]:
     cmd = [sys.executable, "-c", _PEAK, sys.executable, "-m", "cer_cli", "match", *args]
     got = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path,
                          env={**os.environ, "NO_COLOR": "1"}, timeout=600)
-    assert got.returncode == 0, got.stdout + got.stderr
+    assert got.returncode == 0, with_traceback(got.stdout + got.stderr)
     *out, peak = got.stdout.split()
     return " ".join(out), int(peak)
 
