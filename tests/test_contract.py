@@ -73,6 +73,20 @@ def test_a_csv_header_with_two_separators_and_no_comma_is_refused() -> None:
                                " holds ';' and '|' but no comma")
 
 
+def test_check_utf8_names_the_line_of_the_first_byte_that_is_not() -> None:
+    with pytest.raises(LogError) as e:
+        contract.check_utf8("l.csv", b"type,name\nA,ok\nA,caf\xe9\n", line=1)
+    assert e.value.message == "l.csv, line 3: not UTF-8 text: byte 0xe9 after 'A,caf'"
+    assert "iconv" in e.value.hints[0]
+    with pytest.raises(LogError, match="line 12:"):
+        contract.check_utf8("l.csv", b"A,x\nA,\xff\n", line=11)
+    contract.check_utf8("l.csv", "A,caf\u00e9".encode()[:-1])  # cut by the sample: no error
+    with pytest.raises(LogError, match="line 1:"):
+        contract.check_utf8("l.csv", "A,caf\u00e9".encode()[:-1], complete=True)
+    with pytest.raises(LogError, match="line 1:"):  # the separator's look at the header
+        contract.csv_separator("l.csv", b"type;caf\xe9\n")
+
+
 def test_log_format() -> None:
     assert contract.log_format("a.CSV") == "csv"
     assert contract.log_format("a.pq") == "parquet"

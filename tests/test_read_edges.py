@@ -339,3 +339,26 @@ def test_a_semicolon_csvs_bad_value_and_blank_end_are_read_as_with_commas(
         read_events([bad]).frame()
     blank = write(tmp_path / "blank.csv", "type;time\nA;1\nB;2\n\n")
     assert read_events([blank]).frame()[TYPE].to_list() == ["A", "B"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_log_that_is_not_utf8_names_the_line_of_its_first_bad_byte(tmp_path: Path,
+                                                                      jobs: str) -> None:
+    """A byte that is not UTF-8 (a WINDOWS-1252 export) is refused naming its line and how to
+    convert the file, whether it is among the first bytes or 70,000 lines further (polars
+    named no row), and the first of several."""
+    early = tmp_path / "early.csv"
+    early.write_bytes(b"type,time,name\nA,1,ok\nB,2,caf\xe9\n")
+    late = tmp_path / "late.csv"
+    late.write_bytes(b"type,time,name\n" + b"".join(b"A,%d,abc\n" % i for i in range(70_000))
+                     + b"B,70000,caf\xe9\nB,70001,\xff\n")
+    for log, line, before in ((early, 3, "B,2,caf"), (late, 70_002, "B,70000,caf")):
+        r = run("match", "-e", "A ; B", str(log), "--count", "--jobs", jobs)
+        assert r.exit_code == 2, r.output
+        assert r.output.splitlines()[0] == (f"error: {log}, line {line}: not UTF-8 text:"
+                                            f" byte 0xe9 after {before!r}")
+        assert "iconv" in r.output and "Traceback" not in r.output
+    ndjson = tmp_path / "l.jsonl"  # read by another path: polars fails on opening it
+    ndjson.write_bytes(b'{"type": "A", "time": 1}\n{"type": "B", "time": 2, "n": "caf\xe9"}\n')
+    r = run("match", "-e", "A ; B", str(ndjson), "--count", "--jobs", jobs)
+    assert r.exit_code == 2 and f"{ndjson}, line 2: not UTF-8 text: byte 0xe9" in r.output

@@ -926,6 +926,18 @@ def test_cli_spark_reads_a_csv_separated_otherwise_as_local_mode(spark, tmp_path
     assert on_spark.stdout == local.stdout and local.stdout
 
 
+def test_cli_spark_refuses_a_csv_that_is_not_utf8_as_local_mode(spark, tmp_path):
+    """Spark reads a byte that is not UTF-8 as U+FFFD; among the first 64 KiB it is refused
+    before Spark starts, with local mode's message."""
+    log = tmp_path / "l.csv"
+    log.write_bytes(b"type,time,name\nA,1,ok\nB,2,caf\xe9\n")
+    local = _cli("match", "-e", "A ; B", str(log), "--count")
+    on_spark = _cli("match", "-e", "A ; B", str(log), "--count", "--spark", "--master", "local[2]")
+    assert local.exit_code == on_spark.exit_code == 2, on_spark.output
+    assert on_spark.output.splitlines()[:2] == local.output.splitlines()[:2]
+    assert "line 3: not UTF-8 text" in local.output
+
+
 def test_cli_spark_writes_a_directory(spark, tmp_path):
     out = tmp_path / "out.parquet"
     args = [str(ROOT / "queries" / "phi2.cel"), str(ROOT / "samples" / "fig1.csv")]

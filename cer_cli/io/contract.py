@@ -146,6 +146,7 @@ def csv_separator(where: str, head: bytes) -> str:
     as comma-separated, such a log was one column named after its whole header line, and a
     query matched nothing. A header holding two of them and no comma is refused, as cer
     cannot tell which one separates."""
+    check_utf8(where, head)
     line = head.split(b"\n", 1)[0].rstrip(b"\r").removeprefix(b"\xef\xbb\xbf")
     text = re.sub(r'"[^"]*"', "", line.decode("utf-8", errors="replace"))  # quoted names
     if "," in text:
@@ -157,6 +158,28 @@ def csv_separator(where: str, head: bytes) -> str:
                        ["give the log one separator (a comma, tab, ';' or '|'), or convert"
                         " it to Parquet"])
     return found[0] if found else ","
+
+
+#: The hint for a text log that is not UTF-8 (``check_utf8``, and the local reader's
+#: failures past the first bytes).
+NOT_UTF8_HINT = ("cer reads text logs as UTF-8: convert the file, e.g. `iconv -f WINDOWS-1252"
+                 " -t UTF-8 in.csv > out.csv` (spreadsheets on Windows write WINDOWS-1252)")
+
+
+def check_utf8(where: str, data: bytes, line: int = 1, complete: bool = False) -> None:
+    """Refuse ``data``, a text log's bytes from the start of its line ``line``, at the first
+    byte that is not UTF-8, naming its line: polars refuses such a log naming no row, and
+    Spark reads such bytes as U+FFFD, so the readers decide it here alike. A sequence cut at
+    the end of ``data`` is no error unless ``complete`` (the whole file)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if not complete and e.reason == "unexpected end of data":
+            return
+        at = line + data.count(b"\n", 0, e.start)
+        before = data[data.rfind(b"\n", 0, e.start) + 1: e.start].decode("utf-8", "replace")
+        raise LogError(f"{where}, line {at}: not UTF-8 text: byte 0x{data[e.start]:02x} after"
+                       f" {before[-20:]!r}", [NOT_UTF8_HINT]) from None
 
 
 def _base(path: str) -> str:

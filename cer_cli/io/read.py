@@ -104,6 +104,7 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
                 lf = pl.scan_ndjson(spec.path, infer_schema_length=10_000)
         lf.collect_schema()
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError, ValueError) as e:
+        _refuse_non_utf8(spec, e)
         raise LogError(f"cannot read {spec.path} as {spec.format}: {_first_line(e)}") from None
     contract.check_columns(str(spec.path), lf.collect_schema())
     return lf
@@ -190,6 +191,32 @@ def _trailing_blank_lines(path: Path) -> int:
     return min(n, len(lines) - 3) if n else 0
 
 
+def _refuse_non_utf8(spec: LogSpec, e: BaseException) -> None:
+    """When polars failed on a text log that is not UTF-8 ("invalid utf-8 sequence", no row
+    named), raise ``contract.check_utf8``'s error for the first such byte of the file, found
+    by one pass over it in blocks (only on this error)."""
+    if spec.frame is not None or spec.format == "parquet" or "utf-8" not in str(e).lower():
+        return
+    line, carry = 1, b""
+    try:
+        with spec.path.open("rb") as f:
+            while block := f.read(_UTF8_BLOCK):
+                data = carry + block
+                cut = data.rfind(b"\n") + 1  # whole lines only: no sequence cut in two
+                if not cut and len(data) > 64 * _UTF8_BLOCK:
+                    return  # a line of 64 MiB: the generic message
+                contract.check_utf8(str(spec.path), data[:cut], line)
+                line += data.count(b"\n", 0, cut)
+                carry = data[cut:]
+            contract.check_utf8(str(spec.path), carry, line, complete=True)
+    except OSError:
+        return
+
+
+#: Bytes per read of ``_refuse_non_utf8``'s pass.
+_UTF8_BLOCK = 1 << 20
+
+
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
@@ -204,6 +231,7 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
     polars infers a CSV column's type from its first 10,000 rows and fails mid-stream on a
     later value that does not fit (``could not parse `abc` as dtype `i64```): that value's
     row is found (one more pass, reading the column as text) and named."""
+    _refuse_non_utf8(spec, e)
     m = _BAD_VALUE.search(str(e))
     if m is None or spec.format != "csv":
         return LogError(f"cannot read {spec.path}: {_first_line(e)}")
