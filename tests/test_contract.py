@@ -63,12 +63,22 @@ def test_split_log_arg() -> None:
     (b"", ","),
 ])
 def test_csv_separator(head: bytes, sep: str) -> None:
-    assert contract.csv_separator("l.csv", head) == sep
+    assert contract.csv_dialect("l.csv", head) == sep
+
+
+@pytest.mark.parametrize("head,columns", [(b"type,time,type\n", "columns 1 and 3"),
+                                          (b'a;"b;c";a\r\n', "columns 1 and 3"),
+                                          (b"t\tx\tx\n", "columns 2 and 3")])
+def test_a_csv_header_naming_a_column_twice_is_refused(head: bytes, columns: str) -> None:
+    with pytest.raises(LogError) as e:
+        contract.csv_dialect("l.csv", head)
+    assert e.value.message.endswith(f"twice ({columns})")
+    contract.csv_dialect("l.csv", b'"a,b",a\n')  # one name holds the other
 
 
 def test_a_csv_header_with_two_separators_and_no_comma_is_refused() -> None:
     with pytest.raises(LogError) as e:
-        contract.csv_separator("l.csv", b"type;time|v\n")
+        contract.csv_dialect("l.csv", b"type;time|v\n")
     assert e.value.message == ("l.csv: cannot tell the CSV's field separator: its header line"
                                " holds ';' and '|' but no comma")
 
@@ -84,7 +94,7 @@ def test_check_utf8_names_the_line_of_the_first_byte_that_is_not() -> None:
     with pytest.raises(LogError, match="line 1:"):
         contract.check_utf8("l.csv", "A,caf\u00e9".encode()[:-1], complete=True)
     with pytest.raises(LogError, match="line 1:"):  # the separator's look at the header
-        contract.csv_separator("l.csv", b"type;caf\xe9\n")
+        contract.csv_dialect("l.csv", b"type;caf\xe9\n")
 
 
 def test_log_format() -> None:

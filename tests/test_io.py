@@ -339,7 +339,6 @@ CSV_CASES = {
     "nulls and blanks": "type,d,e\nA,,x\nB,2024-01-01, \n",
     "digits that are numbers": "type,d\nA,20240101\n",
     "only a header": "type,d\n",
-    "duplicate names": "type,a,a\nA,1,2\n",
     "a late text value": "type,d\n" + "A,2024-01-01\n" * 3000 + "B,soon\n",
     "long lines": "type,d\n" + f"A,{'x' * 70_000}\n" + "B,2024-01-01\n",
     "a quoted line break": 'type,d\nA,"two\nlines"\nB,2024-01-01\n',

@@ -362,3 +362,13 @@ def test_a_log_that_is_not_utf8_names_the_line_of_its_first_bad_byte(tmp_path: P
     ndjson.write_bytes(b'{"type": "A", "time": 1}\n{"type": "B", "time": 2, "n": "caf\xe9"}\n')
     r = run("match", "-e", "A ; B", str(ndjson), "--count", "--jobs", jobs)
     assert r.exit_code == 2 and f"{ndjson}, line 2: not UTF-8 text: byte 0xe9" in r.output
+
+
+def test_a_csv_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    """polars renamed the second ``type`` to ``type_duplicated_0`` (Spark: ``type2``):
+    refused instead, naming both columns."""
+    log = write(tmp_path / "l.csv", "type,time,type\nA,1,B\n")
+    r = run("match", "-e", "A", log, "--count")
+    assert r.exit_code == 2
+    assert r.output.splitlines()[0] == (f"error: {log}: the header names column 'type' twice"
+                                        " (columns 1 and 3)")

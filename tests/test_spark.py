@@ -913,7 +913,7 @@ def test_cli_spark_prints_what_local_mode_prints(spark, monkeypatch, query):
 
 @pytest.mark.parametrize("sep,suffix", [(";", "csv"), ("\t", "tsv")])
 def test_cli_spark_reads_a_csv_separated_otherwise_as_local_mode(spark, tmp_path, sep, suffix):
-    """The contract's separator (``contract.csv_separator``) on Spark too: a ``;``- or
+    """The contract's separator (``contract.csv_dialect``) on Spark too: a ``;``- or
     tab-separated copy of stocks.csv gives local mode's matches."""
     lines = (ROOT / "samples" / "stocks.csv").read_text().splitlines()
     log = tmp_path / f"stocks.{suffix}"
@@ -928,7 +928,7 @@ def test_cli_spark_reads_a_csv_separated_otherwise_as_local_mode(spark, tmp_path
 
 def test_cli_spark_refuses_a_csv_that_is_not_utf8_as_local_mode(spark, tmp_path):
     """Spark reads a byte that is not UTF-8 as U+FFFD; among the first 64 KiB it is refused
-    before Spark starts, with local mode's message."""
+    before Spark starts, with local mode's message; so is a header naming a column twice."""
     log = tmp_path / "l.csv"
     log.write_bytes(b"type,time,name\nA,1,ok\nB,2,caf\xe9\n")
     local = _cli("match", "-e", "A ; B", str(log), "--count")
@@ -936,6 +936,13 @@ def test_cli_spark_refuses_a_csv_that_is_not_utf8_as_local_mode(spark, tmp_path)
     assert local.exit_code == on_spark.exit_code == 2, on_spark.output
     assert on_spark.output.splitlines()[:2] == local.output.splitlines()[:2]
     assert "line 3: not UTF-8 text" in local.output
+    twice = tmp_path / "twice.csv"  # Spark would have renamed the second 'type' to 'type2'
+    twice.write_text("type,time,type\nA,1,B\n")
+    local = _cli("match", "-e", "A", str(twice), "--count")
+    on_spark = _cli("match", "-e", "A", str(twice), "--count", "--spark", "--master", "local[2]")
+    assert local.exit_code == on_spark.exit_code == 2, on_spark.output
+    assert on_spark.output.splitlines()[0] == local.output.splitlines()[0]
+    assert "names column 'type' twice" in local.output
 
 
 def test_cli_spark_writes_a_directory(spark, tmp_path):

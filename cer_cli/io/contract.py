@@ -17,6 +17,7 @@ that a query reading it is refused naming both.
 
 from __future__ import annotations
 
+import csv
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -135,29 +136,44 @@ def log_format(path: str, fmt: str | None = None, members: Iterable[str] = ()) -
     return found
 
 
-#: Field separators a CSV log may use instead of the comma (``csv_separator``).
+#: Field separators a CSV log may use instead of the comma (``csv_dialect``).
 CSV_SEPARATORS = {"\t": "tab", ";": "';'", "|": "'|'"}
 
 
-def csv_separator(where: str, head: bytes) -> str:
-    """The field separator of a CSV log whose first bytes are ``head``: the comma, unless its
-    header line holds no comma and one of tab, ``;`` and ``|`` (spreadsheets export
-    ``;``-separated CSV where the comma is the decimal mark; ``.tsv`` files use tabs). Read
-    as comma-separated, such a log was one column named after its whole header line, and a
-    query matched nothing. A header holding two of them and no comma is refused, as cer
-    cannot tell which one separates."""
+def csv_dialect(where: str, head: bytes) -> str:
+    """The field separator of a CSV log whose first bytes are ``head``, once they are known
+    to read alike everywhere: UTF-8 (``check_utf8``), and a header naming each column once
+    (polars renamed a repeated name ``x_duplicated_0``, Spark ``x2``: a query would have read
+    another column on each).
+
+    The separator is the comma, unless the header line holds no comma and one of tab,
+    ``;`` and ``|`` (spreadsheets export ``;``-separated CSV where the comma is the decimal
+    mark; ``.tsv`` files use tabs). Read as comma-separated, such a log was one column named
+    after its whole header line, and a query matched nothing. A header holding two of them
+    and no comma is refused, as cer cannot tell which one separates."""
     check_utf8(where, head)
     line = head.split(b"\n", 1)[0].rstrip(b"\r").removeprefix(b"\xef\xbb\xbf")
-    text = re.sub(r'"[^"]*"', "", line.decode("utf-8", errors="replace"))  # quoted names
-    if "," in text:
-        return ","
-    found = [s for s in CSV_SEPARATORS if s in text]
+    header = line.decode("utf-8", errors="replace")
+    text = re.sub(r'"[^"]*"', "", header)  # quoted names
+    found = [","] if "," in text else [s for s in CSV_SEPARATORS if s in text]
     if len(found) > 1:
         raise LogError(f"{where}: cannot tell the CSV's field separator: its header line holds "
                        + " and ".join(CSV_SEPARATORS[s] for s in found) + " but no comma",
                        ["give the log one separator (a comma, tab, ';' or '|'), or convert"
                         " it to Parquet"])
-    return found[0] if found else ","
+    sep = found[0] if found else ","
+    if b"\n" in head:  # the whole header line
+        _unique_names(where, next(csv.reader([header], delimiter=sep), []))
+    return sep
+
+
+def _unique_names(where: str, names: list[str]) -> None:
+    first: dict[str, int] = {}
+    for i, name in enumerate(names, 1):
+        if name in first:
+            raise LogError(f"{where}: the header names column {name!r} twice (columns"
+                           f" {first[name]} and {i})", ["rename one of them"])
+        first[name] = i
 
 
 #: The hint for a text log that is not UTF-8 (``check_utf8``, and the local reader's

@@ -126,7 +126,7 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     leaves the column text: so when each text column has a value starting with something
     else among its first ``_DATE_PROBE_ROWS`` rows, no column can be a date, the schema
     inferred without dates is the one inferred with them, and the scan is given it. The
-    field separator is the contract's (``contract.csv_separator``)."""
+    field separator is the contract's (``contract.csv_dialect``)."""
     overrides = dict.fromkeys(text_columns, pl.String)
     sep = _csv_separator(path)
     plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides,
@@ -147,9 +147,10 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
 
 
 def _csv_separator(path: Path) -> str:
-    """``contract.csv_separator`` of the CSV at ``path``, from its first ``_SAMPLE_BYTES``."""
+    """The separator of the CSV at ``path`` (``contract.csv_dialect``, which refuses a head it
+    cannot read alike everywhere), from its first ``_SAMPLE_BYTES``."""
     with path.open("rb") as f:
-        return contract.csv_separator(str(path), f.read(_SAMPLE_BYTES))
+        return contract.csv_dialect(str(path), f.read(_SAMPLE_BYTES))
 
 
 def _csv_head(path: Path, plain: pl.LazyFrame, sep: str) -> pl.LazyFrame:

@@ -83,9 +83,10 @@ def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
 
 
 def _csv_separator(path: str) -> str:
-    """The CSV's field separator as the local reader finds it (``contract.csv_separator``),
-    from the first bytes of the file, or of a directory's first data file; a path on another
-    file system (``hdfs://``, ``s3a://``) is read as comma-separated."""
+    """The CSV's field separator as the local reader finds it (``contract.csv_dialect``,
+    refusing what it refuses), from the first bytes of the file, or of a directory's first
+    data file; a path on another file system (``hdfs://``, ``s3a://``) is read as
+    comma-separated, unchecked."""
     if re.match(r"^[A-Za-z][\w+.-]*://", path) and not path.startswith("file://"):
         return ","
     local = Path(path.removeprefix("file://"))
@@ -101,7 +102,7 @@ def _csv_separator(path: str) -> str:
     except OSError:
         return ","  # Spark reports what it cannot read
     with input_errors():
-        return contract.csv_separator(path, head)
+        return contract.csv_dialect(path, head)
 
 
 def _kind(dtype) -> str | None:
