@@ -500,6 +500,18 @@ def test_unit_typo_hint_and_no_false_keyword():
     assert "did you mean" not in info.value.message
 
 
+def test_two_names_in_a_row_hint_at_a_back_quoted_event_type():
+    """``Buy Order ; Sell Order`` over a log whose types hold a space: the error says how to
+    write such a type; names apart on two lines get no such hint."""
+    with pytest.raises(QueryError) as info:
+        parse("Buy Order ; Sell Order")
+    assert info.value.hints == ["an event type whose name holds a space is back-quoted:"
+                                " `Buy Order`"]
+    with pytest.raises(QueryError) as info:
+        parse("SELL\nBUY")
+    assert info.value.hints == []
+
+
 def test_deep_nesting_is_a_query_error():
     with pytest.raises(QueryError, match="nest too deeply"):
         parse("(" * 5000 + "A" + ")" * 5000)

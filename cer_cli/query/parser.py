@@ -727,8 +727,13 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
     if {"INT", "NAME", "MINUS"} <= expected:
         return err(f"expected a value after {_describe(prev)}, found {_describe(tok)}")
     if tok.type in ("NAME", "LPAR", "LSQB") and "SEMICOLON" in expected:
-        return err(f"{_describe(tok)} cannot follow a pattern directly: join two patterns with"
-                   " ';' (later), ':' (at the next event) or OR")
+        e = err(f"{_describe(tok)} cannot follow a pattern directly: join two patterns with"
+                " ';' (later), ':' (at the next event) or OR")
+        if tok.type == "NAME" and pt == "NAME" and not text[prev.end_pos:tok.start_pos].strip(" "):
+            # a log's event type may hold spaces ("Buy Order"): the way to write it
+            e.hints.append(f"an event type whose name holds a space is back-quoted:"
+                           f" `{text[prev.start_pos:tok.end_pos]}`")
+        return e
     return err(f"expected {_expected_list(expected)}, found {_describe(tok)}")
 
 
