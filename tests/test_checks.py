@@ -377,3 +377,19 @@ def test_a_window_of_zero_is_accepted(window):
     """#13 item 10: windows are inclusive, so 0 is meaningful (equal time or position)."""
     check_text(f"T AS x ; H AS y WITHIN {window}",
                Schema(SENSORS.event_types, SENSORS.streams, time_column="ts"))
+
+
+def test_known_names_are_listed_as_a_query_writes_them():
+    """A log's event type holding a space, or an attribute named like a keyword, must be
+    back-quoted in a query: the lists of known names show them so."""
+    from cer_cli.query.checks import check_schema_names
+
+    schema = Schema(event_types={"Buy Order": {"max": "int", "price": "float"},
+                                 "Sell": {"max": "int", "price": "float"}},
+                    streams={"S": ("Buy Order", "Sell")}, time_column=None)
+    warned = check_schema_names(parse("Buy ; Sell"), schema)
+    assert [w for w, _ in warned] == ["the log has no event type 'Buy', so 'Buy' never"
+                                      " matches; known event types: `Buy Order`, Sell"]
+    with pytest.raises(QueryError) as info:
+        check_text("Sell AS s FILTER s.cost > 1", schema)
+    assert info.value.hints == ["attributes of 's': `max`, price"]

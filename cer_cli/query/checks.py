@@ -46,7 +46,7 @@ from cer_cli.query.ast import (
     Span,
 )
 from cer_cli.query.errors import QueryError, suggest
-from cer_cli.query.printer import to_text
+from cer_cli.query.printer import quote_name, to_text
 from cer_cli.query.scope import (
     absent_formulas,
     attr_refs,
@@ -176,7 +176,9 @@ def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
 
 
 def _names(names: frozenset[str] | set[str]) -> str:
-    return ", ".join(sorted(names)) if names else "none"
+    """Known names as a query writes them: a type or attribute holding a space, or named
+    like a keyword, back-quoted (``quote_name``)."""
+    return ", ".join(quote_name(n) for n in sorted(names)) if names else "none"
 
 
 def _unknown_name_hints(name: str, known: frozenset[str] | set[str]) -> list[str]:
