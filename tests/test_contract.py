@@ -74,6 +74,7 @@ def test_a_csv_header_naming_a_column_twice_is_refused(head: bytes, columns: str
         contract.csv_dialect("l.csv", head)
     assert e.value.message.endswith(f"twice ({columns})")
     contract.csv_dialect("l.csv", b'"a,b",a\n')  # one name holds the other
+    assert contract.csv_dialect("l.csv", b"type;time;;\n") == ";"  # a spreadsheet's empty ones
 
 
 def test_a_csv_header_with_two_separators_and_no_comma_is_refused() -> None:

@@ -372,3 +372,6 @@ def test_a_csv_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
     assert r.exit_code == 2
     assert r.output.splitlines()[0] == (f"error: {log}: the header names column 'type' twice"
                                         " (columns 1 and 3)")
+    # empty names, as a spreadsheet's trailing separators make, name no column: read
+    trailing = write(tmp_path / "t.csv", "type,time,,\nA,1,,\nB,2,,\n")
+    assert run("match", "-e", "A ; B", trailing, "--count").stdout == "1\n"

@@ -168,8 +168,12 @@ def csv_dialect(where: str, head: bytes) -> str:
 
 
 def _unique_names(where: str, names: list[str]) -> None:
+    """Refuse a header naming a column twice; empty names (the trailing separators of a
+    spreadsheet export) name no column a query can read."""
     first: dict[str, int] = {}
     for i, name in enumerate(names, 1):
+        if not name:
+            continue
         if name in first:
             raise LogError(f"{where}: the header names column {name!r} twice (columns"
                            f" {first[name]} and {i})", ["rename one of them"])
