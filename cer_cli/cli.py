@@ -388,9 +388,10 @@ def match_command(
 ) -> None:
     """Find every complex event of a query in event logs.
 
-    QUERY is a query file ('-' for stdin, or -e TEXT). Each LOG is a CSV, Parquet or
-    NDJSON file, optionally named as NAME=path (the stream name FROM and S>E refer to;
-    default: the file stem). Several logs are merged into one stream ordered by time.
+    QUERY is a query file ('-' for stdin, or -e TEXT). Each LOG is a CSV (UTF-8; separated
+    by commas, or by ';', tabs or '|' when its header holds no comma), Parquet or NDJSON
+    file, optionally named as NAME=path (the stream name FROM and S>E refer to; default:
+    the file stem). Several logs are merged into one stream ordered by time.
 
     Matches are written as they are found, in order of the event that completes them.
 

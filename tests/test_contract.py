@@ -98,6 +98,14 @@ def test_check_utf8_names_the_line_of_the_first_byte_that_is_not() -> None:
         contract.csv_dialect("l.csv", b"type;caf\xe9\n")
 
 
+def test_local_path_of_a_log_or_output_argument() -> None:
+    assert contract.local_path("logs/a.csv") == "logs/a.csv"
+    assert contract.local_path("file:///tmp/a.csv") == "/tmp/a.csv"
+    assert contract.local_path("hdfs://nn:8020/logs") is None
+    assert contract.local_path("s3a://bucket/a.csv") is None
+    assert contract.local_path("NAME=x") == "NAME=x"  # not a URI
+
+
 def test_log_format() -> None:
     assert contract.log_format("a.CSV") == "csv"
     assert contract.log_format("a.pq") == "parquet"

@@ -104,6 +104,17 @@ def split_log_arg(spec: str) -> tuple[str, str]:
     return "", spec
 
 
+_URI = re.compile(r"[A-Za-z][\w+.-]*://")
+
+
+def local_path(path: str) -> str | None:
+    """The local file-system path of a log or output argument (``file://`` dropped), or None
+    for a URI of another file system (``hdfs://``, ``s3a://``), which only Spark reads."""
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    return None if _URI.match(path) else path
+
+
 def stream_name(name: str, path: str) -> str:
     """The stream a log feeds: its ``NAME=``, else the stem of the path's last component."""
     if name:
@@ -136,6 +147,8 @@ def log_format(path: str, fmt: str | None = None, members: Iterable[str] = ()) -
     return found
 
 
+#: Bytes at the start of a CSV log that both readers give ``csv_dialect``.
+CSV_HEAD_BYTES = 1 << 16
 #: Field separators a CSV log may use instead of the comma (``csv_dialect``).
 CSV_SEPARATORS = {"\t": "tab", ";": "';'", "|": "'|'"}
 

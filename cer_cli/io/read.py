@@ -128,13 +128,14 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     inferred without dates is the one inferred with them, and the scan is given it. The
     field separator is the contract's (``contract.csv_dialect``)."""
     overrides = dict.fromkeys(text_columns, pl.String)
-    sep = _csv_separator(path)
+    sample = _csv_sample(path)
+    sep = contract.csv_dialect(str(path), sample)
     plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides,
                         separator=sep)
     schema = plain.collect_schema()
     texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
     if texts:
-        no_date = (_csv_head(path, plain, sep)
+        no_date = (_csv_head(sample, plain, sep)
                    .select(pl.col(texts).str.strip_chars().str.contains(r"^[0-9]").not_()
                            .fill_null(False).any())
                    .collect().row(0))
@@ -146,30 +147,35 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     return pl.scan_csv(path, schema=schema, separator=sep)
 
 
+def _csv_sample(path: Path) -> bytes:
+    """The CSV's first ``contract.CSV_HEAD_BYTES``: what ``contract.csv_dialect`` decides
+    the separator from, and the date probe's rows (``_csv_head``)."""
+    with path.open("rb") as f:
+        return f.read(contract.CSV_HEAD_BYTES)
+
+
 def _csv_separator(path: Path) -> str:
     """The separator of the CSV at ``path`` (``contract.csv_dialect``, which refuses a head it
-    cannot read alike everywhere), from its first ``_SAMPLE_BYTES``."""
-    with path.open("rb") as f:
-        return contract.csv_dialect(str(path), f.read(_SAMPLE_BYTES))
+    cannot read alike everywhere)."""
+    return contract.csv_dialect(str(path), _csv_sample(path))
 
 
-def _csv_head(path: Path, plain: pl.LazyFrame, sep: str) -> pl.LazyFrame:
+def _csv_head(sample: bytes, plain: pl.LazyFrame, sep: str) -> pl.LazyFrame:
     """At most the first ``_DATE_PROBE_ROWS`` rows of the CSV, text columns as text.
 
-    Parsed from the file's first 64 KiB (cut after its last full line) when they hold no
-    quote, so no record can span lines: polars' ``head`` of a scan still splits the whole
-    file first (0.17 s for a 128 MB log against 3 ms). Otherwise, or when those bytes do
-    not parse, the scan's own head. Fewer rows only make ``_scan_csv`` more cautious."""
+    Parsed from ``sample``, the file's first bytes (``_csv_sample``), cut after its last full
+    line, when they hold no quote, so no record can span lines: polars' ``head`` of a scan
+    still splits the whole file first (0.17 s for a 128 MB log against 3 ms). Otherwise, or
+    when those bytes do not parse, the scan's own head. Fewer rows only make ``_scan_csv``
+    more cautious."""
+    sample = sample[: sample.rfind(b"\n") + 1]
     try:
-        with path.open("rb") as f:
-            sample = f.read(_SAMPLE_BYTES)
-        sample = sample[: sample.rfind(b"\n") + 1]
         if sample and b'"' not in sample:
             head = pl.read_csv(io.BytesIO(sample), infer_schema=False, n_rows=_DATE_PROBE_ROWS,
                                separator=sep)
             if head.columns == list(plain.collect_schema()):
                 return head.lazy()
-    except (pl.exceptions.PolarsError, OSError):
+    except pl.exceptions.PolarsError:
         pass
     return plain.head(_DATE_PROBE_ROWS)
 

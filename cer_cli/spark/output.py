@@ -4,10 +4,10 @@ interpreted for Spark's CSV and JSON writers; and the ``-o`` directory Spark wri
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from cer_cli.events import POS, TIME
+from cer_cli.io.contract import local_path
 from cer_cli.io.files import OutputError, directory_output
 from cer_cli.io.output import (
     FRACTION_DIGITS,
@@ -37,10 +37,10 @@ def check_output_dir(output: str) -> tuple[str, str]:
     symlink rule; an existing file or non-empty directory refused, exit 2; a directory that
     cannot be written, exit 1): the resolved path, and "overwrite" for an existing empty
     directory, which Spark would otherwise refuse. A URI other than file: is left to Spark."""
-    if re.match(r"^[A-Za-z][\w+.-]*://", output) and not output.startswith("file://"):
+    if (where := local_path(output)) is None:
         return output, "errorifexists"
     try:
-        path, existing = directory_output(output.removeprefix("file://"))
+        path, existing = directory_output(where)
     except OutputError as e:
         raise SparkError(e.message, e.hints, input_error=e.exit_code == 2) from None
     return path, "overwrite" if existing else "errorifexists"

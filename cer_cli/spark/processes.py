@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import signal
 import threading
@@ -15,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cer_cli import signals
+from cer_cli.io.contract import local_path
 from cer_cli.io.files import remove_open_parts
 
 #: Seconds from a signal to the end of a Spark run, however stuck its main thread is.
@@ -129,9 +129,9 @@ def _descendants() -> dict[int, str]:
 def _remove_partial(output: str, mode: str) -> None:
     """Remove what an interrupted ``spark_write`` left of ``output``: the directory, or its
     content if it existed (empty) before the run. Local paths only."""
-    if re.match(r"^[A-Za-z][\w+.-]*://", output) and not output.startswith("file://"):
+    if (where := local_path(output)) is None:
         return
-    path = Path(output[len("file://"):] if output.startswith("file://") else output)
+    path = Path(where)
     if mode != "overwrite":
         shutil.rmtree(path, ignore_errors=True)
         return

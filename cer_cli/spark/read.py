@@ -12,7 +12,6 @@ log whose rows are already in time order needs no sort: its POS is its ROW (``ev
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from itertools import accumulate
@@ -87,9 +86,9 @@ def _csv_separator(path: str) -> str:
     refusing what it refuses), from the first bytes of the file, or of a directory's first
     data file; a path on another file system (``hdfs://``, ``s3a://``) is read as
     comma-separated, unchecked."""
-    if re.match(r"^[A-Za-z][\w+.-]*://", path) and not path.startswith("file://"):
+    if (where := contract.local_path(path)) is None:
         return ","
-    local = Path(path.removeprefix("file://"))
+    local = Path(where)
     if local.is_dir():
         files = sorted(p for p in local.iterdir()
                        if p.is_file() and not p.name.startswith((".", "_")))
@@ -98,7 +97,7 @@ def _csv_separator(path: str) -> str:
         local = files[0]
     try:
         with local.open("rb") as f:
-            head = f.read(1 << 16)
+            head = f.read(contract.CSV_HEAD_BYTES)
     except OSError:
         return ","  # Spark reports what it cannot read
     with input_errors():
@@ -179,9 +178,9 @@ _opened: dict = {}
 def _stamp(path: str) -> tuple | None:
     """Size and modification time of a local file or directory's files (None for a URI or
     a path this process cannot see: never reused then)."""
-    if re.match(r"^[A-Za-z][\w+.-]*://", path) and not path.startswith("file://"):
+    if (where := contract.local_path(path)) is None:
         return None
-    p = Path(path[len("file://"):] if path.startswith("file://") else path)
+    p = Path(where)
     try:
         files = sorted(p.rglob("*")) if p.is_dir() else [p]
         return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
