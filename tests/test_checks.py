@@ -393,3 +393,12 @@ def test_known_names_are_listed_as_a_query_writes_them():
     with pytest.raises(QueryError) as info:
         check_text("Sell AS s FILTER s.cost > 1", schema)
     assert info.value.hints == ["attributes of 's': `max`, price"]
+    # "did you mean" names a close one as it must be written, to be pasted
+    warned = check_schema_names(parse("`Buy Ordr` ; Sel"), schema)
+    assert [w.split(";")[0] for w, _ in warned] == [
+        "the log has no event type 'Buy Ordr', so 'Buy Ordr' never matches (did you mean"
+        " `Buy Order`?)",
+        "the log has no event type 'Sel', so 'Sel' never matches (did you mean 'Sell'?)"]
+    with pytest.raises(QueryError) as info:
+        check_text("Sell AS s FILTER s.mx > 1", schema)
+    assert info.value.hints[0] == "did you mean `max`?"

@@ -77,6 +77,21 @@ def test_a_csv_header_naming_a_column_twice_is_refused(head: bytes, columns: str
     assert contract.csv_dialect("l.csv", b"type;time;;\n") == ";"  # a spreadsheet's empty ones
 
 
+def test_a_column_without_a_name_is_called_by_its_position() -> None:
+    """Spark's name for a CSV's unnamed column, for every reader and format."""
+    assert contract.csv_header("l.csv", b"type;time;;v;\nA;1;;2;\n") == (
+        ";", ["type", "time", "_c2", "v", "_c4"])
+    assert contract.csv_header("l.csv", b"type,ti") == (",", None)  # the header not all there
+    assert contract.column_names(["", "a", ""]) == ["_c0", "a", "_c2"]
+    with pytest.raises(LogError) as e:  # the name it would get is another column's
+        contract.csv_header("l.csv", b"type,time,,_c2\n")
+    assert e.value.message == ("l.csv: column 3 has no name, and a column without one is called"
+                               " by its position from 0, '_c2': the name of column 4")
+    assert e.value.hints == ["name column 3"]
+    with pytest.raises(LogError, match="column 4 has no name.*the name of column 1"):
+        contract.check_columns("l.parquet", ["_c3", "type", "time", "_c3"])
+
+
 def test_a_csv_header_with_two_separators_and_no_comma_is_refused() -> None:
     with pytest.raises(LogError) as e:
         contract.csv_dialect("l.csv", b"type;time|v\n")

@@ -4,6 +4,7 @@ test checks a hand-computed answer that the code before the fix got wrong."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 from pathlib import Path
 
 import polars as pl
@@ -375,3 +376,27 @@ def test_a_csv_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
     # empty names, as a spreadsheet's trailing separators make, name no column: read
     trailing = write(tmp_path / "t.csv", "type,time,,\nA,1,,\nB,2,,\n")
     assert run("match", "-e", "A ; B", trailing, "--count").stdout == "1\n"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_columns_without_a_name_are_called_by_their_position(tmp_path: Path, jobs) -> None:
+    """A CSV header's empty names and a Parquet column named "" are ``_c`` and the column's
+    position from 0 (Spark's names), in every shape: polars called them "" and
+    ``_duplicated_0``, and the long shape failed on "" with an internal error. A query can
+    read them by that name."""
+    csv_log = write(tmp_path / "t.csv", "type,time,,v,\nA,1,,5,x\nB,2,,6,y\n")
+    parquet = tmp_path / "p.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1, 2], "": [7, 8]}).write_parquet(parquet)
+    for log, columns in ((csv_log, ["_c2", "_c4"]), (str(parquet), ["_c2"])):
+        for shape in ("long", "wide"):
+            r = run("match", "-e", "SELECT * WHERE A ; B", log, "--format", "csv",
+                    "--shape", shape, "--jobs", jobs)
+            assert r.exit_code == 0, r.output
+            got = pl.read_csv(io.StringIO(r.stdout))
+            names = [c.split(".")[-1] for c in got.columns]
+            assert all(c in names for c in columns) and "" not in names, got.columns
+            assert "_duplicated_0" not in " ".join(got.columns)
+    r = run("match", "-e", "A ; B FILTER B[_c4 = 'y']", csv_log, "--count", "--jobs", jobs)
+    assert r.stdout == "1\n", r.output
+    r = run("match", "-e", "A ; B FILTER B[_c2 = 8]", str(parquet), "--count", "--jobs", jobs)
+    assert r.stdout == "1\n", r.output

@@ -926,6 +926,25 @@ def test_cli_spark_reads_a_csv_separated_otherwise_as_local_mode(spark, tmp_path
     assert on_spark.stdout == local.stdout and local.stdout
 
 
+@pytest.mark.parametrize("shape", ["long", "wide"])
+def test_cli_spark_names_columns_without_a_name_as_local_mode(spark, tmp_path, shape):
+    """A CSV header's empty names (a spreadsheet's trailing separators) and a Parquet
+    column named "": ``_c`` and the column's position on both runners (polars called them
+    "" and ``_duplicated_0``, and the long shape failed on them)."""
+    csv_log = tmp_path / "l.csv"
+    csv_log.write_text("type,time,,v,\nA,1,,5,x\nB,2,,6,\n")
+    parquet = tmp_path / "l.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1, 2], "": [7, 8]}).write_parquet(parquet)
+    for log, columns in ((csv_log, ["_c2", "_c4"]), (parquet, ["_c2"])):
+        args = ["-e", "SELECT * WHERE A ; B", str(log), "--format", "csv", "--shape", shape]
+        local = _cli("match", *args)
+        on_spark = _cli("match", *args, "--spark", "--master", "local[2]")
+        assert local.exit_code == on_spark.exit_code == 0, (local.output, on_spark.output)
+        assert on_spark.stdout == local.stdout
+        header = local.stdout.splitlines()[0].split(",")
+        assert all(any(h.endswith(c) for h in header) for c in columns), header
+
+
 def test_cli_spark_refuses_a_csv_that_is_not_utf8_as_local_mode(spark, tmp_path):
     """Spark reads a byte that is not UTF-8 as U+FFFD; among the first 64 KiB it is refused
     before Spark starts, with local mode's message; so is a header naming a column twice."""

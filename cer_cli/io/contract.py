@@ -154,10 +154,16 @@ CSV_SEPARATORS = {"\t": "tab", ";": "';'", "|": "'|'"}
 
 
 def csv_dialect(where: str, head: bytes) -> str:
-    """The field separator of a CSV log whose first bytes are ``head``, once they are known
-    to read alike everywhere: UTF-8 (``check_utf8``), and a header naming each column once
-    (polars renamed a repeated name ``x_duplicated_0``, Spark ``x2``: a query would have read
-    another column on each).
+    """The field separator of a CSV log whose first bytes are ``head`` (``csv_header``)."""
+    return csv_header(where, head)[0]
+
+
+def csv_header(where: str, head: bytes) -> tuple[str, list[str] | None]:
+    """The field separator and the column names (``column_names``; ``None`` when ``head``
+    holds no whole header line) of a CSV log whose first bytes are ``head``, once they are
+    known to read alike everywhere: UTF-8 (``check_utf8``), and a header naming each column
+    once (polars renamed a repeated name ``x_duplicated_0``, Spark ``x2``: a query would have
+    read another column on each).
 
     The separator is the comma, unless the header line holds no comma and one of tab,
     ``;`` and ``|`` (spreadsheets export ``;``-separated CSV where the comma is the decimal
@@ -175,22 +181,23 @@ def csv_dialect(where: str, head: bytes) -> str:
                        ["give the log one separator (a comma, tab, ';' or '|'), or convert"
                         " it to Parquet"])
     sep = found[0] if found else ","
-    if b"\n" in head:  # the whole header line
-        _unique_names(where, next(csv.reader([header], delimiter=sep), []))
-    return sep
+    if b"\n" not in head:  # not the whole header line
+        return sep, None
+    names = column_names(next(csv.reader([header], delimiter=sep), []))
+    check_columns(where, names)
+    return sep, names
 
 
-def _unique_names(where: str, names: list[str]) -> None:
-    """Refuse a header naming a column twice; empty names (the trailing separators of a
-    spreadsheet export) name no column a query can read."""
-    first: dict[str, int] = {}
-    for i, name in enumerate(names, 1):
-        if not name:
-            continue
-        if name in first:
-            raise LogError(f"{where}: the header names column {name!r} twice (columns"
-                           f" {first[name]} and {i})", ["rename one of them"])
-        first[name] = i
+#: The name of a column that has none, by its 0-based position: a CSV header's empty field
+#: (the trailing separators of a spreadsheet export, ``type,time,,``), or an empty name in
+#: Parquet or JSON. Spark names a CSV's unnamed columns so; polars named them ``""`` and
+#: ``_duplicated_0``, so local and Spark runs reported other columns.
+UNNAMED = "_c{}"
+
+
+def column_names(names: Iterable[str]) -> list[str]:
+    """A log's column names as every reader calls them: an empty one is ``UNNAMED``."""
+    return [name or UNNAMED.format(i) for i, name in enumerate(names)]
 
 
 #: The hint for a text log that is not UTF-8 (``check_utf8``, and the local reader's
@@ -425,12 +432,26 @@ def _columns_text(columns: Iterable[str]) -> str:
 
 
 def check_columns(where: str, columns: Iterable[str]) -> None:
-    """Reject column names the readers reserve for themselves."""
+    """Reject column names the readers reserve for themselves, and a name given twice (a CSV
+    header's, ``csv_header``; an unnamed column's ``UNNAMED`` name that another column has)."""
+    columns = list(columns)
     clash = [c for c in columns if c.startswith(RESERVED_PREFIX)]
     if clash:
         raise LogError(
             f"{where}: column names starting with {RESERVED_PREFIX!r} are reserved: {clash}"
         )
+    first: dict[str, int] = {}
+    for i, name in enumerate(columns, 1):
+        if name in first:
+            j = first[name]
+            if name in (UNNAMED.format(i - 1), UNNAMED.format(j - 1)):
+                nameless, other = (i, j) if name == UNNAMED.format(i - 1) else (j, i)
+                raise LogError(f"{where}: column {nameless} has no name, and a column without"
+                               f" one is called by its position from 0, {name!r}: the name of"
+                               f" column {other}", [f"name column {nameless}"])
+            raise LogError(f"{where}: the header names column {name!r} twice (columns"
+                           f" {j} and {i})", ["rename one of them"])
+        first[name] = i
 
 
 # --------------------------------------------------------------------------- log options

@@ -102,10 +102,12 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
                 lf = pl.read_json(spec.path, infer_schema_length=10_000).lazy()
             else:
                 lf = pl.scan_ndjson(spec.path, infer_schema_length=10_000)
-        lf.collect_schema()
+        columns = lf.collect_schema().names()
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError, ValueError) as e:
         _refuse_non_utf8(spec, e)
         raise LogError(f"cannot read {spec.path} as {spec.format}: {_first_line(e)}") from None
+    if "" in columns:  # a Parquet or JSON column without a name (a CSV's: ``_scan_csv``)
+        lf = lf.rename(dict(zip(columns, contract.column_names(columns), strict=True)))
     contract.check_columns(str(spec.path), lf.collect_schema())
     return lf
 
@@ -126,25 +128,28 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     leaves the column text: so when each text column has a value starting with something
     else among its first ``_DATE_PROBE_ROWS`` rows, no column can be a date, the schema
     inferred without dates is the one inferred with them, and the scan is given it. The
-    field separator is the contract's (``contract.csv_dialect``)."""
+    field separator and the names of unnamed columns are the contract's
+    (``contract.csv_header``)."""
     overrides = dict.fromkeys(text_columns, pl.String)
     sample = _csv_sample(path)
-    sep = contract.csv_dialect(str(path), sample)
-    plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides,
-                        separator=sep)
+    sep, names = contract.csv_header(str(path), sample)
+    opts = {"separator": sep}
+    if names is not None and any(n == contract.UNNAMED.format(i) for i, n in enumerate(names)):
+        opts["new_columns"] = names  # polars' own: "", "_duplicated_0"...
+    plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides, **opts)
     schema = plain.collect_schema()
     texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
     if texts:
-        no_date = (_csv_head(sample, plain, sep)
+        no_date = (_csv_head(sample, plain, opts)
                    .select(pl.col(texts).str.strip_chars().str.contains(r"^[0-9]").not_()
                            .fill_null(False).any())
                    .collect().row(0))
         if not all(no_date):
             lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
-                             schema_overrides=overrides, separator=sep)
+                             schema_overrides=overrides, **opts)
             if any(d.is_temporal() for d in lf.collect_schema().values()):
                 return lf
-    return pl.scan_csv(path, schema=schema, separator=sep)
+    return pl.scan_csv(path, schema=schema, **opts)
 
 
 def _csv_sample(path: Path) -> bytes:
@@ -160,7 +165,7 @@ def _csv_separator(path: Path) -> str:
     return contract.csv_dialect(str(path), _csv_sample(path))
 
 
-def _csv_head(sample: bytes, plain: pl.LazyFrame, sep: str) -> pl.LazyFrame:
+def _csv_head(sample: bytes, plain: pl.LazyFrame, opts: dict) -> pl.LazyFrame:
     """At most the first ``_DATE_PROBE_ROWS`` rows of the CSV, text columns as text.
 
     Parsed from ``sample``, the file's first bytes (``_csv_sample``), cut after its last full
@@ -172,7 +177,7 @@ def _csv_head(sample: bytes, plain: pl.LazyFrame, sep: str) -> pl.LazyFrame:
     try:
         if sample and b'"' not in sample:
             head = pl.read_csv(io.BytesIO(sample), infer_schema=False, n_rows=_DATE_PROBE_ROWS,
-                               separator=sep)
+                               **opts)
             if head.columns == list(plain.collect_schema()):
                 return head.lazy()
     except pl.exceptions.PolarsError:

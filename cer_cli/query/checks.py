@@ -183,7 +183,14 @@ def _names(names: frozenset[str] | set[str]) -> str:
 
 def _unknown_name_hints(name: str, known: frozenset[str] | set[str]) -> list[str]:
     close = suggest(name, known)
-    return [f"did you mean '{close}'?"] if close else []
+    return [f"did you mean {_as_written(close)}?"] if close else []
+
+
+def _as_written(name: str) -> str:
+    """A name in a hint, quoted as text, or back-quoted as the query must write it (a name
+    holding a space, or named like a keyword: ``quote_name``) so that it can be pasted."""
+    written = quote_name(name)
+    return written if written != name else f"'{name}'"
 
 
 def check_well_formed(formula: Formula) -> None:
@@ -457,7 +464,7 @@ def check_schema_names(query: Query, schema: Schema) -> tuple[tuple[str, Span | 
             close = suggest(node.name, set(schema.event_types))
             warned.append((
                 f"the log has no event type '{node.name}', so '{node.label}' never matches"
-                + (f" (did you mean '{close}'?)" if close else "")
+                + (f" (did you mean {_as_written(close)}?)" if close else "")
                 + f"; {_known('event types', set(schema.event_types))}",
                 node.span,
             ))

@@ -62,7 +62,15 @@ def _source(spec: str, fmt: str | None) -> _Source:
 
 
 def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
-    """The log as Spark reads it; a CSV with the types Spark infers, or ``schema``."""
+    """The log as Spark reads it; a CSV with the types Spark infers, or ``schema``; a column
+    without a name called as the contract calls it (``contract.column_names``)."""
+    df = _read(spark, src, schema)
+    if "" in df.columns:  # Spark names a CSV's itself, alike
+        df = df.toDF(*contract.column_names(df.columns))
+    return df
+
+
+def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
     r = spark.read
     if src.format == "csv":
         r = r.options(header=True, sep=_csv_separator(src.path))
