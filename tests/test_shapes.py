@@ -169,3 +169,33 @@ def test_spark_prints_the_same_wide_shape_as_local_mode():
     spark = run(*args, "--spark", "--master", "local[2]")
     assert spark.exit_code == 0, spark.output
     assert spark.stdout.splitlines() == local.stdout.splitlines()
+
+
+@pytest.mark.parametrize("shape", ["long", "wide"])
+def test_log_columns_named_like_output_columns_keep_their_values_and_types(tmp_path, shape):
+    """A log's columns named ``match``, ``start``, ``partition`` or ``vars`` (``log.``-
+    prefixed where they clash) keep their values and types: their types were looked up by
+    name among the fixed columns', so ``match`` of texts was cast to an integer (every
+    value null), ``partition`` of integers to text, and ``vars`` failed with an internal
+    error."""
+    log = tmp_path / "l.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1, 2], "match": ["x", "y"], "start": ["p", "q"],
+                  "partition": [3, 4], "vars": ["u", "v"], "position": [7.5, 8.5]}
+                 ).write_parquet(log)
+    out = tmp_path / "out.parquet"
+    r = run("match", "-e", "SELECT * WHERE A ; B", str(log), "-o", str(out), "--shape", shape)
+    assert r.exit_code == 0, r.output
+    got = pl.read_parquet(out)
+    prefix = {"long": "log.{}", "wide": "B.{}"}[shape]
+    wide_log = {"position"}  # the wide shape's event columns: position, stream, row, type
+    expect = {"match": ("y", pl.String), "start": ("q", pl.String), "partition": (4, pl.Int64),
+              "vars": ("v", pl.String), "position": (8.5, pl.Float64)}
+    for column, (value, dtype) in expect.items():
+        name = prefix.format(column) if shape == "long" or column not in wide_log \
+            else f"B.log.{column}"
+        assert got.schema[name] == dtype, (name, got.schema)
+        assert got[name].to_list()[-1] == value, (name, got[name].to_list())
+    r = run("match", "-e", "SELECT * WHERE A ; B", str(log), "--format", "csv", "--shape", shape)
+    assert r.exit_code == 0, r.output
+    row = r.stdout.splitlines()[-1]
+    assert all(str(v) in row.split(",") for v, _ in expect.values()), row

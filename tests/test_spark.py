@@ -945,6 +945,31 @@ def test_cli_spark_names_columns_without_a_name_as_local_mode(spark, tmp_path, s
         assert all(any(h.endswith(c) for h in header) for c in columns), header
 
 
+def test_cli_spark_reads_a_dotted_column_and_output_named_columns_as_local_mode(spark, tmp_path):
+    """A log column named ``a.b`` failed every Spark run ("cannot resolve `a`.`b`": PySpark's
+    ``mapInArrow`` takes its input columns by ``df[name]``); columns named like output
+    columns (``match``, ``vars``) keep their values. Printed, written with ``-o``, counted,
+    filtered and partitioned by it: local mode's results."""
+    log = tmp_path / "l.parquet"
+    pl.DataFrame({"type": ["A", "B", "A", "B"], "time": [1, 2, 3, 4], "a.b": [1, 1, 2, 2],
+                  "match": ["x", "y", "z", "w"], "vars": [5, 6, 7, 8]}).write_parquet(log)
+    for q in ("SELECT * WHERE A ; B FILTER B[`a.b` > 1]",
+              "SELECT * WHERE A ; B PARTITION BY [`a.b`]"):
+        for extra in (["--format", "csv", "--shape", "wide"], ["--count"]):
+            local = _cli("match", "-e", q, str(log), *extra)
+            on_spark = _cli("match", "-e", q, str(log), *extra, "--spark", "--master", "local[2]")
+            assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+            assert on_spark.stdout == local.stdout and local.stdout
+    out = tmp_path / "out.parquet"
+    q = "SELECT * WHERE A ; B PARTITION BY [`a.b`]"
+    written = _cli("match", "-e", q, str(log), "-o", str(out), "--spark", "--master", "local[2]")
+    assert written.exit_code == 0, written.output
+    got = pl.read_parquet(str(out / "*.parquet")).sort("match", "position")
+    assert got["a.b"].to_list() == [1, 1, 2, 2]  # the long shape: a row per match and event
+    assert got["log.match"].to_list() == ["x", "y", "z", "w"]
+    assert got["log.vars"].to_list() == [5, 6, 7, 8]
+
+
 def test_cli_spark_refuses_a_csv_that_is_not_utf8_as_local_mode(spark, tmp_path):
     """Spark reads a byte that is not UTF-8 as U+FFFD; among the first 64 KiB it is refused
     before Spark starts, with local mode's message; so is a header naming a column twice."""

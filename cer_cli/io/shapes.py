@@ -23,10 +23,13 @@ from cer_cli.io.output import (
 __all__ = ["EVENT_COLUMNS", "LONG_COLUMNS", "MATCH_COLUMNS", "SHAPES", "batch_variables",
            "empty_frame", "match_frame", "match_frames", "output_spec", "spec_frames"]
 
-#: polars types of the columns that are not the log's (``OutputSpec.columns``): per source.
-_FIXED_DTYPES = {"match": pl.Int64, "start": pl.Int64, "end": pl.Int64, "partition": pl.String,
-                 POS: pl.Int64, STREAM: pl.String, ROW: pl.Int64, TYPE: pl.String,
-                 "vars": pl.List(pl.String)}
+#: polars types of the columns that are not the log's (``OutputSpec.columns``), per source:
+#: a match's (``of == "match"``) and an event's own. Kept apart from the log's columns by
+#: ``of``: a log may have columns named ``match`` or ``vars`` (``log.match``), which keep
+#: their own type (looked up by name, they were cast to the fixed column's: values lost).
+_MATCH_DTYPES = {"match": pl.Int64, "start": pl.Int64, "end": pl.Int64, "partition": pl.String}
+_EVENT_DTYPES = {POS: pl.Int64, STREAM: pl.String, ROW: pl.Int64, TYPE: pl.String}
+_VARS_DTYPE = pl.List(pl.String)
 
 
 def output_spec(
@@ -45,12 +48,12 @@ def _schema(spec: OutputSpec, lookup: EventLookup) -> dict[str, pl.DataType]:
     time = lookup.time_dtype() or pl.String
     out: dict[str, pl.DataType] = {}
     for c in spec.columns():
-        if c.source in ("start_time", "end_time") and c.of == "match":
-            d = time
-        elif c.of == "event" and c.source not in _FIXED_DTYPES:
-            d = lookup.dtypes.get(c.source, pl.String)
+        if c.of == "match":
+            d = time if c.source in ("start_time", "end_time") else _MATCH_DTYPES[c.source]
+        elif c.of == "vars":
+            d = _VARS_DTYPE
         else:
-            d = _FIXED_DTYPES[c.source]
+            d = _EVENT_DTYPES.get(c.source) or lookup.dtypes.get(c.source, pl.String)
         out[c.name] = pl.List(d) if c.many else d
     return out
 

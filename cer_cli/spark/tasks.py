@@ -38,6 +38,7 @@ _QPOS = "__cer_qpos"  # position in the stream the query sees (after FROM)
 _GROUP = "__cer_group"  # engine instance within a Spark partition (the range of `ranges`)
 _OWN = "__cer_own"  # the event belongs to its task's own range (not its context)
 _KEY = "__cer_key"
+_ATTR = "__cer_attr"  # a log column under another name into mapInArrow (``_arrow_safe``)
 MATCH_SCHEMA = (
     "end long, seq long, start long, "
     "events array<struct<position: long, vars: array<string>>>, partition binary, "
@@ -51,7 +52,8 @@ COUNT_SCHEMA = "count string"
 TASK_ROWS = 1 << 18
 
 
-def _task(compiled: Plan, count: bool = False, rows: int | None = None):
+def _task(compiled: Plan, count: bool = False, rows: int | None = None,
+          names_back: dict[str, str] | None = None):
     """The ``mapInArrow`` function: batches sorted by (GROUP, stream order) -> match rows,
     or (``count``) one row with the task's match count.
 
@@ -61,7 +63,8 @@ def _task(compiled: Plan, count: bool = False, rows: int | None = None):
     message naming one is worth a rerun with it, ``job``). A fresh pass starts at every new
     GROUP; a match is kept when it ends at or after the group's first OWN event (events
     before it are the context of a ``ranges`` task), and counted when it ends at an OWN one.
-    Spark's batches reach the engines joined into frames of ``rows`` (``TASK_ROWS``) rows.
+    Spark's batches reach the engines joined into frames of ``rows`` (``TASK_ROWS``) rows,
+    their columns named back as ``names_back`` says (``_arrow_safe``).
     """
     names = [g[0] for g in compiled.query.partition_by]
     rows = rows or TASK_ROWS  # read here, on the driver: the tasks get the value
@@ -72,6 +75,8 @@ def _task(compiled: Plan, count: bool = False, rows: int | None = None):
 
         group, driver, lo, seq, total, numbered = None, None, None, 0, 0, 0
         for frame in _frames(batches, rows):
+            if names_back:
+                frame = frame.rename(names_back)
             if POS not in frame.columns:
                 frame = frame.with_columns(
                     pl.int_range(numbered, numbered + frame.height, dtype=pl.Int64).alias(POS),
@@ -342,16 +347,26 @@ def _murmur3_int(k: int, seed: int = 42) -> int:
     return h1 - (1 << 32) if h1 >= 1 << 31 else h1
 
 
+def _arrow_safe(tasks: DataFrame) -> tuple[DataFrame, dict[str, str]]:
+    """``tasks`` with its columns whose name holds a dot or a back-quote (a log's ``a.b``)
+    renamed ``_ATTR`` and their index, and the names to give them back. PySpark's
+    ``mapInArrow`` takes its input columns as ``df[name]``, which reads ``a.b`` as field
+    ``b`` of a struct ``a``: the run failed "cannot resolve `a`.`b`" where local mode ran."""
+    names = [f"{_ATTR}{i}" if "." in c or "`" in c else c for i, c in enumerate(tasks.columns)]
+    back = {n: c for n, c in zip(names, tasks.columns, strict=True) if n != c}
+    return (tasks.toDF(*names) if back else tasks), back
+
+
 def find_matches(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFrame:
     """The match rows (``MATCH_SCHEMA``) of the events ``ev`` (numbered by POS)."""
-    tasks = _tasks(run, compiled, ev, ranges)
+    tasks, back = _arrow_safe(_tasks(run, compiled, ev, ranges))
     # Persisted: sorting by end samples its input first, which would run the engines twice.
-    return run.persist(tasks.mapInArrow(_task(compiled), MATCH_SCHEMA))
+    return run.persist(tasks.mapInArrow(_task(compiled, names_back=back), MATCH_SCHEMA))
 
 
 def count_matches(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> int:
     """How many matches the events ``ev`` hold: each task counts its own (the engines count
     without enumerating where they can), the driver adds the few counts up."""
-    tasks = _tasks(run, compiled, ev, ranges)
-    return sum(int(r[0]) for r in tasks.mapInArrow(_task(compiled, count=True),
+    tasks, back = _arrow_safe(_tasks(run, compiled, ev, ranges))
+    return sum(int(r[0]) for r in tasks.mapInArrow(_task(compiled, count=True, names_back=back),
                                                    COUNT_SCHEMA).collect())
