@@ -500,6 +500,22 @@ def test_unit_typo_hint_and_no_false_keyword():
     assert "did you mean" not in info.value.message
 
 
+def test_names_may_be_written_in_any_script():
+    """Bare names are Python's identifiers (``größe``, ``温度``, ``_x``); a name holding
+    another character is back-quoted, which the error at that character says."""
+    from cer_cli.query.printer import to_text
+    from cer_cli.query.scope import attr_refs
+
+    q = parse("Mesure AS größe ; Alerte FILTER größe[温度 > 1.5 AND _x = 'é']")
+    assert {(a.var, a.attr) for a in attr_refs(q.formula)} == {("größe", "温度"), ("größe", "_x")}
+    assert parse(to_text(q)) == q
+    with pytest.raises(QueryError) as info:
+        parse("A ; B FILTER B[price$ > 1]")
+    assert (info.value.message, info.value.hints) == (
+        "unexpected character '$'", ["a name holding it is back-quoted: `price$`"])
+    assert {a.attr for a in attr_refs(parse("A ; B FILTER B[`price$` > 1]").formula)} == {"price$"}
+
+
 def test_two_names_in_a_row_hint_at_a_back_quoted_event_type():
     """``Buy Order ; Sell Order`` over a log whose types hold a space: the error says how to
     write such a type; names apart on two lines get no such hint."""

@@ -83,7 +83,7 @@ def test_negative_literals_and_negation_stay_apart(expr, text):
 @pytest.mark.parametrize(
     ("name", "text"),
     [("price", "price"), ("second", "second"), ("events", "`events`"), ("Select", "`Select`"), ("a b", "`a b`"),
-     ("a`b", "`a``b`"), ("1x", "`1x`")],
+     ("a`b", "`a``b`"), ("1x", "`1x`"), ("größe", "größe"), ("温度", "温度"), ("é$", "`é$`")],
 )
 def test_quote_name(name, text):
     assert quote_name(name) == text

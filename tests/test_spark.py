@@ -970,6 +970,20 @@ def test_cli_spark_reads_a_dotted_column_and_output_named_columns_as_local_mode(
     assert got["log.vars"].to_list() == [5, 6, 7, 8]
 
 
+def test_cli_spark_tells_columns_apart_by_case_as_local_mode(spark, tmp_path):
+    """Column names are case-sensitive, as in polars and queries: Spark (case-insensitive by
+    default) refused a log with columns ``v`` and ``V`` ("the column `v` already exists")."""
+    log = tmp_path / "l.csv"
+    log.write_text("type,time,v,V,größe\nA,1,1,5,x\nB,2,1,6,y\nA,3,2,7,z\nB,4,2,8,w\n")
+    for q in ("SELECT * WHERE A ; B FILTER B[V > 6] PARTITION BY [v]",
+              "SELECT * WHERE A ; B FILTER B[größe = 'w']"):
+        for extra in (["--format", "jsonl"], ["--count"]):
+            local = _cli("match", "-e", q, str(log), *extra)
+            on_spark = _cli("match", "-e", q, str(log), *extra, "--spark", "--master", "local[2]")
+            assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+            assert on_spark.stdout == local.stdout and local.stdout.strip() not in ("", "0")
+
+
 def test_cli_spark_refuses_a_csv_that_is_not_utf8_as_local_mode(spark, tmp_path):
     """Spark reads a byte that is not UTF-8 as U+FFFD; among the first 64 KiB it is refused
     before Spark starts, with local mode's message; so is a header naming a column twice."""

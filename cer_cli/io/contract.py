@@ -69,7 +69,7 @@ ISO_ZONED_FORMATS = ("%Y-%m-%dT%H:%M%#z", "%Y-%m-%dT%H:%M:%S%.f%#z")
 #: A date whose day and month order cannot be told (``01/02/2024``): needs --time-format.
 AMBIGUOUS_DATE = re.compile(r"^\s*\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b")
 _NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"[^\W\d]\w*")  # a stream name as a query writes it bare (query.parser)
 
 
 @dataclass

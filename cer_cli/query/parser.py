@@ -72,7 +72,10 @@ class _NoLexer(Lexer):
 
 _PUNCT_RE = re.compile(r";>|:\+|<=|>=|==|!=|<>|\.\.|[-+*/%<>=;:,.()\[\]{}!]")
 _NUMBER_RE = re.compile(r"(?:\d+\.\d+|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+")
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A bare name: a letter (of any script) or ``_``, then letters, digits and ``_`` (Python's
+#: identifiers: ``prix``, ``größe``, ``温度``); anything else is back-quoted.
+NAME_PATTERN = r"[^\W\d]\w*"
+_NAME_RE = re.compile(NAME_PATTERN)
 _SPACE_RE = re.compile(r"\s+")
 #: Tokens after which '-' is binary minus (they end an operand).
 _OPERAND_END = {"NAME", "INT", "FLOAT", "STRING", "RPAR", "RSQB", "RBRACE", "TRUE", "FALSE"}
@@ -153,7 +156,9 @@ def _lex(text: str, punct: dict[str, str], keywords: frozenset[str]) -> list[Tok
             op = text[i:i + 2] if text.startswith(c * 2, i) else c
             raise QueryError(f"unexpected {op!r}: CEQL writes {_LOGICAL[c]}", Span(i, i + len(op)),
                              hints=[f"write x.a > 1 {_LOGICAL[c]} x.b < 2"])
-        raise QueryError(f"unexpected character {c!r}", Span(i, i + 1))
+        word = re.search(r"\w*\Z", text[:i]).group() + c + re.match(r"\w*", text[i + 1:]).group()
+        raise QueryError(f"unexpected character {c!r}", Span(i, i + 1),
+                         hints=[f"a name holding it is back-quoted: `{word}`"])
     return out
 
 

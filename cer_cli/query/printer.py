@@ -17,12 +17,12 @@ from __future__ import annotations
 import re
 
 from cer_cli.query import ast
-from cer_cli.query.parser import KEYWORDS, qualify_streams
+from cer_cli.query.parser import KEYWORDS, NAME_PATTERN, qualify_streams
 from cer_cli.query.scope import pred_vars, prev_refs
 
 __all__ = ["to_text", "shown", "groups_text", "window_span", "quote_name"]
 
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PLAIN = re.compile(NAME_PATTERN + r"\Z")
 
 
 

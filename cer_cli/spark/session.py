@@ -26,6 +26,9 @@ DEFAULT_MASTER = "local[*]"
 SESSION_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",  # datetimes without zone are UTC, as in polars
     "spark.sql.timestampType": "TIMESTAMP_NTZ",  # CSV datetimes stay naive, as in polars
+    # column names are case-sensitive, as in polars and queries: a log with columns v and V
+    # was refused by Spark ("the column v already exists") where local mode read both
+    "spark.sql.caseSensitive": "true",
     "spark.ui.showConsoleProgress": "false",
     # Frames a run persists (match rows with a nested list of events) are cached in batches
     # of this many rows, each built in the JVM's heap: at Spark's 10,000, `-o` of 10M events
