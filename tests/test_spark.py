@@ -984,6 +984,26 @@ def test_cli_spark_tells_columns_apart_by_case_as_local_mode(spark, tmp_path):
             assert on_spark.stdout == local.stdout and local.stdout.strip() not in ("", "0")
 
 
+def test_cli_spark_unifies_a_column_over_logs_as_local_mode(spark, tmp_path):
+    """A column of integers in one log and of texts in another is text in both (integers
+    and floats: floats), as polars concatenates them: Spark's union cast the texts to
+    integers and failed ("'1.5' cannot be cast to BIGINT", exit 1)."""
+    ints = tmp_path / "ints.csv"
+    ints.write_text("type,time,v\nA,1,1\nB,3,2\n")
+    texts = tmp_path / "texts.csv"
+    texts.write_text("type,time,v\nA,2,1.5\nB,4,x\n")
+    floats = tmp_path / "floats.csv"
+    floats.write_text("type,time,v\nA,2,1.5\nB,4,2.5\n")
+    for other, q in ((texts, "SELECT * WHERE A ; B FILTER B[v = '2']"),
+                     (floats, "SELECT * WHERE A ; B FILTER B[v > 1]")):
+        for extra in (["--format", "jsonl"], ["--count"]):
+            args = ["-e", q, str(ints), str(other), *extra]
+            local = _cli("match", *args)
+            on_spark = _cli("match", *args, "--spark", "--master", "local[2]")
+            assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+            assert on_spark.stdout == local.stdout and local.stdout.strip() not in ("", "0")
+
+
 def test_cli_spark_refuses_a_csv_that_is_not_utf8_as_local_mode(spark, tmp_path):
     """Spark reads a byte that is not UTF-8 as U+FFFD; among the first 64 KiB it is refused
     before Spark starts, with local mode's message; so is a header naming a column twice."""

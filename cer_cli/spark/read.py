@@ -633,7 +633,7 @@ def event_frame(run: Run, logs: list[_Log]) -> Events:
     _judge_times(logs)
     if not run.lazy:
         _ensure_rows(logs)
-    time_type = _time_type(logs)
+    time_type, kinds = _time_type(logs), _kinds(logs)
     frames, columns = [], []
     if not run.lazy and len(logs) == 1 and logs[0].by_files:
         g = logs[0]
@@ -641,14 +641,14 @@ def event_frame(run: Run, logs: list[_Log]) -> Events:
         timed = d.time_column is not None and d.time_kind in contract.TIME_KINDS
         df, n, ordered = _numbered_rows(run.spark, g.df, _time_expr(d) if timed else None)
         if ordered or d.time_column is None:  # POS is ROW: no sort
-            frame = df.select(*_event_columns(g, None, time_type, columns), F.col(ROW))
+            frame = df.select(*_event_columns(g, None, time_type, columns, kinds), F.col(ROW))
             return Events(frame.withColumn(POS, F.col(ROW)).drop(_ARG), columns, tc, n, logs,
                           partitions_in_order=False)
-        frames.append(df.select(*_event_columns(g, None, time_type, columns), F.col(ROW)))
+        frames.append(df.select(*_event_columns(g, None, time_type, columns, kinds), F.col(ROW)))
     for g in logs if not frames else ():
         # a DataFrame has no files: ROW is its rank in the frame's partition order
         df = _with_rows(run.spark, g.df) if g.by_files else run.index(g.df, ROW)[0]
-        frames.append(df.select(*_event_columns(g, None, time_type, columns), F.col(ROW)))
+        frames.append(df.select(*_event_columns(g, None, time_type, columns, kinds), F.col(ROW)))
     frame, n = run.rank(_union(frames), POS, F.col(TIME).asc_nulls_first(), _ARG, ROW)
     if run.lazy:
         return Events(_fail_on_bad_rows(frame, logs, tc).drop(_ARG), columns, tc, n, logs)
@@ -677,7 +677,7 @@ def stream_frame(logs: list[_Log], keep: Collection[str]) -> Events:
     tc = next(iter(contract.time_columns_of([g.decision for g in logs])), None)
     _judge_times(logs)
     _ensure_rows(logs)
-    time_type = _time_type(logs)
+    time_type, kinds = _time_type(logs), _kinds(logs)
     frames, columns = [], []
     for g in logs:
         if not g.by_files:  # a DataFrame: its partition order
@@ -685,7 +685,7 @@ def stream_frame(logs: list[_Log], keep: Collection[str]) -> Events:
         else:  # the path only when it tells files apart
             path = F.lit("") if len(g.df.inputFiles()) <= 1 else F.col("_metadata.file_path")
             where = (path, F.col("_metadata.file_block_start"))
-        frames.append(g.df.select(*_event_columns(g, keep, time_type, columns),
+        frames.append(g.df.select(*_event_columns(g, keep, time_type, columns, kinds),
                                   where[0].alias(FILE), where[1].alias(BLOCK),
                                   F.monotonically_increasing_id().alias(MID)))
     return Events(_union(frames), columns, tc, None, logs)
@@ -698,11 +698,21 @@ def _time_type(logs: list[_Log]) -> str:
     return _TIME_TYPES[contract.time_storage(time_kind or "int")]
 
 
+def _kinds(logs: list[_Log]) -> dict[str, str | None]:
+    """Each data column's kind over all the logs (``contract.column_kinds``)."""
+    decisions = [g.decision for g in logs]
+    with input_errors():
+        return contract.column_kinds(decisions, next(iter(contract.time_columns_of(decisions)), None))
+
+
 def _event_columns(g: _Log, keep: Collection[str] | None, time_type: str,
-                   columns: list[str]) -> list:
+                   columns: list[str], kinds: dict[str, str | None]) -> list:
     """A log's columns in the event frame: its data columns (those in ``keep``, or all)
-    widened as polars reads them, the time column as the decision shows it, then TYPE,
-    STREAM, TIME and the argument index. ``columns`` collects the data columns' names."""
+    widened as polars reads them — to the kind the column has over all the logs (``kinds``):
+    a column of numbers in one log and of texts in another is text in both, where Spark's
+    union would cast the texts to numbers and fail — the time column as the decision shows
+    it, then TYPE, STREAM, TIME and the argument index. ``columns`` collects the data
+    columns' names."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -715,6 +725,10 @@ def _event_columns(g: _Log, keep: Collection[str] | None, time_type: str,
         c = column(f.name)
         if f.name == d.time_column and d.reads_time_as_datetime:
             c = _time_value(d, ttime)
+        elif kinds.get(f.name) == "str" and not isinstance(f.dataType, T.StringType):
+            c = c.cast("string")
+        elif kinds.get(f.name) == "float" and not isinstance(f.dataType, T.DoubleType):
+            c = c.cast("double")
         elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
             c = c.cast("long")
         elif isinstance(f.dataType, T.FloatType):
