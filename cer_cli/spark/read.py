@@ -710,7 +710,8 @@ def _event_columns(g: _Log, keep: Collection[str] | None, time_type: str,
     """A log's columns in the event frame: its data columns (those in ``keep``, or all)
     widened as polars reads them — to the kind the column has over all the logs (``kinds``):
     a column of numbers in one log and of texts in another is text in both, where Spark's
-    union would cast the texts to numbers and fail — the time column as the decision shows
+    union would cast the texts to numbers and fail (numbers of several types meet in the
+    union: a decimal stays exact) — the time column as the decision shows
     it, then TYPE, STREAM, TIME and the argument index. ``columns`` collects the data
     columns' names."""
     from pyspark.sql import functions as F
@@ -726,9 +727,7 @@ def _event_columns(g: _Log, keep: Collection[str] | None, time_type: str,
         if f.name == d.time_column and d.reads_time_as_datetime:
             c = _time_value(d, ttime)
         elif kinds.get(f.name) == "str" and not isinstance(f.dataType, T.StringType):
-            c = c.cast("string")
-        elif kinds.get(f.name) == "float" and not isinstance(f.dataType, T.DoubleType):
-            c = c.cast("double")
+            c = c.cast("string")  # numbers meet their union as polars' supertypes are
         elif isinstance(f.dataType, T.ByteType | T.ShortType | T.IntegerType):
             c = c.cast("long")
         elif isinstance(f.dataType, T.FloatType):
