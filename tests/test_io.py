@@ -324,6 +324,29 @@ def test_a_late_value_of_another_type_names_its_row_and_column(tmp_path: Path) -
         assert "'abc' is not an integer" in e.value.message and e.value.hints
 
 
+@pytest.mark.parametrize("late,said", [('"abc"', "'abc' is not an integer"),
+                                       ("1.5", "1.5 is not an integer")])
+def test_a_late_ndjson_value_of_another_type_names_its_line_and_column(tmp_path: Path, late,
+                                                                        said) -> None:
+    """The same for NDJSON, whose polars message named neither line nor column (``cannot
+    parse 'abc' (string) as Int64``); on one core and on two."""
+    from tests.builders import run
+
+    path = tmp_path / "l.ndjson"
+    def line(time: int, v: str, w: str = '"abc"') -> str:
+        return f'{{"type": "A", "time": {time}, "w": {w}, "v": {v}}}\n'
+
+    path.write_text("".join(line(i, str(i)) for i in range(10_000)) + line(10_000, late)
+                    + line(10_001, "2"))
+    with pytest.raises(LogError) as e:
+        read_events([str(path)]).frame()
+    assert e.value.message == (f"{path}: line 10001 (data row 10000, 0-based), column 'v': {said}"
+                               " (the column's type, inferred from its first 10,000 lines)")
+    for jobs in ("1", "2"):
+        r = run("match", "-e", "SELECT * WHERE A", str(path), "--format", "csv", "--jobs", jobs)
+        assert r.exit_code == 2 and f"error: {e.value.message}" in r.output, r.output
+
+
 # ------------------------------------------------------------ reading CSV fast (issue #15)
 
 CSV_CASES = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import heapq
 import io
+import json
 import os
 import re
 import stat
@@ -244,6 +245,8 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
     later value that does not fit (``could not parse `abc` as dtype `i64```): that value's
     row is found (one more pass, reading the column as text) and named."""
     _refuse_non_utf8(spec, e)
+    if spec.format == "ndjson" and (m := _BAD_JSON_VALUE.search(str(e))):
+        return _ndjson_bad_value(spec, m.group(1), m.group(2), m.group(3), e)
     m = _BAD_VALUE.search(str(e))
     if m is None or spec.format != "csv":
         return LogError(f"cannot read {spec.path}: {_first_line(e)}")
@@ -278,6 +281,42 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
         ["fix the value; or, if the column is text, put a text value among its first 10,000"
          " rows (or convert the log to Parquet with explicit types)"],
     )
+
+
+#: polars' NDJSON failure on a value that does not fit the column's inferred type; it names
+#: no column and no line (``_ndjson_bad_value`` finds them).
+_BAD_JSON_VALUE = re.compile(r"cannot parse '(.*)' \((\w+)\) as (\w+)")
+_JSON_KINDS = {"string": str, "f64": float, "i64": int, "bool": bool}
+
+
+def _ndjson_bad_value(spec: LogSpec, value: str, found: str, dtype: str,
+                      e: BaseException) -> LogError:
+    """The ``LogError`` naming the line and column of an NDJSON value that does not fit its
+    column's type (inferred from the first 10,000 lines), as for a CSV: the first line
+    holding ``value`` (a JSON ``found``, polars' name) under a key whose column is of
+    ``dtype``. One pass, each line parsed only when its text holds the value."""
+    try:
+        columns = {c: d for c, d in _scan(spec).collect_schema().items() if str(d) == dtype}
+        kind = _JSON_KINDS.get(found)
+        needle = (json.dumps(value) if kind is str else value).encode()
+        with spec.path.open("rb") as f:
+            for row, line in enumerate(f):
+                if needle not in line:
+                    continue
+                record = json.loads(line)
+                for column, v in record.items() if isinstance(record, dict) else ():
+                    if (column in columns and (kind is None or type(v) is kind)
+                            and value in (str(v), json.dumps(v))):
+                        word = _KIND_WORDS.get(contract.kind_of(columns[column]), f"a {dtype}")
+                        return LogError(
+                            f"{_where(spec, row)}, column {column!r}: {v!r} is not {word} (the"
+                            " column's type, inferred from its first 10,000 lines)",
+                            ["fix the value; or put a value of the column's real type among its"
+                             " first 10,000 lines (or convert the log to Parquet with explicit"
+                             " types)"])
+    except (OSError, ValueError, pl.exceptions.PolarsError, LogError):
+        pass
+    return LogError(f"cannot read {spec.path}: {_first_line(e)}")
 
 
 @dataclass(frozen=True)
