@@ -763,6 +763,10 @@ def _warn_before_run(console, compiled, n_events: int, count: bool, limit: int |
     growth = growth_warning(compiled, count, limit)
     if growth is not None:
         warnings.append(Diagnostic(growth, None, (growth_hint,)))
+    if compiled.choice_cost is not None:
+        warnings.append(Diagnostic(compiled.choice_cost, None, (
+            "add a window (WITHIN 100 EVENTS, WITHIN 10 minutes): each event then chooses"
+            " among the matches inside it",)))
     if strict and output not in (None, "-"):
         from cer_cli.io.files import shared_links
 

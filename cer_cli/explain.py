@@ -61,6 +61,8 @@ def explanation(compiled: Plan, log: EventLog | None = None,
     }
     if compiled.output_growth is not None:  # only then: the usual plan stays as it was
         out["plan"]["output_growth"] = compiled.output_growth
+    if compiled.choice_cost is not None:
+        out["plan"]["choice_cost"] = compiled.choice_cost
     if log is not None:
         executor = compiled.executor()
         matches = run_count(executor, log.batches())
@@ -310,6 +312,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
             lines.append(f"  {m['predicate']}: {m['method']} — {m['reason']}; cost: {m['cost']}")
     if plan.get("output_growth"):
         lines.append(f"output: exponential — {plan['output_growth']}")
+    if plan.get("choice_cost"):
+        lines.append(f"cost: grows with the log — {plan['choice_cost']}")
     mem = plan.get("memory")
     if mem is not None:
         lines += _memory_lines(mem)

@@ -386,6 +386,29 @@ def test_exponential_output_is_warned_before_the_run_at_any_log_size(five_events
         assert "hint: add WITHIN" in result.stderr and "LIMIT" in result.stderr
 
 
+@pytest.mark.parametrize(("query", "warns"), [
+    ("SELECT STRICT * WHERE A ; B ; C", True),
+    ("SELECT NEXT * WHERE A+ ; B", True),
+    ("SELECT MAX * WHERE A ; B", True),
+    ("SELECT LAST * WHERE A ; B WITHIN 5 EVENTS", False),  # chooses inside the window
+    ("SELECT NEXT * WHERE A : B", False),  # contiguous: one match per event at most
+    ("A ; B ; C", False),  # ALL: the cost is the output's
+])
+def test_a_strategy_without_a_window_is_warned_its_time_grows(five_events, query, warns):
+    """SELECT NEXT / LAST / MAX / STRICT enumerate the matches ending at each event to choose
+    among them: with no window and a skipping ';' or '+', the time per event grows with the
+    log while the output stays small (STRICT A ; B ; C on 60,000 events ran for minutes,
+    silently). Warned before the run, counted or not, and shown by cer explain."""
+    for extra in ((), ("--count",)):
+        result = run("match", "-e", query, five_events, "--format", "jsonl", *extra)
+        assert result.exit_code == 0, result.output
+        assert ("the time per event grows with the log" in result.stderr) is warns, result.stderr
+        assert ("hint: add a window" in result.stderr) is warns
+    plan = json.loads(run("explain", "-e", query, "--format", "json").stdout)["plan"]
+    assert ("choice_cost" in plan) is warns
+    assert ("cost: grows with the log" in run("explain", "-e", query).stdout) is warns
+
+
 def test_explain_shows_exponential_output():
     data = json.loads(run("explain", "-e", "A+ ; B", "--format", "json").stdout)
     assert "'A+'" in data["plan"]["output_growth"]

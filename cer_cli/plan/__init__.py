@@ -264,6 +264,29 @@ class Plan:
             return None
         return self.output_growth
 
+    @property
+    def choice_cost(self) -> str | None:
+        """Why SELECT NEXT / LAST / MAX / STRICT costs time per event that grows with the log:
+        the strategy chooses among the matches ending at each event by enumerating them
+        (``engine.strategies``), and with no WITHIN window a ``;`` or ``+`` that skips lets
+        them start at any earlier event — ``A ; B ; C`` with the square of the log's length,
+        while the output stays small. ``cer match`` warns before such a run."""
+        from cer_cli.query import scope
+
+        q, f = self.query, self.rewritten.formula
+        if q.strategy in _EVERY_MATCH or q.within is not None or f is None:
+            return None
+        skips = next((s for s in scope.subformulas(f)
+                      if isinstance(s, (ast.Seq, ast.Plus)) and not s.contiguous), None)
+        if skips is None:
+            return None
+        from cer_cli.query.printer import to_text
+
+        return (f"SELECT {q.strategy} chooses among the matches ending at each event by"
+                " enumerating them all, and with no WITHIN window "
+                f"'{to_text(skips)}' lets them start at any earlier event: the time per event"
+                " grows with the log")
+
     def unbounded(self) -> QueryError | None:
         """Why the cost and memory of a run grow with the log for want of a window: a key
         the hash join carries (every value seen stays live), or predicates between events
