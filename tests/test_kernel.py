@@ -230,7 +230,8 @@ def test_enumeration_resumed_across_flushes_and_budgets_is_the_same(cea, query, 
     assert [m for f in frames for m in tiny.run(f)] == want
     counter = _engine(cea, query, out_cap=cap, budget=budget)
     assert sum(counter.count(f) for f in frames) == len(want)
-    if tiny._k is not None and not tiny._post_process:  # LIMIT k: the k latest leave together
+    # LIMIT k: the k latest leave together; STRICT keeps or drops each candidate alone
+    if tiny._k is not None and (not tiny._post_process or tiny._per_match):
         assert tiny._k.out_peak <= max(cap, query.limit or 0)
 
 

@@ -115,6 +115,11 @@ class Engine:
         #: Whether the kernel's candidates are filtered before they are reported.
         self._post_process = (strategy not in ("ALL", "ANY") or post_filter is not None
                               or (limit is not None and not self._kernel_limit))
+        #: Whether post-processing keeps or drops each candidate alone (STRICT: gap-free),
+        #: needing no other of its event's: the kernel may then hand one event's candidates
+        #: over in several batches, and memory stays one batch however many they are.
+        self._per_match = (strategy == "STRICT" and post_filter is None and limit is None
+                           and consume == "NONE")
         self._reported = 0
         #: per reported PARTITION BY key, the matches post-processing reported
         #: (``partition_counts``; without it the kernel counts them)
@@ -257,7 +262,8 @@ class Engine:
             self.dfa, isinstance(self.window, ast.EventsWindow), bound, self.consume,
             self._compact_min, float_times, decide=self._post_process and self.consume != "NONE",
             limit=self.limit if self._kernel_limit else None,
-            split=not self._post_process, out_cap=self._out_cap, budget=self._budget,
+            split=not self._post_process or self._per_match, out_cap=self._out_cap,
+            budget=self._budget,
             jit=jit_forced(),
         )
 
