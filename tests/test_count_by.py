@@ -61,6 +61,23 @@ def test_count_by_a_variables_column_and_by_stream():
     assert "d1.carrier" in table.stdout and "matches" in table.stdout
 
 
+def test_count_by_prints_values_literally_and_refuses_nested_keys(tmp_path):
+    """The counts' table prints a value ``[/]`` as text (rich read it as markup: an internal
+    error); a list or struct column cannot key a count: exit 2 saying so (it was an
+    internal error from polars)."""
+    log = tmp_path / "l.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1, 2], "s": ["[/]", "x"], "lst": [["a"], []],
+                  "st": [{"p": 1}, None]}).write_parquet(log)
+    table = run("match", "-e", "A AS a ; B", str(log), "--count", "--by", "a.s", "--format",
+                "table")
+    assert table.exit_code == 0 and "[/]" in table.stdout, table.output
+    for key, what in (("a.lst", "lists"), ("a.st", "structs")):
+        r = run("match", "-e", "A AS a ; B", str(log), "--count", "--by", key)
+        assert r.exit_code == 2, r.output
+        assert r.output.startswith(f"error: --by {key}: its values are {what}, which cannot"
+                                   " key a count"), r.output
+
+
 def test_count_by_prints_exact_big_integers():
     """Without a window a partition has 2^n - 1 matches: counted, not enumerated, and
     printed exactly."""

@@ -111,6 +111,23 @@ def test_wide_table_knows_the_variables_from_the_query_not_the_column_names(tmp_
     assert "log.position=5" in result.stdout and "x.log" not in result.stdout
 
 
+@pytest.mark.parametrize("shape", ["long", "wide"])
+def test_the_table_prints_values_literally_and_nested_ones_as_json(tmp_path, shape):
+    """rich reads ``[...]`` as markup: a log value ``[/]`` failed the table (internal error,
+    exit 1) and ``[red]`` vanished; a column or key named so too. Lists and structs print
+    as JSONL writes them (Python's ``{'p': 1}`` before), an empty list included, and the
+    wide table told a list value from a variable's list by the variable, not the value."""
+    log = tmp_path / "l.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1, 2], "s": ["[/]", "[red]x"], "[k]": ["[b]", "[b]"],
+                  "lst": [["a", "b"], []], "st": [{"p": 1, "q": "y"}, None]}).write_parquet(log)
+    r = run("match", "-e", "SELECT * WHERE A ; B PARTITION BY [`[k]`]", str(log),
+            "--format", "table", "--shape", shape)
+    assert r.exit_code == 0, r.output
+    for text in ("s=[/]", "s=[red]x", "[k]=[b]", 'lst=["a", "b"]', "lst=[]",
+                 'st={"p": 1, "q": "y"}'):
+        assert text in r.stdout, (text, r.stdout)
+
+
 # --------------------------------------------------------------------------- long columns
 
 

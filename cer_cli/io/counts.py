@@ -105,6 +105,11 @@ def _values(batch: MatchBatch, lookup: EventLookup | None, key: CountKey) -> pl.
                        f" {key.name} has several values per match")
     pos = np.asarray(batch.pos, dtype=np.int64)[chosen]
     dtype = _FIXED_DTYPES.get(key.source) or lookup.dtypes.get(key.source, pl.Null)
+    if dtype.is_nested() or dtype == pl.Object:  # was an internal error (polars' scatter)
+        what = ("lists" if isinstance(dtype, pl.List | pl.Array) else
+                "structs" if isinstance(dtype, pl.Struct) else "Python objects")
+        raise LogError(f"--by {key.name}: its values are {what}, which cannot key a count",
+                       ["count by a column of single values (text, numbers, times)"])
     got = pl.Series(pos) if key.source == POS else gather(lookup, pos, [key.source])[key.source]
     column = pl.Series([None] * k, dtype=got.dtype if len(got) else dtype)
     return column.scatter(owner, got) if len(owner) else column
@@ -164,16 +169,17 @@ def write_counts(rows: Sequence[tuple[tuple, int]], keys: Sequence[CountKey], fm
     names = [k.name for k in keys] + [count_column(keys)]
     sys.set_int_max_str_digits(0)  # counts of exponential queries have thousands of digits
     if fmt == "table":
+        from rich.markup import escape  # a value [/] is text, not rich's markup
         from rich.table import Table
 
         assert console is not None
         encodable(console.file, fmt)
         table = Table(show_edge=False, pad_edge=False)
         for name in names[:-1]:
-            table.add_column(name)
-        table.add_column(names[-1], justify="right")
+            table.add_column(escape(name))
+        table.add_column(escape(names[-1]), justify="right")
         for value, n in rows:
-            table.add_row(*(table_cell(v) for v in value), f"{n:,}")
+            table.add_row(*(escape(table_cell(v)) for v in value), f"{n:,}")
         console.print(table)
         return
     if fmt not in COUNT_FORMATS:

@@ -63,8 +63,11 @@ def json_loads(text: str) -> Any:
 
 def plain_text(v: Any) -> str | None:
     """A value as the table shows it: ``json_value``'s, a string without quotes, a decimal
-    its exact digits; ``None`` for null."""
+    its exact digits, a list or struct as its JSON text (as JSONL writes it, not Python's
+    ``{'p': 1}``); ``None`` for null."""
     v = json_value(v)
+    if isinstance(v, dict | list):
+        return json_dumps(v)
     return None if v is None else str(v).replace(_EXACT, "")
 
 

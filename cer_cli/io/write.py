@@ -204,7 +204,7 @@ def render_wide_table(
     wanted = output_spec(lookup, "wide", variables, partition_names)
     for spec, frame in spec_frames(matches, lookup, wanted):  # with the variables known
         names = [var for var, _ in spec.variables or ()]
-        shown = {var: [(c.name, c.name[len(var) + 1:]) for c in spec.columns()
+        shown = {var: [(c.name, c.name[len(var) + 1:], c.many) for c in spec.columns()
                        if c.variable == var and c.source not in (POS, STREAM, ROW, TYPE)]
                  for var in names}
         for row in frame.iter_rows(named=True):
@@ -213,7 +213,7 @@ def render_wide_table(
                 title += f"  time {_cell(row['start_time'])} → {_cell(row['end_time'])}"
             if row["partition"] is not None:
                 part = json_loads(row["partition"])
-                title += "  " + " ".join(f"{k}={_cell(v)}" for k, v in part.items())
+                title += "  " + " ".join(f"{_safe(k)}={_cell(v)}" for k, v in part.items())
             console.print(title)
             n += 1
             if all(row[f"{var}.position"] is None for var in names):
@@ -227,10 +227,12 @@ def render_wide_table(
                 if row[f"{var}.position"] is None:
                     continue
                 attrs = "  ".join(
-                    f"{label}={_cells(row[name])}" for name, label in shown[var]
+                    f"{_safe(label)}={_cells(row[name]) if many else _cell(row[name])}"
+                    for name, label, many in shown[var]
                     if row[name] is not None
-                    and (not isinstance(row[name], list) or any(x is not None for x in row[name])))
-                table.add_row(var, _cells(row[f"{var}.position"]), _cells(row[f"{var}.type"]), attrs)
+                    and (not many or any(x is not None for x in row[name])))
+                table.add_row(_safe(var), _cells(row[f"{var}.position"]),
+                              _cells(row[f"{var}.type"]), attrs)
             console.print(table)
             console.print()
     elapsed = max(time.perf_counter() - started, 1e-9)
@@ -246,12 +248,25 @@ def render_wide_table(
 NO_EVENTS_LINE = "[dim](no reported events)[/]"
 
 
-_cell = table_cell  # null as ∅
+def _safe(text: str) -> str:
+    """Text from the data (a value, a column or stream or type name) as the table prints it
+    literally: rich reads ``[...]`` as markup, so a log value ``[/]`` failed the run
+    (MarkupError) and ``[red]`` vanished, restyling the rest."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _cell(v: Any) -> str:
+    """A value in the table (``table_cell``: null as ∅), printed literally."""
+    return _safe(table_cell(v))
 
 
 def _cells(v: Any) -> str:
     """A cell of the wide table: a list (a variable under ``+``) as ``[a, b]``."""
-    return "[" + ", ".join(map(_cell, v)) + "]" if isinstance(v, list) else _cell(v)
+    if isinstance(v, list):
+        return _safe("[" + ", ".join(map(table_cell, v)) + "]")
+    return _cell(v)
 
 
 def render_table(
@@ -272,7 +287,8 @@ def render_table(
         if rec["start_time"] is not None:
             title += f"  time {rec['start_time']} → {rec['end_time']}"
         if rec["partition"]:
-            title += "  " + " ".join(f"{k}={_cell(v)}" for k, v in rec["partition"].items())
+            title += "  " + " ".join(f"{_safe(k)}={_cell(v)}"
+                                     for k, v in rec["partition"].items())
         console.print(title)
         if not rec["events"]:
             console.print(NO_EVENTS_LINE)
@@ -282,10 +298,10 @@ def render_table(
         for col in ("pos", "stream", "type", "vars", "attributes"):
             table.add_column(col, style="cyan" if col == "vars" else None)
         for ev in rec["events"]:
-            attrs = "  ".join(f"{k}={_cell(v)}" for k, v in ev["attrs"].items() if v is not None)
-            table.add_row(
-                str(ev["position"]), ev["stream"], ev["type"], ",".join(ev["vars"]), attrs
-            )
+            attrs = "  ".join(f"{_safe(k)}={_cell(v)}" for k, v in ev["attrs"].items()
+                              if v is not None)
+            table.add_row(str(ev["position"]), _safe(ev["stream"]), _safe(ev["type"]),
+                          _safe(",".join(ev["vars"])), attrs)
         console.print(table)
         console.print()
     elapsed = max(time.perf_counter() - started, 1e-9)
