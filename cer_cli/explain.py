@@ -273,12 +273,12 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     else:
         console.print("none needed")
     for w in data["warnings"]:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     atoms = Table(title="atomic predicates", title_justify="left", show_edge=False)
     atoms.add_column("bit", justify="right")
     atoms.add_column("predicate")
     for i, a in enumerate(data["atoms"]):
-        atoms.add_row(str(i), a)
+        atoms.add_row(str(i), escape(a))  # a name or value [/] is text, not markup
     console.print(atoms)
     cea = data["cea"]
     trans = Table(
@@ -290,7 +290,8 @@ def render_text(data: dict[str, Any], console: Console) -> None:
     for col in ("from", "guard", "mark", "to"):
         trans.add_column(col)
     for t in cea["transitions"]:
-        trans.add_row(f"q{t['from']}", t["guard"], _mark(t["marks"]), f"q{t['to']}")
+        trans.add_row(f"q{t['from']}", escape(t["guard"]), escape(_mark(t["marks"])),
+                      f"q{t['to']}")
     console.print(trans)
     plan = data["plan"]
     lines = [

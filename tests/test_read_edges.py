@@ -400,3 +400,18 @@ def test_columns_without_a_name_are_called_by_their_position(tmp_path: Path, job
     assert r.stdout == "1\n", r.output
     r = run("match", "-e", "A ; B FILTER B[_c2 = 8]", str(parquet), "--count", "--jobs", jobs)
     assert r.stdout == "1\n", r.output
+
+
+def test_a_log_path_holding_pattern_characters_is_that_file(tmp_path: Path) -> None:
+    """polars reads a path holding ``[``, ``*`` or ``?`` as a pattern: ``l[1].csv`` found
+    no file ("expanded paths were empty", exit 2). CSV and Parquet are read as named;
+    NDJSON, which polars cannot read so, is refused saying why."""
+    csv_log = write(tmp_path / "l[1].csv", "type,time\nA,1\nB,2\n")
+    parquet = tmp_path / "l[1].parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1, 2]}).write_parquet(parquet)
+    for log in (csv_log, str(parquet)):
+        r = run("match", "-e", "A ; B", log, "--count")
+        assert r.exit_code == 0 and r.stdout == "1\n", r.output
+    ndjson = write(tmp_path / "l[1].ndjson", '{"type": "A", "time": 1}\n')
+    r = run("match", "-e", "A ; B", ndjson, "--count")
+    assert r.exit_code == 2 and "as a pattern" in r.output, r.output

@@ -216,3 +216,11 @@ def test_log_columns_named_like_output_columns_keep_their_values_and_types(tmp_p
     assert r.exit_code == 0, r.output
     row = r.stdout.splitlines()[-1]
     assert all(str(v) in row.split(",") for v, _ in expect.values()), row
+
+
+def test_explain_prints_names_and_values_literally():
+    """``cer explain`` printed atoms, guards and marks through rich's markup: a value or a
+    back-quoted name ``[/]`` was an internal error."""
+    r = run("explain", "-e", "SELECT * WHERE A ; `[/]` AS `[b]` FILTER `[b]`[v = '[/]']")
+    assert r.exit_code == 0, r.output
+    assert "type = [/]" in r.stdout and "(v = '[/]')" in r.stdout and "{[/], [b]}" in r.stdout

@@ -1347,3 +1347,18 @@ def test_local_executors_import_the_installed_package():
     from cer_cli.spark.ship import workers_import_this
 
     assert workers_import_this()
+
+
+def test_cli_spark_reads_a_log_whose_name_holds_pattern_characters(spark, tmp_path):
+    """Spark (Hadoop) read a local ``l[1].csv`` as a pattern and found no file (exit 2);
+    its characters are escaped, so it is that file, as locally."""
+    csv_log = tmp_path / "l[1].csv"
+    csv_log.write_text("type,time\nA,1\nB,2\nB,3\n")
+    parquet = tmp_path / "l{1}.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1, 2]}).write_parquet(parquet)
+    for log in (csv_log, parquet):
+        local = _cli("match", "-e", "A ; B", str(log), "--count")
+        on_spark = _cli("match", "-e", "A ; B", str(log), "--count", "--spark", "--master",
+                        "local[1]")
+        assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+        assert on_spark.stdout == local.stdout and local.stdout.strip() != "0"

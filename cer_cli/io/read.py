@@ -89,19 +89,21 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
             lf = _scan_csv(spec.path, text_columns)
             blank = _trailing_blank_lines(spec.path)
             if blank:
-                n = (pl.scan_csv(spec.path, infer_schema=False,
+                n = (pl.scan_csv(spec.path, infer_schema=False, glob=False,
                                  separator=_csv_separator(spec.path))
                      .select(pl.len()).collect().item())
                 lf = lf.head(max(0, n - blank))
         elif spec.format == "parquet":
-            lf = pl.scan_parquet(spec.path)
+            lf = pl.scan_parquet(spec.path, glob=False)
         elif spec.format == "ndjson":
+            _no_pattern(spec)
             lf = pl.scan_ndjson(spec.path, infer_schema_length=10_000)
         else:
             text = spec.path.read_text(encoding="utf-8").lstrip()
             if text.startswith("["):
                 lf = pl.read_json(spec.path, infer_schema_length=10_000).lazy()
             else:
+                _no_pattern(spec)
                 lf = pl.scan_ndjson(spec.path, infer_schema_length=10_000)
         columns = lf.collect_schema().names()
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError, ValueError) as e:
@@ -111,6 +113,16 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
         lf = lf.rename(dict(zip(columns, contract.column_names(columns), strict=True)))
     contract.check_columns(str(spec.path), lf.collect_schema())
     return lf
+
+
+def _no_pattern(spec: LogSpec) -> None:
+    """Refuse an NDJSON log whose path holds ``*``, ``?`` or ``[``: polars reads such a path
+    as a pattern (it has no option not to, as it has for CSV and Parquet) and finds no file
+    (or other files)."""
+    if any(c in str(spec.path) for c in "*?["):
+        raise LogError(f"cannot read {spec.path}: polars reads an NDJSON path holding *, ? or"
+                       " [ as a pattern", ["rename the file, or give it a .json name if it holds"
+                                           " one JSON array"])
 
 
 #: Rows of a text column that ``_scan_csv`` looks at to rule dates out (fewer than polars'
@@ -134,7 +146,7 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     overrides = dict.fromkeys(text_columns, pl.String)
     sample = _csv_sample(path)
     sep, names = contract.csv_header(str(path), sample)
-    opts = {"separator": sep}
+    opts = {"separator": sep, "glob": False}  # a file named l[1].csv is no pattern
     if names is not None and any(n == contract.UNNAMED.format(i) for i, n in enumerate(names)):
         opts["new_columns"] = names  # polars' own: "", "_duplicated_0"...
     plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides, **opts)
@@ -255,11 +267,11 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
     try:
         sep = _csv_separator(spec.path)
         lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000,
-                         separator=sep)
+                         separator=sep, glob=False)
         dtype = lf.collect_schema()[column]
         raw = pl.scan_csv(
             spec.path, try_parse_dates=True, infer_schema_length=10_000,
-            schema_overrides={column: pl.String}, separator=sep,
+            schema_overrides={column: pl.String}, separator=sep, glob=False,
         )
         bad = (
             raw.with_row_index("__row")
@@ -685,7 +697,7 @@ def estimate_events(specs: list[str]) -> int:
             path = Path(contract.split_log_arg(spec)[1])
             fmt = contract.log_format(str(path))
             if fmt == "parquet":
-                total += pl.scan_parquet(path).select(pl.len()).collect().item()
+                total += pl.scan_parquet(path, glob=False).select(pl.len()).collect().item()
                 continue
             with path.open("rb") as f:
                 sample = f.read(_SAMPLE_BYTES)

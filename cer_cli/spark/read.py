@@ -12,6 +12,7 @@ log whose rows are already in time order needs no sort: its POS is its ROW (``ev
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from itertools import accumulate
@@ -71,6 +72,8 @@ def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
 
 
 def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
+    if contract.local_path(src.path) is not None:  # a local l[1].csv is that file, not a
+        src = replace(src, path=re.sub(r"([\\\[\]*?{}])", r"\\\1", src.path))  # pattern
     r = spark.read
     if src.format == "csv":
         r = r.options(header=True, sep=_csv_separator(src.path))
