@@ -322,6 +322,12 @@ def test_a_late_value_of_another_type_names_its_row_and_column(tmp_path: Path) -
             read()
         assert "line 10002" in e.value.message and "column 'v'" in e.value.message
         assert "'abc' is not an integer" in e.value.message and e.value.hints
+    # the same in a column without a name (``_c1``): every scan reads it under that name
+    unnamed = tmp_path / "u.csv"
+    unnamed.write_text("type,\n" + "A,1\n" * 10_000 + "A,abc\n")
+    with pytest.raises(LogError) as e:
+        read_events([str(unnamed)]).frame()
+    assert "line 10002" in e.value.message and "column '_c1'" in e.value.message
 
 
 @pytest.mark.parametrize("late,said", [('"abc"', "'abc' is not an integer"),

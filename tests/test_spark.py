@@ -1352,8 +1352,8 @@ def test_local_executors_import_the_installed_package():
 def test_cli_spark_reads_a_log_whose_name_holds_pattern_characters(spark, tmp_path):
     """Spark (Hadoop) read a local ``l[1].csv`` as a pattern and found no file (exit 2);
     its characters are escaped, so it is that file, as locally."""
-    csv_log = tmp_path / "l[1].csv"
-    csv_log.write_text("type,time\nA,1\nB,2\nB,3\n")
+    csv_log = tmp_path / "l[1].csv"  # and ';'-separated: the separator is read from it too
+    csv_log.write_text("type;time\nA;1\nB;2\nB;3\n")
     parquet = tmp_path / "l{1}.parquet"
     pl.DataFrame({"type": ["A", "B"], "time": [1, 2]}).write_parquet(parquet)
     for log in (csv_log, parquet):

@@ -89,8 +89,7 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
             lf = _scan_csv(spec.path, text_columns)
             blank = _trailing_blank_lines(spec.path)
             if blank:
-                n = (pl.scan_csv(spec.path, infer_schema=False, glob=False,
-                                 separator=_csv_separator(spec.path))
+                n = (pl.scan_csv(spec.path, infer_schema=False, **_csv_options(spec.path))
                      .select(pl.len()).collect().item())
                 lf = lf.head(max(0, n - blank))
         elif spec.format == "parquet":
@@ -145,10 +144,7 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     (``contract.csv_header``)."""
     overrides = dict.fromkeys(text_columns, pl.String)
     sample = _csv_sample(path)
-    sep, names = contract.csv_header(str(path), sample)
-    opts = {"separator": sep, "glob": False}  # a file named l[1].csv is no pattern
-    if names is not None and any(n == contract.UNNAMED.format(i) for i, n in enumerate(names)):
-        opts["new_columns"] = names  # polars' own: "", "_duplicated_0"...
+    opts = _csv_options(path, sample)
     plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides, **opts)
     schema = plain.collect_schema()
     texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
@@ -166,16 +162,22 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
 
 
 def _csv_sample(path: Path) -> bytes:
-    """The CSV's first ``contract.CSV_HEAD_BYTES``: what ``contract.csv_dialect`` decides
+    """The CSV's first ``contract.CSV_HEAD_BYTES``: what ``contract.csv_header`` decides
     the separator from, and the date probe's rows (``_csv_head``)."""
     with path.open("rb") as f:
         return f.read(contract.CSV_HEAD_BYTES)
 
 
-def _csv_separator(path: Path) -> str:
-    """The separator of the CSV at ``path`` (``contract.csv_dialect``, which refuses a head it
-    cannot read alike everywhere)."""
-    return contract.csv_dialect(str(path), _csv_sample(path))
+def _csv_options(path: Path, sample: bytes | None = None) -> dict:
+    """How polars reads the CSV at ``path`` (first bytes ``sample``), for every scan of it:
+    the contract's separator and names of unnamed columns (``contract.csv_header``, which
+    refuses a head it cannot read alike everywhere; polars' own names were "" and
+    ``_duplicated_0``), and the path as a file, not a pattern (``l[1].csv``)."""
+    sep, names = contract.csv_header(str(path), _csv_sample(path) if sample is None else sample)
+    opts: dict = {"separator": sep, "glob": False}
+    if names is not None and any(n == contract.UNNAMED.format(i) for i, n in enumerate(names)):
+        opts["new_columns"] = names
+    return opts
 
 
 def _csv_head(sample: bytes, plain: pl.LazyFrame, opts: dict) -> pl.LazyFrame:
@@ -265,13 +267,12 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
     value, column = m.group(1), m.group(3)
     where = f"{spec.path}"
     try:
-        sep = _csv_separator(spec.path)
-        lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000,
-                         separator=sep, glob=False)
+        opts = _csv_options(spec.path)
+        lf = pl.scan_csv(spec.path, try_parse_dates=True, infer_schema_length=10_000, **opts)
         dtype = lf.collect_schema()[column]
         raw = pl.scan_csv(
             spec.path, try_parse_dates=True, infer_schema_length=10_000,
-            schema_overrides={column: pl.String}, separator=sep, glob=False,
+            schema_overrides={column: pl.String}, **opts,
         )
         bad = (
             raw.with_row_index("__row")

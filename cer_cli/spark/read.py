@@ -72,21 +72,22 @@ def _load(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
 
 
 def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
-    if contract.local_path(src.path) is not None:  # a local l[1].csv is that file, not a
-        src = replace(src, path=re.sub(r"([\\\[\]*?{}])", r"\\\1", src.path))  # pattern
+    path = src.path  # as Spark (Hadoop) reads it: a local l[1].csv is that file, no pattern
+    if contract.local_path(path) is not None:
+        path = re.sub(r"([\\\[\]*?{}])", r"\\\1", path)
     r = spark.read
     if src.format == "csv":
         r = r.options(header=True, sep=_csv_separator(src.path))
     try:
         if src.format == "csv" and schema is not None:
-            return r.schema(schema).csv(src.path)
+            return r.schema(schema).csv(path)
         if src.format == "csv":
-            return r.options(inferSchema=True).csv(src.path)
+            return r.options(inferSchema=True).csv(path)
         if src.format == "parquet":
-            return r.parquet(src.path)
-        df = r.json(src.path)
+            return r.parquet(path)
+        df = r.json(path)
         if src.format == "json" and df.columns == ["_corrupt_record"]:
-            df = r.option("multiLine", True).json(src.path)  # a JSON array, not NDJSON
+            df = r.option("multiLine", True).json(path)  # a JSON array, not NDJSON
         return df
     except Exception as e:
         raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
