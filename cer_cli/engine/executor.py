@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 import polars as pl
 
 from cer_cli.events import ROW, STREAM, TIME, Match, MatchBatch
+from cer_cli.io.texts import exact_text, inexact_in_python
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
 from cer_cli.query.printer import window_span
@@ -107,6 +108,12 @@ def prepare_frame(
         for i, present in enumerate(partition_columns(partition_by, frame.columns)):
             exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{key}{i}"))
         frame = frame.with_columns(exprs).drop_nulls([f"{key}{i}" for i in range(len(exprs))])
+        # a key of nanosecond or zoned datetimes as its exact text: the engines number keys
+        # as Python values, which held keys 10 ns apart, or an hour apart across a DST
+        # change, as one (``io.texts``)
+        frame = frame.with_columns(
+            exact_text(pl.col(c), d).alias(c) for c, d in frame.schema.items()
+            if c.startswith(key) and c[len(key):].isdigit() and inexact_in_python(d))
     w = window
     if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
         source, _ = window_source(w, frame.columns,

@@ -25,6 +25,7 @@ from cer_cli.events import POS, ROW, STREAM, TYPE, Match, MatchBatch, as_batches
 from cer_cli.io.contract import LogError
 from cer_cli.io.encoding import encodable, json_dumps, plain_text, table_cell
 from cer_cli.io.lookup import EventLookup, gather, match_streams
+from cer_cli.io.texts import exact_frame, from_text, inexact_in_python
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,7 +79,10 @@ def count_values(matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventL
             continue
         columns = [_values(batch, lookup, k).alias(str(i)) for i, k in enumerate(keys)]
         frame = pl.DataFrame(columns).with_columns(cs.float().fill_nan(None))
-        for *value, n in frame.group_by(pl.all(), maintain_order=True).len().iter_rows():
+        # values Python holds inexactly are keyed by their text (``io.texts``): as Python
+        # datetimes, keys 10 ns apart, or an hour apart across a DST change, were one
+        grouped = exact_frame(frame.group_by(pl.all(), maintain_order=True).len())
+        for *value, n in grouped.iter_rows():
             out[tuple(value)] = out.get(tuple(value), 0) + n
     return out
 
@@ -148,6 +152,9 @@ def counts_frame(rows: Sequence[tuple[tuple, int]], keys: Sequence[CountKey],
         values = [r[0][i] for r in rows]
         dtype = pl.String if k.of == "stream" else (
             _FIXED_DTYPES.get(k.source) or dtypes.get(k.source))  # type: ignore[arg-type]
+        if dtype is not None and inexact_in_python(dtype):  # keyed by their text
+            columns.append(from_text(pl.Series(k.name, values, dtype=pl.String), dtype))
+            continue
         try:
             columns.append(pl.Series(k.name, values, dtype=dtype))
         except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):

@@ -20,7 +20,7 @@ import polars as pl
 from cer_cli.events import ROW, STREAM, TYPE, Match, MatchBatch
 from cer_cli.io.contract import LogError
 from cer_cli.io.lookup import EventLookup, gather, times_at
-from cer_cli.io.output import DATE_TEXT, FRACTION_DIGITS, SECONDS_TEXT
+from cer_cli.io.texts import iso_text
 
 #: Marks a decimal's exact digits in ``json.dumps``'s text (``json_value``), which then
 #: become a bare number (``json_dumps``); random, so that no text of the data can hold it.
@@ -142,19 +142,8 @@ def json_texts(s: pl.Series) -> pl.Series:
         ).to_series()
         return enc
     if _iso_in_polars(s):
-        text = s.dt.strftime(DATE_TEXT)
-        if dtype != pl.Date:  # isoformat: seconds, then microseconds only when not zero
-            us = s.dt.microsecond()
-            text = pl.select(
-                pl.concat_str(
-                    _lit(s.dt.strftime(SECONDS_TEXT)),
-                    pl.when(_lit(us) != 0)
-                    .then(pl.lit(".") + _lit(us).cast(pl.String).str.zfill(FRACTION_DIGITS))
-                    .otherwise(pl.lit("")),
-                )
-            ).to_series()
         return pl.select(
-            (pl.lit('"') + _lit(text) + pl.lit('"')).fill_null(pl.lit("null"))
+            (pl.lit('"') + iso_text(_lit(s), dtype) + pl.lit('"')).fill_null(pl.lit("null"))
         ).to_series()
     if dtype.is_float():
         # polars writes a float64 as Python's repr does, except in exponent notation
@@ -180,13 +169,11 @@ def _lit(s: pl.Series) -> pl.Expr:
 
 
 def _iso_in_polars(s: pl.Series) -> bool:
-    """Whether polars' ``strftime`` gives the same text as Python's ``isoformat`` for every
-    value: naive datetimes and dates with four-digit years (a time zone adds an offset,
-    other years other padding: those take the per-value path)."""
+    """Whether ``texts.iso_text`` gives the text of Python's ``isoformat`` for every value:
+    dates and datetimes with four-digit years (other years take the per-value path; no
+    nanosecond datetime has them)."""
     dtype = s.dtype
-    if dtype == pl.Date:
-        pass
-    elif not isinstance(dtype, pl.Datetime) or dtype.time_zone is not None:
+    if dtype != pl.Date and not isinstance(dtype, pl.Datetime):
         return False
     years = s.dt.year().drop_nulls()
     return not years.len() or (years.min() >= 1000 and years.max() <= 9999)  # type: ignore[operator]

@@ -17,6 +17,7 @@ import polars as pl
 
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, MatchBatch, as_batches
 from cer_cli.io.contract import TIME_UNIT, LogError
+from cer_cli.io.texts import exact_frame, exact_series, inexact_in_python
 
 if TYPE_CHECKING:
     from cer_cli.io.read import EventLog
@@ -274,7 +275,11 @@ class EventLookup:
                 if row >= 0:
                     found = self._pinned, row
         if found is not None:
-            rec = found[0].row(found[1], named=True)
+            frame, r = found
+            rec = frame.row(r, named=True)
+            exact = [c for c in self.columns if c in frame.schema and inexact_in_python(frame.schema[c])]
+            if exact:  # a Python datetime holds microseconds: these as their exact text
+                rec.update(exact_frame(frame.select(exact).slice(r, 1)).row(0, named=True))
             return EventRow(
                 position=position,
                 stream=rec[STREAM],
@@ -306,13 +311,13 @@ class EventLookup:
                 if self._rendered.get(base) is None or self._rendered[base][0] is not frame:
                     self._rendered = {b: r for b, r in self._rendered.items()
                                       if any(b == k for k, _ in self._frames)}
-                    self._rendered[base] = (frame, render_time(frame[TIME], dtype))
+                    self._rendered[base] = (frame, exact_series(render_time(frame[TIME], dtype)))
                 return self._rendered[base][1][position - base]
         self.get(position)  # a pinned row, or not kept: raises the LogError that says why
         import numpy as np
 
         row = int(self._pinned_rows(np.array([position], np.int64))[0])
-        return render_time(self._pinned[TIME].slice(row, 1), dtype)[0]
+        return exact_series(render_time(self._pinned[TIME].slice(row, 1), dtype))[0]
 
     def time_dtype(self) -> pl.DataType | None:
         """The type of a match's times: the common type of the logs' time columns (their

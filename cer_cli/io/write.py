@@ -56,6 +56,7 @@ from cer_cli.io.shapes import (
     output_spec,
     spec_frames,
 )
+from cer_cli.io.texts import exact_frame
 
 __all__ = ["OUTPUT_FORMATS", "SHAPES", "EventLookup", "match_frame", "render_table",
            "render_wide_table", "refuse_input_as_output", "write_csv", "write_jsonl", "write_matches", "write_parquet",
@@ -182,7 +183,7 @@ def write_wide_jsonl(
     (``partition`` as the object it names). Returns matches."""
     n = 0
     for frame in match_frames(matches, lookup, "wide", variables, partition_names):
-        for row in frame.iter_rows(named=True):
+        for row in exact_frame(frame).iter_rows(named=True):
             if row["partition"] is not None:
                 row["partition"] = json_loads(row["partition"])
             out.write(json_dumps(row) + "\n")
@@ -207,7 +208,7 @@ def render_wide_table(
         shown = {var: [(c.name, c.name[len(var) + 1:], c.many) for c in spec.columns()
                        if c.variable == var and c.source not in (POS, STREAM, ROW, TYPE)]
                  for var in names}
-        for row in frame.iter_rows(named=True):
+        for row in exact_frame(frame).iter_rows(named=True):
             title = f"[bold]match {row['match']}[/]  positions {row['start']}..{row['end']}"
             if row["start_time"] is not None:
                 title += f"  time {_cell(row['start_time'])} → {_cell(row['end_time'])}"
