@@ -415,3 +415,17 @@ def test_a_log_path_holding_pattern_characters_is_that_file(tmp_path: Path) -> N
     ndjson = write(tmp_path / "l[1].ndjson", '{"type": "A", "time": 1}\n')
     r = run("match", "-e", "A ; B", ndjson, "--count")
     assert r.exit_code == 2 and "as a pattern" in r.output, r.output
+
+
+@pytest.mark.parametrize("sep", [",", ";"])
+def test_a_record_with_more_fields_than_the_header_is_named(tmp_path: Path, sep: str) -> None:
+    """polars names no record ("found more fields than defined in 'Schema'"): the first one
+    is found, after a quoted field spanning lines and a blank line, and named."""
+    rows = ["type,time,v", 'A,1,"two\nlines"', "", "B,2,3", "C,3,4,5", "D,4,5,6,7"]
+    log = tmp_path / "ragged.csv"
+    log.write_text("\n".join(r.replace(",", sep) for r in rows) + "\n")
+    got = run("match", "-e", "A ; B", str(log))
+    assert got.exit_code == 2, got.output
+    assert "ragged.csv: line 4 (data row 2, 0-based): 4 fields, but the header names 3" \
+        in got.output
+    assert "Traceback" not in got.output

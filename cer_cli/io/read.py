@@ -15,6 +15,7 @@ pass runs on that frame. Every input mistake raises ``LogError``.
 from __future__ import annotations
 
 import contextvars
+import csv
 import heapq
 import io
 import json
@@ -259,6 +260,8 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
     later value that does not fit (``could not parse `abc` as dtype `i64```): that value's
     row is found (one more pass, reading the column as text) and named."""
     _refuse_non_utf8(spec, e)
+    if spec.format == "csv" and _MORE_FIELDS in str(e):
+        return _csv_long_record(spec, e)
     if spec.format == "ndjson" and (m := _BAD_JSON_VALUE.search(str(e))):
         return _ndjson_bad_value(spec, m.group(1), m.group(2), m.group(3), e)
     m = _BAD_VALUE.search(str(e))
@@ -294,6 +297,30 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
         ["fix the value; or, if the column is text, put a text value among its first 10,000"
          " rows (or convert the log to Parquet with explicit types)"],
     )
+
+
+#: polars' failure on a CSV record with more fields than the header; it names no record
+_MORE_FIELDS = "found more fields than defined in 'Schema'"
+
+
+def _csv_long_record(spec: LogSpec, e: BaseException) -> LogError:
+    """The ``LogError`` naming the first CSV record with more fields than the header (polars
+    names none): one pass of Python's CSV reader with the log's separator, blank lines
+    skipped as polars skips them."""
+    try:
+        sep = _csv_options(spec.path)["separator"]
+        with spec.path.open(newline="", encoding="utf-8", errors="replace") as f:
+            records = (r for r in csv.reader(f, delimiter=sep) if r)
+            width = len(next(records, []))
+            for row, record in enumerate(records):
+                if len(record) > width:
+                    return LogError(
+                        f"{_where(spec, row)}: {len(record)} fields, but the header names"
+                        f" {width} columns",
+                        ["remove the extra fields, or name their columns in the header"])
+    except (OSError, csv.Error, LogError):
+        pass
+    return LogError(f"cannot read {spec.path}: {_first_line(e)}")
 
 
 #: polars' NDJSON failure on a value that does not fit the column's inferred type; it names
