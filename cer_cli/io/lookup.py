@@ -277,8 +277,9 @@ class EventLookup:
         if found is not None:
             frame, r = found
             rec = frame.row(r, named=True)
-            exact = [c for c in self.columns if c in frame.schema and inexact_in_python(frame.schema[c])]
-            if exact:  # a Python datetime holds microseconds: these as their exact text
+            exact = [c for c in self.columns
+                     if c in frame.schema and inexact_in_python(frame.schema[c])]
+            if exact:  # nanoseconds, or a zone: as their exact text (``io.texts``)
                 rec.update(exact_frame(frame.select(exact).slice(r, 1)).row(0, named=True))
             return EventRow(
                 position=position,
