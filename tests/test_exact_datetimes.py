@@ -1,5 +1,5 @@
-"""Nanosecond datetimes (pandas writes them by default) keep every digit: in each text output
-and shape, and as PARTITION BY and ``--count --by`` keys. A Python ``datetime`` holds
+"""Nanosecond datetimes (pandas writes them by default) and durations keep every digit: in
+each text output and shape, and as PARTITION BY and ``--count --by`` keys. A Python ``datetime`` holds
 microseconds, so before, two events 10 ns apart printed the same time wherever a value went
 through Python, and two partition keys 10 ns apart were one partition (their events matched
 each other). Zoned datetimes likewise: Python compares the two instants of the hour a DST
@@ -44,6 +44,7 @@ def _log(tmp_path: Path) -> str:
         "type": ["A", "B"],
         "ts": _ns([BASE, BASE + 10]),
         "zoned": _ns([BASE + 123_456_789, BASE + 5], PARIS),
+        "lat": pl.Series([1_500, 2_000_000_001]).cast(pl.Duration("ns")),
         "v": [1, 2],
     }).write_parquet(path)
     return str(path)
@@ -52,6 +53,8 @@ def _log(tmp_path: Path) -> str:
 #: the texts every output must show for the log of ``_log`` (the match's times are ``ts``)
 TS = ["2024-01-01T00:00:00", "2024-01-01T00:00:00.000000010"]
 ZONED = ["2024-01-01T01:00:00.123456789+01:00", "2024-01-01T01:00:00.000000005+01:00"]
+#: nanosecond durations as seconds (a ``timedelta`` of microseconds gave 1e-06 and 2.0)
+LAT = [1.5e-06, 2.000000001]
 
 
 @pytest.mark.parametrize("fmt,shape", list(product(["jsonl", "csv", "table"], ["long", "wide"])))
@@ -60,18 +63,34 @@ def test_every_text_output_keeps_nanoseconds(tmp_path, fmt, shape) -> None:
                "--shape", shape, "--time-column", "ts")
     assert got.exit_code == 0, got.output
     text = got.output
-    for value in TS + ZONED:
+    for value in TS + ZONED + [repr(x) for x in LAT]:
         assert value in text, (value, text)
     if fmt == "jsonl" and shape == "long":
         rec = json.loads(text.splitlines()[0])
         assert (rec["start_time"], rec["end_time"]) == tuple(TS)
         assert [e["attrs"]["ts"] for e in rec["events"]] == TS
         assert [e["attrs"]["zoned"] for e in rec["events"]] == ZONED
+        assert [e["attrs"]["lat"] for e in rec["events"]] == LAT
     if fmt == "csv" and shape == "long":
         rows = list(csv.DictReader(io.StringIO(text)))
         assert [r["ts"] for r in rows] == TS
         assert [r["zoned"] for r in rows] == ZONED
+        assert [float(r["lat"]) for r in rows] == LAT
         assert {r["end_time"] for r in rows} == {TS[1]}
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_variables_list_keeps_nanoseconds(tmp_path, fmt) -> None:
+    """The wide shape's list of a ``+`` variable's values (CSV: a JSON array in a cell)."""
+    got = _cer("match", "-e", "A ; B+ WITHIN 2 EVENTS", _log(tmp_path), "--format", fmt,
+               "--shape", "wide", "--time-column", "ts")
+    assert got.exit_code == 0, got.output
+    if fmt == "jsonl":
+        rec = json.loads(got.output.splitlines()[0])
+    else:
+        rec = next(csv.DictReader(io.StringIO(got.output)))
+        rec = {k: json.loads(rec[k]) for k in ("B.ts", "B.zoned", "B.lat")}
+    assert (rec["B.ts"], rec["B.zoned"], rec["B.lat"]) == ([TS[1]], [ZONED[1]], [LAT[1]])
 
 
 def test_parquet_output_keeps_the_nanosecond_type(tmp_path) -> None:
@@ -81,6 +100,18 @@ def test_parquet_output_keeps_the_nanosecond_type(tmp_path) -> None:
     back = pl.read_parquet(out)
     assert back.schema["ts"] == NAIVE
     assert back["ts"].dt.epoch("ns").to_list() == [BASE, BASE + 10]
+    assert back["lat"].dt.total_nanoseconds().to_list() == [1_500, 2_000_000_001]
+
+
+def test_count_by_a_nanosecond_duration(tmp_path) -> None:
+    frame = pl.read_parquet(_log(tmp_path))
+    got = _cer("match", "-e", "A ; B", _log(tmp_path), "--count", "--by", "B.lat",
+               "--format", "jsonl")
+    assert got.exit_code == 0, got.output
+    assert [json.loads(x) for x in got.output.splitlines()] == [{"B.lat": LAT[1], "matches": 1}]
+    counts = cer_cli.count(frame, "A ; B", by="B.lat", time_column="ts")
+    assert counts.schema["B.lat"] == pl.Duration("ns")
+    assert counts["B.lat"].dt.total_nanoseconds().to_list() == [2_000_000_001]
 
 
 # --------------------------------------------------------------------------- keys

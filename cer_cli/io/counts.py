@@ -79,8 +79,8 @@ def count_values(matches: Iterable[Match] | Iterable[MatchBatch], lookup: EventL
             continue
         columns = [_values(batch, lookup, k).alias(str(i)) for i, k in enumerate(keys)]
         frame = pl.DataFrame(columns).with_columns(cs.float().fill_nan(None))
-        # values Python holds inexactly are keyed by their text (``io.texts``): as Python
-        # datetimes, keys 10 ns apart, or an hour apart across a DST change, were one
+        # values Python holds inexactly are keyed as outputs write them (``io.texts``): as
+        # Python datetimes, keys 10 ns apart, or an hour apart across a DST change, were one
         grouped = exact_frame(frame.group_by(pl.all(), maintain_order=True).len())
         for *value, n in grouped.iter_rows():
             out[tuple(value)] = out.get(tuple(value), 0) + n
@@ -152,8 +152,8 @@ def counts_frame(rows: Sequence[tuple[tuple, int]], keys: Sequence[CountKey],
         values = [r[0][i] for r in rows]
         dtype = pl.String if k.of == "stream" else (
             _FIXED_DTYPES.get(k.source) or dtypes.get(k.source))  # type: ignore[arg-type]
-        if dtype is not None and inexact_in_python(dtype):  # keyed by their text
-            columns.append(from_text(pl.Series(k.name, values, dtype=pl.String), dtype))
+        if dtype is not None and inexact_in_python(dtype):  # keyed as outputs write them
+            columns.append(from_text(pl.Series(k.name, values, strict=False), dtype))
             continue
         try:
             columns.append(pl.Series(k.name, values, dtype=dtype))

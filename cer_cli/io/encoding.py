@@ -20,7 +20,7 @@ import polars as pl
 from cer_cli.events import ROW, STREAM, TYPE, Match, MatchBatch
 from cer_cli.io.contract import LogError
 from cer_cli.io.lookup import EventLookup, gather, times_at
-from cer_cli.io.texts import iso_text
+from cer_cli.io.texts import exact_text, inexact_in_python, iso_text
 
 #: Marks a decimal's exact digits in ``json.dumps``'s text (``json_value``), which then
 #: become a bare number (``json_dumps``); random, so that no text of the data can hold it.
@@ -141,6 +141,9 @@ def json_texts(s: pl.Series) -> pl.Series:
             pl.struct("v").struct.json_encode().str.slice(5).str.head(-1)
         ).to_series()
         return enc
+    if isinstance(dtype, pl.Duration | pl.List | pl.Array) and inexact_in_python(dtype):
+        # nanosecond durations (seconds, exactly), lists of them or of such datetimes
+        return json_texts(pl.select(exact_text(_lit(s), dtype)).to_series())
     if _iso_in_polars(s):
         return pl.select(
             (pl.lit('"') + iso_text(_lit(s), dtype) + pl.lit('"')).fill_null(pl.lit("null"))

@@ -14,6 +14,8 @@ beyond its microseconds.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import polars as pl
 
 from cer_cli.io.output import DATE_TEXT, FRACTION_DIGITS, SECONDS_TEXT
@@ -51,21 +53,33 @@ def inexact_in_python(dtype: pl.DataType) -> bool:
     """A datetime that a Python ``datetime`` does not hold as it is (or a list of them): one
     of nanoseconds, or one in a zone — two instants of the hour a DST change repeats have
     one clock there, and Python compares them equal (``fold`` aside), so two such partition
-    keys were one partition."""
+    keys were one partition. A duration of nanoseconds (a ``timedelta`` holds microseconds:
+    a latency of 1,500 ns printed as 1e-06 seconds)."""
     if isinstance(dtype, pl.List | pl.Array):
         return inexact_in_python(dtype.inner)
-    return isinstance(dtype, pl.Datetime) and (dtype.time_unit == "ns"
-                                               or dtype.time_zone is not None)
+    return (isinstance(dtype, pl.Datetime) and (dtype.time_unit == "ns"
+                                                or dtype.time_zone is not None)
+            or isinstance(dtype, pl.Duration) and dtype.time_unit == "ns")
 
 
 def exact_text(e: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    """``e`` with its datetimes that Python holds inexactly (``inexact_in_python``; a list's
-    items too) as their ``iso_text``; other values as they are."""
+    """``e`` with its values that Python holds inexactly (``inexact_in_python``; a list's
+    items too) as the outputs write them: a datetime its ``iso_text``, a duration its
+    seconds (the text rule's number); other values as they are."""
     if isinstance(dtype, pl.Array) and inexact_in_python(dtype):
         return exact_text(e.cast(pl.List(dtype.inner)), pl.List(dtype.inner))
     if isinstance(dtype, pl.List) and inexact_in_python(dtype):
         return e.list.eval(exact_text(pl.element(), dtype.inner))
+    if isinstance(dtype, pl.Duration) and inexact_in_python(dtype):
+        return e.dt.total_nanoseconds().map_batches(_seconds, return_dtype=pl.Float64)
     return iso_text(e, dtype) if inexact_in_python(dtype) else e
+
+
+def _seconds(ns: pl.Series) -> pl.Series:
+    """Nanoseconds as seconds, the float nearest each (Python's ``int / int``; a float
+    division in polars would round twice past 2**53 ns)."""
+    return pl.Series(ns.name, [None if v is None else v / 10**9 for v in ns.to_list()],
+                     dtype=pl.Float64)
 
 
 def exact_frame(frame: pl.DataFrame) -> pl.DataFrame:
@@ -81,13 +95,17 @@ def exact_series(s: pl.Series) -> pl.Series:
     return exact_frame(s.to_frame()).to_series() if inexact_in_python(s.dtype) else s
 
 
-def from_text(texts: pl.Series, dtype: pl.DataType) -> pl.Series:
-    """``iso_text``'s values of ``dtype`` (a datetime) back as datetimes; if one cannot be
-    read (an offset with seconds, a zone's history), they all stay text."""
+def from_text(values: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """``exact_text``'s values of ``dtype`` back in it: a datetime's text (if one cannot be
+    read, an offset with seconds from a zone's history, they all stay text), a duration's
+    seconds (the nearest nanosecond: exact below 2**52 ns, 52 days)."""
+    if isinstance(dtype, pl.Duration):
+        ns = [None if v is None else round(Fraction(v) * 10**9) for v in values.to_list()]
+        return pl.Series(values.name, ns, dtype=pl.Int64).cast(dtype)
     zone = getattr(dtype, "time_zone", None)
     fmt = SECONDS_TEXT + "%.f" + ("%:z" if zone else "")
-    got = texts.str.to_datetime(fmt, time_unit=dtype.time_unit, strict=False,  # type: ignore[attr-defined]
-                                time_zone="UTC" if zone else None)
+    got = values.str.to_datetime(fmt, time_unit=dtype.time_unit, strict=False,  # type: ignore[attr-defined]
+                                 time_zone="UTC" if zone else None)
     if zone:
         got = got.dt.convert_time_zone(zone)
-    return got if got.null_count() == texts.null_count() else texts
+    return got if got.null_count() == values.null_count() else values
