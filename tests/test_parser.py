@@ -421,6 +421,8 @@ ERRORS = [
     ("A WITHIN 1 EVENTS\nPARTITION BY [a]", "PARTITION is out of place", 2, 1),
     ("A PARTITION BY 3", "PARTITION BY lists attribute names", 1, 16),
     ("A FILTER x[a IN {}]", "an IN set needs at least one value", 1, 18),
+    ("A FILTER x[a IN (1, 2)]", "an IN set is written in braces, e.g. IN {1, 2}", 1, 17),
+    ("A FILTER x[a NOT IN ('p')]", "an IN set is written in braces", 1, 21),
     ("SELL AND BUY", "AND combines conditions inside FILTER, not patterns", 1, 6),
     ("A FILTER x[]", "expected a condition inside x[...]", 1, 12),
     ("A FILTER a > 1", "attribute 'a' needs a variable", 1, 10),

@@ -715,6 +715,9 @@ def _syntax_error(tok: Token, expected: set[str], tokens: list[Token], i: int,
         return err(f"expected *, NONE or a list of variables after SELECT, found {_describe(tok)}")
     if tok.type in _STRATEGIES and tok.type not in expected and "ANY" not in expected:
         return err(f"a selection strategy goes right after SELECT, e.g. SELECT {tok.type} *")
+    if pt == "IN" and tok.type == "LPAR":  # SQL's spelling of a set
+        return err("an IN set is written in braces, e.g. IN {1, 2} (a range: IN {1..5} or"
+                   " IN RANGE (1, 5))")
     if pt == "LBRACE" and tok.type == "RBRACE":
         return err("an IN set needs at least one value, e.g. IN {1, 2}")
     if tok.type in KEYWORDS and "NAME" in expected and not formula_start:
