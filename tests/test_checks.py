@@ -234,7 +234,10 @@ MISTAKES = [
         None,
         "x.site",
     ),
-    ("T AS x ; H AS y FILTER y[hum = 'wet']", SENSORS, "cannot compare", None, "y[hum"),
+    ("T AS x ; H AS y FILTER y[hum = 'wet']", SENSORS, "cannot compare",
+     "the log's column holds numbers: compare it with a number, unquoted", "y[hum"),
+    ("T AS x FILTER x.site = 3", SENSORS, "cannot compare",
+     "quote the value to compare as text", "x.site"),
     ("T AS x FILTER 'a' < 3", None, "cannot compare 'a' (a string) with 3", None, "'a'"),
     (
         "T AS x FILTER x.tmp LIKE 'a.*'",

@@ -814,9 +814,13 @@ def _check_atom_types(
 
     def mismatch(left: Expr, right: Expr, span: Span | None) -> QueryError:
         lk, rk = kinds(left), kinds(right)
+        quoted = any(isinstance(e, Literal) and isinstance(e.value, str) for e in (left, right))
         hint = ("compare a boolean with TRUE or FALSE (x.flag = TRUE)"
                 if "bool" in (lk or set()) | (rk or set())
-                else "quote the value to compare as text, or compare a numeric attribute")
+                else "the log's column holds numbers: compare it with a number, unquoted"
+                " (x.v = 1)" if quoted
+                else "quote the value to compare as text (x.name = '1'), or compare a numeric"
+                " attribute")
         return QueryError(
             f"cannot compare {_describe(left)} (a {_names(lk or set())}) with"
             f" {_describe(right)} (a {_names(rk or set())})",
