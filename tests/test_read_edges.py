@@ -429,3 +429,41 @@ def test_a_record_with_more_fields_than_the_header_is_named(tmp_path: Path, sep:
     assert "ragged.csv: line 4 (data row 2, 0-based): 4 fields, but the header names 3" \
         in got.output
     assert "Traceback" not in got.output
+
+
+def _far_logs(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:
+    """A time beyond nanoseconds' range (1677-09-21 to 2262-04-11) in data row 1 of each
+    kind of time column: the log and the options that read it."""
+    logs = {}
+    for name, text in (("after", "3000-01-01T00:00:00"), ("before", "1600-05-01 12:00"),
+                       ("zoned", "2262-12-31T23:00:00+01:00")):
+        path = write(tmp_path / f"{name}.csv", f"type,time\nA,2024-01-01T00:00:00\nB,{text}\n")
+        logs[name] = (path, [])
+    logs["format"] = (write(tmp_path / "format.csv", "type,time\nA,01/01/2024\nB,01/01/3000\n"),
+                      ["--time-format", "%d/%m/%Y"])
+    for name, value in (("datetime", dt.datetime(3000, 1, 1)), ("date", dt.date(3000, 1, 1))):
+        path = tmp_path / f"{name}.parquet"
+        pl.DataFrame({"type": ["A", "B"], "time": [value.replace(year=2024), value]}
+                     ).write_parquet(path)
+        logs[name] = (str(path), [])
+    return logs
+
+
+@pytest.mark.parametrize("kind", ["after", "before", "zoned", "format", "datetime", "date"])
+def test_a_time_beyond_nanoseconds_range_is_refused_naming_its_row(tmp_path: Path,
+                                                                   kind: str) -> None:
+    """polars wrapped such a text time silently (3000-01-01 became 1830-11-23, and A ; B
+    found no match), read a datetime's as a missing time, and failed to cast a date."""
+    log, options = _far_logs(tmp_path)[kind]
+    got = run("match", "-e", "A ; B", log, *options, "--count")
+    assert got.exit_code == 2, got.output
+    assert "data row 1" in got.output and "is out of range" in got.output, got.output
+    assert "1677-09-21 to 2262-04-11" in got.output
+
+
+def test_times_just_inside_nanoseconds_range_are_read(tmp_path: Path) -> None:
+    log = write(tmp_path / "edges.csv",
+                "type,time\nA,1677-09-22T00:00:00\nB,2262-04-10T00:00:00+01:00\n")
+    got = run("match", "-e", "A ; B", log, "--format", "csv")
+    assert got.exit_code == 0, got.output
+    assert "1677-09-22T00:00:00+00:00,2262-04-09T23:00:00+00:00" in got.output

@@ -8,6 +8,7 @@ the ranges, and on a real standalone cluster (master + worker started from pyspa
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import json
 import os
@@ -799,6 +800,27 @@ def test_an_unreadable_text_time_is_refused_before_any_job_as_locally(spark, tmp
     with pytest.raises(LogError, match="data row 1"):  # as cer_cli.match raises it
         match(spark.createDataFrame(rows, "type string, time string"),
               compile_query("SELECT * WHERE A ; B"))  # no action: refused all the same
+
+
+@pytest.mark.parametrize("kind", ["text", "timestamp"])
+def test_a_time_beyond_nanoseconds_range_is_refused_as_locally(spark, tmp_path, kind):
+    """Spark's timestamps reach further than nanoseconds since 1970: a time after 2262 was a
+    failed job (ARITHMETIC_OVERFLOW, exit 1) where local mode refuses it naming its row."""
+    if kind == "text":
+        log = tmp_path / "far.csv"
+        log.write_text("type,time\nA,2024-01-01T00:00:00\nB,3000-01-01T00:00:00\n")
+    else:
+        log = tmp_path / "far.parquet"
+        pl.DataFrame({"type": ["A", "B"], "time": [dt.datetime(2024, 1, 1),
+                                                   dt.datetime(3000, 1, 1)]}).write_parquet(log)
+    args = ["match", "-e", "A ; B", str(log), "--count"]
+    local = _cli(*args)
+    on_spark = _cli(*args, "--spark", "--master", "local[2]")
+    assert local.exit_code == on_spark.exit_code == 2, on_spark.output
+    for got in (local, on_spark):
+        assert "data row 1" in got.output, got.output
+        assert "time value '3000-01-01" in got.output and "is out of range" in got.output
+    assert "ARITHMETIC_OVERFLOW" not in on_spark.output
 
 
 def test_unknown_format_is_an_input_error(spark, tmp_path):

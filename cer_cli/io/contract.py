@@ -723,6 +723,12 @@ def row_place(path: Any, fmt: str, row: int) -> str:
     return f"{path}: data row {row} (0-based)"
 
 
+#: A year written in a time value (four digits alone), and the years strictly between which
+#: nanoseconds since 1970 hold every instant (1677-09-21 to 2262-04-11).
+_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")
+NS_YEARS = (1677, 2262)
+
+
 def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
              unit: str | None = None) -> LogError:
     """The error for a time value the readers could not read, with the hint that fits it:
@@ -732,6 +738,13 @@ def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
         what = "missing time value" + ("" if raw is None else f" ({raw})")
         return LogError(f"{where}: {what} in column {column!r}",
                         ["every event needs a time; remove the row or fill its time"])
+    year = _YEAR.search(raw)
+    if year is not None and not _NUMBER.match(raw) and not (
+            NS_YEARS[0] < int(year.group()) < NS_YEARS[1]):
+        return LogError(
+            f"{where}: time value {raw!r} in column {column!r} is out of range: times are"
+            " kept as nanoseconds since 1970, from 1677-09-21 to 2262-04-11",
+            ["fix the value, or order the events by another column (--time-column)"])
     if fmt is not None:
         return LogError(f"{where}: time value {raw!r} in column {column!r} does not match"
                         f" {_option('time-format', fmt, quoted=True)}")

@@ -423,8 +423,8 @@ def _time_expr(d: contract.LogDecision, dtype: pl.DataType) -> pl.Expr:
     col = pl.col(d.time_column)
     kind = d.time_kind
     if kind == "datetime":
-        if dtype == pl.Date:
-            col = col.cast(pl.Datetime(contract.TIME_UNIT))
+        if dtype == pl.Date:  # through microseconds: a date beyond nanoseconds' range is null
+            col = col.cast(pl.Datetime("us"))
         return col.dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     if kind in ("int", "float"):
         x = col.cast(pl.Int64 if kind == "int" else pl.Float64)
@@ -448,17 +448,26 @@ def _parse_datetime(col: pl.Expr, fmt: str | None = None, zoned: bool = False) -
         return _parse_datetime(col, fmt).dt.replace_time_zone("UTC")
     unit = contract.TIME_UNIT
     if fmt is not None:
-        parsed = col.str.strptime(pl.Datetime(unit), fmt, strict=False)
-        if contract.zoned_format(fmt):
-            parsed = parsed.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
-        return parsed
+        def by_format(u: str) -> pl.Expr:
+            parsed = col.str.strptime(pl.Datetime(u), fmt, strict=False)
+            if contract.zoned_format(fmt):
+                parsed = parsed.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+            return parsed
+        # polars wraps a time beyond nanoseconds' range (3000-01-01 became 1830-11-23):
+        # such a value must stay unreadable, so it is read in microseconds too
+        ns = by_format(unit)
+        return pl.when(ns.dt.cast_time_unit("us") == by_format("us")).then(ns)
     text = col.str.strip_chars().str.replace(" ", "T", literal=True)
     tries = [text.str.strptime(pl.Datetime(unit), f, strict=False) for f in contract.ISO_FORMATS]
     tries += [
         text.str.strptime(pl.Datetime(unit, "UTC"), f, strict=False).dt.replace_time_zone(None)
         for f in contract.ISO_ZONED_FORMATS
     ]
-    return pl.when(col.str.strip_chars().str.contains(contract.ISO_TIME)).then(pl.coalesce(tries))
+    parsed = pl.coalesce(tries)
+    # the year written must be the year read (an offset may move it by one): polars wraps a
+    # time beyond nanoseconds' range (3000-01-01 became 1830-11-23, silently)
+    same_year = (parsed.dt.year() - text.str.slice(0, 4).cast(pl.Int32, strict=False)).abs() <= 1
+    return pl.when(col.str.strip_chars().str.contains(contract.ISO_TIME) & same_year).then(parsed)
 
 
 def _where(spec: LogSpec, row: int) -> str:

@@ -342,7 +342,8 @@ def _time_expr(d: contract.LogDecision):
         return F.when(ok, F.round(col.cast("double") * factor).cast("long"))
     if kind == "str":
         col = _parse_time(col, d.time_format)
-    return F.unix_micros(col.cast("timestamp_ltz")) * 1000
+    # try_: a timestamp beyond nanoseconds' range (after 2262) is no time, as locally
+    return F.try_multiply(F.unix_micros(col.cast("timestamp_ltz")), F.lit(1000).cast("long"))
 
 
 def _time_value(d: contract.LogDecision, time):
