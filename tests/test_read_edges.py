@@ -436,7 +436,8 @@ def _far_logs(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:
     kind of time column: the log and the options that read it."""
     logs = {}
     for name, text in (("after", "3000-01-01T00:00:00"), ("before", "1600-05-01 12:00"),
-                       ("zoned", "2262-12-31T23:00:00+01:00")):
+                       ("zoned", "2262-12-31T23:00:00+01:00"),
+                       ("edge", "2262-04-11T01:00:00")):  # texts keep a day from the edge
         path = write(tmp_path / f"{name}.csv", f"type,time\nA,2024-01-01T00:00:00\nB,{text}\n")
         logs[name] = (path, [])
     logs["format"] = (write(tmp_path / "format.csv", "type,time\nA,01/01/2024\nB,01/01/3000\n"),
@@ -449,7 +450,8 @@ def _far_logs(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:
     return logs
 
 
-@pytest.mark.parametrize("kind", ["after", "before", "zoned", "format", "datetime", "date"])
+@pytest.mark.parametrize("kind", ["after", "before", "zoned", "edge", "format", "datetime",
+                                  "date"])
 def test_a_time_beyond_nanoseconds_range_is_refused_naming_its_row(tmp_path: Path,
                                                                    kind: str) -> None:
     """polars wrapped such a text time silently (3000-01-01 became 1830-11-23, and A ; B

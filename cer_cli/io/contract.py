@@ -727,6 +727,9 @@ def row_place(path: Any, fmt: str, row: int) -> str:
 #: nanoseconds since 1970 hold every instant (1677-09-21 to 2262-04-11).
 _YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")
 NS_YEARS = (1677, 2262)
+#: The ISO time texts read, compared as text: a day inside nanoseconds' range, so that no
+#: offset can carry one out of it; both runners' readers keep to it.
+ISO_RANGE = ("1677-09-22", "2262-04-11")
 
 
 def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
@@ -743,7 +746,8 @@ def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
             NS_YEARS[0] < int(year.group()) < NS_YEARS[1]):
         return LogError(
             f"{where}: time value {raw!r} in column {column!r} is out of range: times are"
-            " kept as nanoseconds since 1970, from 1677-09-21 to 2262-04-11",
+            " kept as nanoseconds since 1970, from 1677-09-21 to 2262-04-11 (texts: from"
+            f" {ISO_RANGE[0]} to the day before {ISO_RANGE[1]})",
             ["fix the value, or order the events by another column (--time-column)"])
     if fmt is not None:
         return LogError(f"{where}: time value {raw!r} in column {column!r} does not match"

@@ -454,20 +454,22 @@ def _parse_datetime(col: pl.Expr, fmt: str | None = None, zoned: bool = False) -
                 parsed = parsed.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
             return parsed
         # polars wraps a time beyond nanoseconds' range (3000-01-01 became 1830-11-23):
-        # such a value must stay unreadable, so it is read in microseconds too
-        ns = by_format(unit)
-        return pl.when(ns.dt.cast_time_unit("us") == by_format("us")).then(ns)
+        # such a value must stay unreadable, so it is read in microseconds too (one more
+        # parse, on this slower path only)
+        fits = by_format("us").cast(pl.Datetime(unit), strict=False).is_not_null()
+        return pl.when(fits).then(by_format(unit))
     text = col.str.strip_chars().str.replace(" ", "T", literal=True)
     tries = [text.str.strptime(pl.Datetime(unit), f, strict=False) for f in contract.ISO_FORMATS]
     tries += [
         text.str.strptime(pl.Datetime(unit, "UTC"), f, strict=False).dt.replace_time_zone(None)
         for f in contract.ISO_ZONED_FORMATS
     ]
-    parsed = pl.coalesce(tries)
-    # the year written must be the year read (an offset may move it by one): polars wraps a
-    # time beyond nanoseconds' range (3000-01-01 became 1830-11-23, silently)
-    same_year = (parsed.dt.year() - text.str.slice(0, 4).cast(pl.Int32, strict=False)).abs() <= 1
-    return pl.when(col.str.strip_chars().str.contains(contract.ISO_TIME) & same_year).then(parsed)
+    # polars wraps a time beyond nanoseconds' range (3000-01-01 became 1830-11-23,
+    # silently): an ISO text is compared as text with the range, a day inside it so that no
+    # offset (+14:00 at most) can carry a value out (``contract.ISO_RANGE``)
+    inside = (text >= contract.ISO_RANGE[0]) & (text < contract.ISO_RANGE[1])
+    return pl.when(col.str.strip_chars().str.contains(contract.ISO_TIME) & inside).then(
+        pl.coalesce(tries))
 
 
 def _where(spec: LogSpec, row: int) -> str:

@@ -399,7 +399,8 @@ def _parse_time(col, fmt: str | None = None, zoned: bool = False):
     # polars reads: written as +01:00 and HH:MM:00 first
     seconds = F.regexp_replace(text, r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})(Z|[+-].*)$",
                                "$1:00$2")
-    iso = F.when(text.rlike(contract.ISO_TIME),
+    inside = (text >= F.lit(contract.ISO_RANGE[0])) & (text < F.lit(contract.ISO_RANGE[1]))
+    iso = F.when(text.rlike(contract.ISO_TIME) & inside,
                  F.regexp_replace(seconds, r"([+-]\d{2})(\d{2})$", "$1:$2"))
     return iso.try_cast("timestamp_ltz").cast(kind)
 
