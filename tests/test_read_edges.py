@@ -463,6 +463,14 @@ def test_a_time_beyond_nanoseconds_range_is_refused_naming_its_row(tmp_path: Pat
     assert "1677-09-21 to 2262-04-11" in got.output
 
 
+def test_a_text_that_is_no_date_is_not_called_out_of_range(tmp_path: Path) -> None:
+    log = write(tmp_path / "word.csv", "type,time\nA,2024-01-01T00:00:00\nB,event 0042\n")
+    got = run("match", "-e", "A ; B", log, "--count")
+    assert got.exit_code == 2, got.output
+    assert "cannot parse time value 'event 0042'" in got.output
+    assert "out of range" not in got.output
+
+
 def test_times_just_inside_nanoseconds_range_are_read(tmp_path: Path) -> None:
     log = write(tmp_path / "edges.csv",
                 "type,time\nA,1677-09-22T00:00:00\nB,2262-04-10T00:00:00+01:00\n")

@@ -107,13 +107,13 @@ def prepare_frame(
         exprs = []
         for i, present in enumerate(partition_columns(partition_by, frame.columns)):
             exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{key}{i}"))
-        frame = frame.with_columns(exprs).drop_nulls([f"{key}{i}" for i in range(len(exprs))])
+        names = [f"{key}{i}" for i in range(len(exprs))]
+        frame = frame.with_columns(exprs).drop_nulls(names)
         # a key of nanosecond or zoned datetimes as its exact text: the engines number keys
         # as Python values, which held keys 10 ns apart, or an hour apart across a DST
         # change, as one (``io.texts``)
-        frame = frame.with_columns(
-            exact_text(pl.col(c), d).alias(c) for c, d in frame.schema.items()
-            if c.startswith(key) and c[len(key):].isdigit() and inexact_in_python(d))
+        frame = frame.with_columns(exact_text(pl.col(c), frame.schema[c]).alias(c)
+                                   for c in names if inexact_in_python(frame.schema[c]))
     w = window
     if isinstance(w, ast.DurationWindow | ast.AttributeWindow):
         source, _ = window_source(w, frame.columns,

@@ -723,9 +723,11 @@ def row_place(path: Any, fmt: str, row: int) -> str:
     return f"{path}: data row {row} (0-based)"
 
 
-#: A year written in a time value (four digits alone), and the years strictly between which
-#: nanoseconds since 1970 hold every instant (1677-09-21 to 2262-04-11).
-_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")
+#: The year of a time value: an ISO date's first four digits, or (read by --time-format) four
+#: digits alone; and the years strictly between which nanoseconds since 1970 hold every
+#: instant (1677-09-21 to 2262-04-11).
+_ISO_YEAR = re.compile(r"\s*(\d{4})-\d{2}-\d{2}")
+_YEAR = re.compile(r"(?<!\d)(\d{4})(?!\d)")
 NS_YEARS = (1677, 2262)
 #: The ISO time texts read, compared as text: a day inside nanoseconds' range, so that no
 #: offset can carry one out of it; both runners' readers keep to it.
@@ -741,9 +743,9 @@ def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
         what = "missing time value" + ("" if raw is None else f" ({raw})")
         return LogError(f"{where}: {what} in column {column!r}",
                         ["every event needs a time; remove the row or fill its time"])
-    year = _YEAR.search(raw)
-    if year is not None and not _NUMBER.match(raw) and not (
-            NS_YEARS[0] < int(year.group()) < NS_YEARS[1]):
+    # a text that is no date ('event 0042') is not out of range: it is not a time
+    year = _ISO_YEAR.match(raw) if fmt is None else _YEAR.search(raw)
+    if year is not None and not NS_YEARS[0] < int(year.group(1)) < NS_YEARS[1]:
         return LogError(
             f"{where}: time value {raw!r} in column {column!r} is out of range: times are"
             " kept as nanoseconds since 1970, from 1677-09-21 to 2262-04-11 (texts: from"
