@@ -948,6 +948,25 @@ def test_cli_spark_reads_a_csv_separated_otherwise_as_local_mode(spark, tmp_path
     assert on_spark.stdout == local.stdout and local.stdout
 
 
+def test_cli_spark_reads_csv_dates_as_local_mode(spark, tmp_path):
+    """Only ISO texts of one kind are dates, on both runners (``contract.iso_dates``):
+    polars read 02/02/2024 day first where Spark kept it text (``b.d > a.d``: 0 matches
+    locally, 1 on Spark), and Spark read 10:00:00 as today at ten and a column of dates
+    and datetimes as datetimes, where polars kept them text."""
+    from tests.test_read_edges import GUESSES
+
+    log = tmp_path / "d.csv"
+    log.write_text(GUESSES)
+    for q in ("A AS a ; B AS b FILTER b.d > a.d", "A AS a ; B AS b FILTER b.s < a.s",
+              "A AS a ; B AS b FILTER a.k = '10:00:00' AND b.m > a.m",
+              "A AS a ; B AS b FILTER b.iso > a.iso"):
+        for extra in (["--format", "jsonl"], ["--count"]):
+            local = _cli("match", "-e", q, str(log), *extra)
+            on_spark = _cli("match", "-e", q, str(log), *extra, "--spark", "--master", "local[2]")
+            assert local.exit_code == on_spark.exit_code == 0, (q, on_spark.output)
+            assert on_spark.stdout == local.stdout and local.stdout.strip() not in ("", "0"), q
+
+
 @pytest.mark.parametrize("shape", ["long", "wide"])
 def test_cli_spark_names_columns_without_a_name_as_local_mode(spark, tmp_path, shape):
     """A CSV header's empty names (a spreadsheet's trailing separators) and a Parquet

@@ -66,6 +66,32 @@ ISO_ZONED_TIME = (r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
 #: strftime patterns (polars/chrono) covering ``ISO_TIME`` once a space became ``T``.
 ISO_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S%.f")
 ISO_ZONED_FORMATS = ("%Y-%m-%dT%H:%M%#z", "%Y-%m-%dT%H:%M:%S%.f%#z")
+#: Rows at the head of a CSV log whose texts tell whether a column its reader inferred as
+#: dates or times holds ISO 8601 ones (``iso_dates``); both runners look at the same rows.
+DATE_PROBE_ROWS = 1_000
+#: ``ISO_TIME`` but for minutes with an offset (``10:00Z``, which Spark keeps as text); its
+#: groups tell a value's class: a date, a datetime, one with an offset.
+_CSV_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})?)?)?")
+
+
+def iso_dates(values: Iterable[str | None]) -> bool:
+    """Whether the texts of a CSV column that a reader inferred as dates or times are all
+    ISO 8601 values of one class (dates; datetimes; datetimes with an offset), which both
+    readers infer alike (``_CSV_DATE``). Other texts are guesses, and the readers guess
+    apart: polars read ``01/02/2024`` as 1 February and ``2024/01/13`` as a date, Spark
+    keeps both as text, reads ``10:00:00`` as today at ten and a column of dates and
+    datetimes as datetimes. A column with any other text stays text on both runners, as
+    written: no day/month order is guessed."""
+    classes = set()
+    for v in values:
+        if v is not None:
+            m = _CSV_DATE.fullmatch(v)
+            if m is None:
+                return False
+            classes.add((m.group(1) is None, m.group(4) is None))
+    return len(classes) <= 1
+
+
 #: A date whose day and month order cannot be told (``01/02/2024``): needs --time-format.
 AMBIGUOUS_DATE = re.compile(r"^\s*\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b")
 _NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")

@@ -126,8 +126,9 @@ def _no_pattern(spec: LogSpec) -> None:
 
 
 #: Rows of a text column that ``_scan_csv`` looks at to rule dates out (fewer than polars'
-#: 10,000: looking at fewer can only make it infer with dates more often).
-_DATE_PROBE_ROWS = 1_000
+#: 10,000: looking at fewer can only make it infer with dates more often), and whose texts
+#: tell an ISO date column from a guessed one (``contract.iso_dates``).
+_DATE_PROBE_ROWS = contract.DATE_PROBE_ROWS
 
 
 def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
@@ -157,8 +158,15 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
         if not all(no_date):
             lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
                              schema_overrides=overrides, **opts)
-            if any(d.is_temporal() for d in lf.collect_schema().values()):
-                return lf
+            dates = [c for c, d in lf.collect_schema().items() if d.is_temporal()]
+            if dates:  # only ISO texts are dates: polars' other patterns are guesses
+                head = _csv_head(sample, plain, opts).select(dates).collect()
+                guessed = [c for c in dates if not contract.iso_dates(head[c])]
+                if len(guessed) < len(dates):
+                    return lf if not guessed else pl.scan_csv(
+                        path, try_parse_dates=True, infer_schema_length=10_000,
+                        schema_overrides={**overrides, **dict.fromkeys(guessed, pl.String)},
+                        **opts)
     return pl.scan_csv(path, schema=schema, **opts)
 
 

@@ -82,7 +82,7 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
         if src.format == "csv" and schema is not None:
             return r.schema(schema).csv(path)
         if src.format == "csv":
-            return r.options(inferSchema=True).csv(path)
+            return _iso_dates_only(spark, src, r.options(inferSchema=True).csv(path))
         if src.format == "parquet":
             return r.parquet(path)
         df = r.json(path)
@@ -91,6 +91,28 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
         return df
     except Exception as e:
         raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+
+
+def _iso_dates_only(spark: SparkSession, src: _Source, df: DataFrame) -> DataFrame:
+    """A CSV as inferred, except the columns inferred as dates or times whose first
+    ``contract.DATE_PROBE_ROWS`` texts are not all ISO 8601: read as text, as the local
+    reader reads them (``contract.iso_dates``; Spark read ``10:00:00`` as today at ten).
+    Costs one small job when a column was inferred so."""
+    from pyspark.sql import types as T
+
+    fields = df.schema.fields
+    dates = [i for i, f in enumerate(fields)
+             if isinstance(f.dataType, (T.DateType, T.TimestampType, T.TimestampNTZType))]
+    if not dates:
+        return df
+    texts = T.StructType([T.StructField(f.name, T.StringType()) for f in fields])
+    head = _read(spark, src, texts).limit(contract.DATE_PROBE_ROWS).collect()
+    guessed = {i for i in dates if not contract.iso_dates(r[i] for r in head)}
+    if not guessed:
+        return df
+    return _read(spark, src, T.StructType([
+        T.StructField(f.name, T.StringType()) if i in guessed else f
+        for i, f in enumerate(fields)]))
 
 
 def _csv_separator(path: str) -> str:
