@@ -504,3 +504,20 @@ def test_csv_dates_written_otherwise_than_iso_stay_text(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     first = json.loads(r.output.splitlines()[0])["events"][0]["attrs"]
     assert (first["d"], first["s"], first["m"]) == ("02/02/2024", "2024/02/02", "2024-01-13")
+
+
+#: Numbers written as only one of the CSV readers reads them: padded, signed, infinite;
+#: then a plain one.
+NUMBERS = "type,time,sp,plus,inf,n\nA,1, 5,+5,inf,5\nB,2, 10,+10,-inf,10\n"
+
+
+def test_csv_numbers_written_as_one_reader_reads_them_stay_text(tmp_path: Path) -> None:
+    """Spark read `` 5`` and ``+5`` as numbers where polars kept them text (``b.sp <
+    a.sp``: 1 match locally, 0 on Spark), and polars read ``inf`` as a number where Spark
+    kept it text. Only what both read as a number is one (``contract.csv_kind_holds``)."""
+    log = write(tmp_path / "n.csv", NUMBERS)
+    attrs = read_schema([log], times="time").attributes("A")
+    assert [attrs[c] for c in ("sp", "plus", "inf", "n")] == ["str", "str", "str", "int"]
+    r = run("match", "-e", "A AS a ; B AS b FILTER b.sp < a.sp AND b.n > a.n WITHIN 5 EVENTS", log,
+            "--count")
+    assert (r.exit_code, r.output.strip()) == (0, "1"), r.output

@@ -948,18 +948,23 @@ def test_cli_spark_reads_a_csv_separated_otherwise_as_local_mode(spark, tmp_path
     assert on_spark.stdout == local.stdout and local.stdout
 
 
-def test_cli_spark_reads_csv_dates_as_local_mode(spark, tmp_path):
+def test_cli_spark_reads_csv_dates_and_numbers_as_local_mode(spark, tmp_path):
     """Only ISO texts of one kind are dates, on both runners (``contract.iso_dates``):
     polars read 02/02/2024 day first where Spark kept it text (``b.d > a.d``: 0 matches
     locally, 1 on Spark), and Spark read 10:00:00 as today at ten and a column of dates
-    and datetimes as datetimes, where polars kept them text."""
-    from tests.test_read_edges import GUESSES
+    and datetimes as datetimes, where polars kept them text; so were `` 5`` and ``+5``
+    (numbers on Spark) and ``inf`` (a number locally) (``contract.csv_kind_holds``)."""
+    from tests.test_read_edges import GUESSES, NUMBERS
 
-    log = tmp_path / "d.csv"
+    log, numbers = tmp_path / "d.csv", tmp_path / "n.csv"
     log.write_text(GUESSES)
-    for q in ("A AS a ; B AS b FILTER b.d > a.d", "A AS a ; B AS b FILTER b.s < a.s",
-              "A AS a ; B AS b FILTER a.k = '10:00:00' AND b.m > a.m",
-              "A AS a ; B AS b FILTER b.iso > a.iso"):
+    numbers.write_text(NUMBERS)
+    for q, log in (("A AS a ; B AS b FILTER b.d > a.d", log),
+                   ("A AS a ; B AS b FILTER b.s < a.s", log),
+                   ("A AS a ; B AS b FILTER a.k = '10:00:00' AND b.m > a.m", log),
+                   ("A AS a ; B AS b FILTER b.iso > a.iso", log),
+                   ("A AS a ; B AS b FILTER b.sp < a.sp AND b.plus < a.plus WITHIN 5 EVENTS", numbers),
+                   ("A AS a ; B AS b FILTER b.inf < a.inf AND b.n > a.n WITHIN 5 EVENTS", numbers)):
         for extra in (["--format", "jsonl"], ["--count"]):
             local = _cli("match", "-e", q, str(log), *extra)
             on_spark = _cli("match", "-e", q, str(log), *extra, "--spark", "--master", "local[2]")

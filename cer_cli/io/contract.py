@@ -18,10 +18,12 @@ that a query reading it is refused naming both.
 from __future__ import annotations
 
 import csv
+import io
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any
 
 from cer_cli.events import EPOCH_UNIT_NAMES, Schema
@@ -90,6 +92,54 @@ def iso_dates(values: Iterable[str | None]) -> bool:
                 return False
             classes.add((m.group(1) is None, m.group(4) is None))
     return len(classes) <= 1
+
+
+#: Texts that both CSV readers read as a number or a boolean, per kind: polars read
+#: `` 5`` and ``+5`` as text where Spark read numbers, Spark ``inf`` as text where polars
+#: read a number.
+_CSV_VALUES = {
+    "int": re.compile(r"-?\d+"),
+    "float": re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|NaN"),
+    "bool": re.compile(r"true|false", re.IGNORECASE),
+}
+
+
+def csv_kind_holds(kind: str | None, values: Iterable[str | None]) -> bool:
+    """Whether a CSV column that a reader inferred as ``kind`` keeps it on both runners,
+    by its first ``DATE_PROBE_ROWS`` texts: numbers and booleans written as both readers
+    read them (``_CSV_VALUES``), dates as ``iso_dates``; otherwise the column is text."""
+    if kind == "datetime":
+        return iso_dates(values)
+    shape = _CSV_VALUES.get(kind or "")
+    return shape is None or all(v is None or shape.fullmatch(v) for v in values)
+
+
+#: The kinds whose CSV texts ``csv_kind_holds`` checks.
+CSV_CHECKED_KINDS = ("int", "float", "bool", "datetime")
+
+
+def csv_head_rows(head: bytes, sep: str, complete: bool) -> list[list[str | None]]:
+    """The first ``DATE_PROBE_ROWS`` records under the header of a CSV log whose first
+    bytes are ``head`` (``complete``: the whole file), as texts, an empty field None: the
+    rows both runners look at for ``csv_kind_holds``. A record the end of ``head`` cuts is
+    left out."""
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    try:
+        rows = list(islice(csv.reader(io.StringIO(text, newline=""), delimiter=sep),
+                           DATE_PROBE_ROWS + 2))
+    except csv.Error:
+        return []
+    if not complete and len(rows) <= DATE_PROBE_ROWS + 1:
+        rows = rows[:-1]
+    return [[v if v != "" else None for v in r] for r in rows[1:DATE_PROBE_ROWS + 1]]
+
+
+def csv_text_columns(kinds: Sequence[str | None], rows: Sequence[Sequence[str | None]]) -> set[int]:
+    """The positions of the columns that a CSV reader inferred as ``kinds`` (by position)
+    but that both runners read as text (``csv_kind_holds``) by the texts of ``rows``
+    (``csv_head_rows``)."""
+    return {i for i, k in enumerate(kinds) if k in CSV_CHECKED_KINDS
+            and not csv_kind_holds(k, (r[i] if i < len(r) else None for r in rows))}
 
 
 #: A date whose day and month order cannot be told (``01/02/2024``): needs --time-format.

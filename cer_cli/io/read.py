@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextvars
 import csv
 import heapq
-import io
 import json
 import os
 import re
@@ -125,54 +124,61 @@ def _no_pattern(spec: LogSpec) -> None:
                                            " one JSON array"])
 
 
-#: Rows of a text column that ``_scan_csv`` looks at to rule dates out (fewer than polars'
-#: 10,000: looking at fewer can only make it infer with dates more often), and whose texts
-#: tell an ISO date column from a guessed one (``contract.iso_dates``).
-_DATE_PROBE_ROWS = contract.DATE_PROBE_ROWS
-
-
 def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     """``pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000)`` (with
-    ``text_columns`` read as text), made cheaper where it cannot find a date.
+    ``text_columns`` read as text), made cheaper where it cannot find a date, and with the
+    kinds both runners infer alike: a column whose first texts are not numbers, booleans
+    or ISO dates as both read them is text (``contract.csv_text_columns``).
 
     polars' date inference tries its patterns on every text value of the first 10,000 rows
     (~45 ms), and a scan under it reads the file 3-4x slower than a scan given the same
     schema (1M rows: 0.16 s against 0.04 s, polars 2.1), on every pass over a large log.
     Every date pattern polars infers starts with a digit, and one value that is not a date
     leaves the column text: so when each text column has a value starting with something
-    else among its first ``_DATE_PROBE_ROWS`` rows, no column can be a date, the schema
-    inferred without dates is the one inferred with them, and the scan is given it. The
-    field separator and the names of unnamed columns are the contract's
+    else among the first rows (``contract.csv_head_rows``), no column can be a date, the
+    schema inferred without dates is the one inferred with them, and the scan is given it.
+    The field separator and the names of unnamed columns are the contract's
     (``contract.csv_header``)."""
     overrides = dict.fromkeys(text_columns, pl.String)
     sample = _csv_sample(path)
     opts = _csv_options(path, sample)
     plain = pl.scan_csv(path, infer_schema_length=10_000, schema_overrides=overrides, **opts)
-    schema = plain.collect_schema()
+    schema = dict(plain.collect_schema())
+    names = list(schema)
+    rows = contract.csv_head_rows(sample, opts["separator"], len(sample) < contract.CSV_HEAD_BYTES)
+    for i in contract.csv_text_columns([_kind(schema[c]) for c in names], rows):
+        if names[i] not in overrides:
+            schema[names[i]] = overrides[names[i]] = pl.String
+
+    def column(c: str) -> list[str | None]:
+        i = names.index(c)
+        return [r[i] if i < len(r) else None for r in rows]
+
     texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
-    if texts:
-        no_date = (_csv_head(sample, plain, opts)
-                   .select(pl.col(texts).str.strip_chars().str.contains(r"^[0-9]").not_()
-                           .fill_null(False).any())
-                   .collect().row(0))
-        if not all(no_date):
-            lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
-                             schema_overrides=overrides, **opts)
-            dates = [c for c, d in lf.collect_schema().items() if d.is_temporal()]
-            if dates:  # only ISO texts are dates: polars' other patterns are guesses
-                head = _csv_head(sample, plain, opts).select(dates).collect()
-                guessed = [c for c in dates if not contract.iso_dates(head[c])]
-                if len(guessed) < len(dates):
-                    return lf if not guessed else pl.scan_csv(
-                        path, try_parse_dates=True, infer_schema_length=10_000,
-                        schema_overrides={**overrides, **dict.fromkeys(guessed, pl.String)},
-                        **opts)
+    if texts and not all(any(v is not None and not v.strip()[:1].isdigit() for v in column(c))
+                         for c in texts):
+        lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
+                         schema_overrides=overrides, **opts)
+        dates = [c for c, d in lf.collect_schema().items() if d.is_temporal()]
+        at = [names.index(c) for c in dates]
+        guessed = contract.csv_text_columns(["datetime"] * len(dates),
+                                            [[r[i] if i < len(r) else None for i in at] for r in rows])
+        if len(guessed) < len(dates):
+            return lf if not guessed else pl.scan_csv(
+                path, try_parse_dates=True, infer_schema_length=10_000,
+                schema_overrides={**overrides, **{dates[i]: pl.String for i in guessed}}, **opts)
     return pl.scan_csv(path, schema=schema, **opts)
+
+
+def _kind(dtype: pl.DataType) -> str | None:
+    """The contract's kind of a dtype polars inferred from a CSV, a clock alone (``Time``)
+    counting as a datetime: ``csv_text_columns`` judges it by its texts."""
+    return "datetime" if dtype.is_temporal() else contract.kind_of(dtype)
 
 
 def _csv_sample(path: Path) -> bytes:
     """The CSV's first ``contract.CSV_HEAD_BYTES``: what ``contract.csv_header`` decides
-    the separator from, and the date probe's rows (``_csv_head``)."""
+    the separator from, and the rows ``contract.csv_head_rows`` reads."""
     with path.open("rb") as f:
         return f.read(contract.CSV_HEAD_BYTES)
 
@@ -187,26 +193,6 @@ def _csv_options(path: Path, sample: bytes | None = None) -> dict:
     if names is not None and any(n == contract.UNNAMED.format(i) for i, n in enumerate(names)):
         opts["new_columns"] = names
     return opts
-
-
-def _csv_head(sample: bytes, plain: pl.LazyFrame, opts: dict) -> pl.LazyFrame:
-    """At most the first ``_DATE_PROBE_ROWS`` rows of the CSV, text columns as text.
-
-    Parsed from ``sample``, the file's first bytes (``_csv_sample``), cut after its last full
-    line, when they hold no quote, so no record can span lines: polars' ``head`` of a scan
-    still splits the whole file first (0.17 s for a 128 MB log against 3 ms). Otherwise, or
-    when those bytes do not parse, the scan's own head. Fewer rows only make ``_scan_csv``
-    more cautious."""
-    sample = sample[: sample.rfind(b"\n") + 1]
-    try:
-        if sample and b'"' not in sample:
-            head = pl.read_csv(io.BytesIO(sample), infer_schema=False, n_rows=_DATE_PROBE_ROWS,
-                               **opts)
-            if head.columns == list(plain.collect_schema()):
-                return head.lazy()
-    except pl.exceptions.PolarsError:
-        pass
-    return plain.head(_DATE_PROBE_ROWS)
 
 
 def _trailing_blank_lines(path: Path) -> int:

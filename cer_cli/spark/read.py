@@ -82,7 +82,7 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
         if src.format == "csv" and schema is not None:
             return r.schema(schema).csv(path)
         if src.format == "csv":
-            return _iso_dates_only(spark, src, r.options(inferSchema=True).csv(path))
+            return _kinds_as_locally(spark, src, r.options(inferSchema=True).csv(path))
         if src.format == "parquet":
             return r.parquet(path)
         df = r.json(path)
@@ -93,26 +93,44 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
         raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
 
 
-def _iso_dates_only(spark: SparkSession, src: _Source, df: DataFrame) -> DataFrame:
-    """A CSV as inferred, except the columns inferred as dates or times whose first
-    ``contract.DATE_PROBE_ROWS`` texts are not all ISO 8601: read as text, as the local
-    reader reads them (``contract.iso_dates``; Spark read ``10:00:00`` as today at ten).
-    Costs one small job when a column was inferred so."""
+def _kinds_as_locally(spark: SparkSession, src: _Source, df: DataFrame) -> DataFrame:
+    """A CSV as inferred, except the columns whose first texts both runners do not read
+    as the kind Spark inferred (``contract.csv_text_columns``): read as text, as the local
+    reader reads them. Spark read `` 5`` and ``+5`` as numbers, ``10:00:00`` as today at
+    ten; polars read them as text. The texts are the local file's first bytes, as the
+    local reader's; on other paths, one small job."""
     from pyspark.sql import types as T
 
     fields = df.schema.fields
-    dates = [i for i, f in enumerate(fields)
-             if isinstance(f.dataType, (T.DateType, T.TimestampType, T.TimestampNTZType))]
-    if not dates:
+    kinds = [_kind(f.dataType) for f in fields]
+    if not any(k in contract.CSV_CHECKED_KINDS for k in kinds):
         return df
-    texts = T.StructType([T.StructField(f.name, T.StringType()) for f in fields])
-    head = _read(spark, src, texts).limit(contract.DATE_PROBE_ROWS).collect()
-    guessed = {i for i in dates if not contract.iso_dates(r[i] for r in head)}
-    if not guessed:
+    head = _local_head(src.path)
+    if head is not None:
+        rows = contract.csv_head_rows(head, _csv_separator(src.path),
+                                      len(head) < contract.CSV_HEAD_BYTES)
+    else:
+        texts = T.StructType([T.StructField(f.name, T.StringType()) for f in fields])
+        rows = [list(r) for r in _read(spark, src, texts).limit(contract.DATE_PROBE_ROWS).collect()]
+    text = contract.csv_text_columns(kinds, rows)
+    if not text:
         return df
     return _read(spark, src, T.StructType([
-        T.StructField(f.name, T.StringType()) if i in guessed else f
+        T.StructField(f.name, T.StringType()) if i in text else f
         for i, f in enumerate(fields)]))
+
+
+def _local_head(path: str) -> bytes | None:
+    """The first ``contract.CSV_HEAD_BYTES`` of a local file (None for a directory, a URI or
+    a file this process cannot read)."""
+    where = contract.local_path(path)
+    if where is None or not Path(where).is_file():
+        return None
+    try:
+        with Path(where).open("rb") as f:
+            return f.read(contract.CSV_HEAD_BYTES)
+    except OSError:
+        return None
 
 
 def _csv_separator(path: str) -> str:
