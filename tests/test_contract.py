@@ -650,3 +650,30 @@ def test_cli_spark_within_an_integer_time_column(spark, tmp_path: Path) -> None:
         assert on_spark.stdout == local.stdout and local.stdout
     unbounded = _cli("match", "-e", "A ; B+ ; C", log, "--count")
     assert len(local.stdout.splitlines()) < int(unbounded.stdout)  # the window cut some
+
+
+# --------------------------------------------------------------------------- CSV kinds
+
+
+def test_csv_head_rows_are_whole_records_as_texts() -> None:
+    """Both runners judge a CSV's kinds by these rows: a record cut by the end of the
+    bytes is left out, an empty field is None, a quoted line break stays in its field."""
+    head = '\ufefftype,v\nA,"x\ny"\nB,\nC,12'.encode()
+    assert contract.csv_head_rows(head, ",", complete=False) == [["A", "x\ny"], ["B", None]]
+    assert contract.csv_head_rows(head, ",", complete=True)[-1] == ["C", "12"]
+
+
+@pytest.mark.parametrize("kind,texts,holds", [
+    ("int", ["-12", "007", None], True), ("int", [" 5"], False), ("int", ["+5"], False),
+    ("float", ["3.5", ".5", "1e3", "NaN", "-2"], True), ("float", ["inf"], False),
+    ("bool", ["true", "FALSE", "True"], True), ("bool", ["yes"], False),
+    ("datetime", ["2024-01-13", "2024-02-02"], True),
+    ("datetime", ["2024-01-13T10:00", "2024-01-13 10:00:05.5"], True),
+    ("datetime", ["2024-01-13T10:00:05Z", "2024-01-13T10:00:05+0200"], True),
+    ("datetime", ["2024-01-13", "2024-01-13T10:00"], False),  # dates and datetimes
+    ("datetime", ["2024-01-13T10:00", "2024-01-13T10:00:05Z"], False),  # offsets in some
+    ("datetime", ["2024-01-13T10:00Z"], False), ("datetime", ["01/02/2024"], False),
+    ("datetime", ["10:00:00"], False), ("str", [" 5"], True),
+])
+def test_csv_kind_holds_only_for_texts_both_readers_read_so(kind, texts, holds) -> None:
+    assert contract.csv_kind_holds(kind, texts) is holds

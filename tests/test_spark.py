@@ -956,13 +956,13 @@ def test_cli_spark_reads_csv_dates_and_numbers_as_local_mode(spark, tmp_path):
     (numbers on Spark) and ``inf`` (a number locally) (``contract.csv_kind_holds``)."""
     from tests.test_read_edges import GUESSES, NUMBERS
 
-    log, numbers = tmp_path / "d.csv", tmp_path / "n.csv"
-    log.write_text(GUESSES)
+    dates, numbers = tmp_path / "d.csv", tmp_path / "n.csv"
+    dates.write_text(GUESSES)
     numbers.write_text(NUMBERS)
-    for q, log in (("A AS a ; B AS b FILTER b.d > a.d", log),
-                   ("A AS a ; B AS b FILTER b.s < a.s", log),
-                   ("A AS a ; B AS b FILTER a.k = '10:00:00' AND b.m > a.m", log),
-                   ("A AS a ; B AS b FILTER b.iso > a.iso", log),
+    for q, log in (("A AS a ; B AS b FILTER b.d > a.d", dates),
+                   ("A AS a ; B AS b FILTER b.s < a.s", dates),
+                   ("A AS a ; B AS b FILTER a.k = '10:00:00' AND b.m > a.m", dates),
+                   ("A AS a ; B AS b FILTER b.iso > a.iso", dates),
                    ("A AS a ; B AS b FILTER b.sp < a.sp AND b.plus < a.plus WITHIN 5 EVENTS", numbers),
                    ("A AS a ; B AS b FILTER b.inf < a.inf AND b.n > a.n WITHIN 5 EVENTS", numbers)):
         for extra in (["--format", "jsonl"], ["--count"]):
