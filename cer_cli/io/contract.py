@@ -68,9 +68,9 @@ ISO_ZONED_TIME = (r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
 #: strftime patterns (polars/chrono) covering ``ISO_TIME`` once a space became ``T``.
 ISO_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S%.f")
 ISO_ZONED_FORMATS = ("%Y-%m-%dT%H:%M%#z", "%Y-%m-%dT%H:%M:%S%.f%#z")
-#: Rows at the head of a CSV log whose texts tell whether a column its reader inferred as
-#: dates or times holds ISO 8601 ones (``iso_dates``); both runners look at the same rows.
-DATE_PROBE_ROWS = 1_000
+#: Rows at the head of a CSV log whose texts tell whether a column keeps the kind its
+#: reader inferred (``csv_kind_holds``); both runners look at the same rows.
+CSV_PROBE_ROWS = 1_000
 #: ``ISO_TIME`` but for minutes with an offset (``10:00Z``, which Spark keeps as text); its
 #: groups tell a value's class: a date, a datetime, one with an offset.
 _CSV_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})?)?)?")
@@ -106,7 +106,7 @@ _CSV_VALUES = {
 
 def csv_kind_holds(kind: str | None, values: Iterable[str | None]) -> bool:
     """Whether a CSV column that a reader inferred as ``kind`` keeps it on both runners,
-    by its first ``DATE_PROBE_ROWS`` texts: numbers and booleans written as both readers
+    by its first ``CSV_PROBE_ROWS`` texts: numbers and booleans written as both readers
     read them (``_CSV_VALUES``), dates as ``iso_dates``; otherwise the column is text."""
     if kind == "datetime":
         return iso_dates(values)
@@ -119,27 +119,32 @@ CSV_CHECKED_KINDS = ("int", "float", "bool", "datetime")
 
 
 def csv_head_rows(head: bytes, sep: str, complete: bool) -> list[list[str | None]]:
-    """The first ``DATE_PROBE_ROWS`` records under the header of a CSV log whose first
+    """The first ``CSV_PROBE_ROWS`` records under the header of a CSV log whose first
     bytes are ``head`` (``complete``: the whole file), as texts, an empty field None: the
     rows both runners look at for ``csv_kind_holds``. A record the end of ``head`` cuts is
     left out."""
     text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
     try:
         rows = list(islice(csv.reader(io.StringIO(text, newline=""), delimiter=sep),
-                           DATE_PROBE_ROWS + 2))
+                           CSV_PROBE_ROWS + 2))
     except csv.Error:
         return []
-    if not complete and len(rows) <= DATE_PROBE_ROWS + 1:
+    if not complete and len(rows) <= CSV_PROBE_ROWS + 1:
         rows = rows[:-1]
-    return [[v if v != "" else None for v in r] for r in rows[1:DATE_PROBE_ROWS + 1]]
+    return [[v if v != "" else None for v in r] for r in rows[1:CSV_PROBE_ROWS + 1]]
 
 
 def csv_text_columns(kinds: Sequence[str | None], rows: Sequence[Sequence[str | None]]) -> set[int]:
     """The positions of the columns that a CSV reader inferred as ``kinds`` (by position)
     but that both runners read as text (``csv_kind_holds``) by the texts of ``rows``
     (``csv_head_rows``)."""
-    return {i for i, k in enumerate(kinds) if k in CSV_CHECKED_KINDS
-            and not csv_kind_holds(k, (r[i] if i < len(r) else None for r in rows))}
+    return {i for i, k in enumerate(kinds)
+            if k in CSV_CHECKED_KINDS and not csv_kind_holds(k, csv_cells(rows, i))}
+
+
+def csv_cells(rows: Sequence[Sequence[str | None]], i: int) -> list[str | None]:
+    """Column ``i`` of ``csv_head_rows`` (None where a short record has no such field)."""
+    return [r[i] if i < len(r) else None for r in rows]
 
 
 #: A date whose day and month order cannot be told (``01/02/2024``): needs --time-format.

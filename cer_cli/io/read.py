@@ -149,24 +149,18 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
     for i in contract.csv_text_columns([_kind(schema[c]) for c in names], rows):
         if names[i] not in overrides:
             schema[names[i]] = overrides[names[i]] = pl.String
-
-    def column(c: str) -> list[str | None]:
-        i = names.index(c)
-        return [r[i] if i < len(r) else None for r in rows]
-
-    texts = [c for c, d in schema.items() if d == pl.String and c not in overrides]
-    if texts and not all(any(v is not None and not v.strip()[:1].isdigit() for v in column(c))
-                         for c in texts):
+    texts = [i for i, c in enumerate(names) if schema[c] == pl.String and c not in overrides]
+    if texts and not all(any(v is not None and not v.strip()[:1].isdigit()
+                             for v in contract.csv_cells(rows, i)) for i in texts):
         lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
                          schema_overrides=overrides, **opts)
-        dates = [c for c, d in lf.collect_schema().items() if d.is_temporal()]
-        at = [names.index(c) for c in dates]
-        guessed = contract.csv_text_columns(["datetime"] * len(dates),
-                                            [[r[i] if i < len(r) else None for i in at] for r in rows])
-        if len(guessed) < len(dates):
+        dates = [_kind(d) == "datetime" and c not in overrides
+                 for c, d in lf.collect_schema().items()]
+        guessed = contract.csv_text_columns(["datetime" if d else None for d in dates], rows)
+        if len(guessed) < sum(dates):
             return lf if not guessed else pl.scan_csv(
                 path, try_parse_dates=True, infer_schema_length=10_000,
-                schema_overrides={**overrides, **{dates[i]: pl.String for i in guessed}}, **opts)
+                schema_overrides={**overrides, **{names[i]: pl.String for i in guessed}}, **opts)
     return pl.scan_csv(path, schema=schema, **opts)
 
 

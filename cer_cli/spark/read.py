@@ -111,7 +111,7 @@ def _kinds_as_locally(spark: SparkSession, src: _Source, df: DataFrame) -> DataF
                                       len(head) < contract.CSV_HEAD_BYTES)
     else:
         texts = T.StructType([T.StructField(f.name, T.StringType()) for f in fields])
-        rows = [list(r) for r in _read(spark, src, texts).limit(contract.DATE_PROBE_ROWS).collect()]
+        rows = [list(r) for r in _read(spark, src, texts).limit(contract.CSV_PROBE_ROWS).collect()]
     text = contract.csv_text_columns(kinds, rows)
     if not text:
         return df
