@@ -509,6 +509,19 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
     logs["time format of one log"] = ([w("fa.csv", "type,ts\nA,01/02/2024 10:00\n"),
                                        w("fb.csv", "type,ts\nB,2024-01-02T11:00\n")],
                                       {"times": TimeOptions(format=("fa=%d/%m/%Y %H:%M",))})
+    # texts that one CSV reader took for dates or numbers and the other for text: only what
+    # both read alike keeps its kind (``contract.csv_kind_holds``)
+    pairs = [("2024-01-13", "2024-01-14"), ("2024-01-13T10:00", "2024-01-14 10:00:05.5"),
+             ("2024-01-13T10:00:05Z", "2024-01-14T10:00:05+0200"), ("2024-01-13T10:00Z", "2024-01-14T10:00Z"),
+             ("02/02/2024", "13/01/2024"), ("2024/02/02", "2024/01/13"), ("13.01.2024", "14.01.2024"),
+             ("2024-1-3", "2024-1-4"), ("10:00:00", "11:00:00"), ("2024-01-13", "2024-01-14T10:00"),
+             ("2024-01-13T10:00", "2024-01-14T10:00Z"), ("2024-01-13T10:00:00.123456789", ""),
+             (" 5", " 10"), ("+5", "+10"), ("inf", "-inf"), ("1e3", "NaN"), ("-7", "007"),
+             ("True", "false"), ("yes", "no")]
+    header = ",".join(f"c{i}" for i in range(len(pairs)))
+    rows = [",".join(p[k] for p in pairs) for k in (0, 1)]
+    logs["csv kinds one reader guessed"] = ([w("guess.csv", f"type,time,{header}\nA,1,{rows[0]}\n"
+                                               f"B,2,{rows[1]}\n")], {})
     return logs
 
 
