@@ -540,6 +540,13 @@ def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
                                           {"times": TimeOptions(unit=("ms",))}),
         "bool and datetime": ([w("bo.csv", "type,v,ts\nA,true,1\n"),
                                w("bd.csv", "type,v,ts\nA,2024-01-01T00:00:00,2\n")], {}),
+        # NDJSON lines polars refused naming no line, and Spark read: NaN and a number
+        # beyond a float as numbers, a broken line as a row of nulls
+        "json NaN": ([w("nan.ndjson", '{"type":"A","ts":1,"v":2.5}\n{"type":"B","ts":2,"v":NaN}\n')], {}),
+        "json beyond float": ([w("inf.ndjson", '{"type":"A","ts":1,"v":2.5,"w":1}\n'
+                                                '{"type":"B","ts":2,"v":1e309,"w":2}\n')], {}),
+        "json broken line": ([w("cut.ndjson", '{"type":"A","ts":1}\n{"type":"B","ts":2\n'
+                                               '{"type":"A","ts":3}\n')], {}),
     }
 
 

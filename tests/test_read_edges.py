@@ -521,3 +521,20 @@ def test_csv_numbers_written_as_one_reader_reads_them_stay_text(tmp_path: Path) 
     r = run("match", "-e", "A AS a ; B AS b FILTER b.sp < a.sp AND b.n > a.n WITHIN 5 EVENTS", log,
             "--count")
     assert (r.exit_code, r.output.strip()) == (0, "1"), r.output
+
+
+# --------------------------------------------------------------------------- NDJSON lines
+
+
+@pytest.mark.parametrize("line,said", [
+    ('{"type":"B","ts":2,"v":NaN}', "NaN is not a JSON number"),
+    ('{"type":"B","ts":2,"v":-1e400}', "the number -1e400 is beyond a 64-bit float's range"),
+    ('{"type":"B","ts":2', "not valid JSON: Expecting ',' delimiter at column 19"),
+])
+def test_an_ndjson_line_no_reader_reads_alike_is_named(tmp_path: Path, line: str, said: str) -> None:
+    """polars said only ``InvalidNumber at character 23`` (of some line); Spark read NaN
+    and a number beyond a float as numbers. The line is named, on both runners."""
+    log = write(tmp_path / "l.ndjson", '{"type":"A","ts":1,"v":2.5}\n' + line + "\n")
+    r = run("match", "-e", "A ; B", log, "--count")
+    assert r.exit_code == 2, r.output
+    assert f"error: {log}: line 2 (data row 1, 0-based): {said}" in r.output, r.output

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -145,6 +147,43 @@ def csv_text_columns(kinds: Sequence[str | None], rows: Sequence[Sequence[str | 
 def csv_cells(rows: Sequence[Sequence[str | None]], i: int) -> list[str | None]:
     """Column ``i`` of ``csv_head_rows`` (None where a short record has no such field)."""
     return [r[i] if i < len(r) else None for r in rows]
+
+
+#: The hint for an NDJSON line that is no record both runners read alike.
+JSON_LINE_HINT = "fix the line: one JSON object per line, numbers finite (no NaN or Infinity)"
+
+
+def json_line_problem(line: bytes | str) -> str | None:
+    """Why one NDJSON line is no record that both runners read alike, or None. polars
+    refuses such a line without naming it; Spark read ``NaN`` and ``Infinity`` (no JSON)
+    and made a line it could not parse a row of nulls."""
+    def constant(name: str) -> float:
+        raise ValueError(f"{name} is not a JSON number")
+
+    def number(text: str) -> float:
+        if math.isinf(value := float(text)):
+            raise ValueError(f"the number {text} is beyond a 64-bit float's range")
+        return value
+
+    text = (line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line).strip()
+    if not text:
+        return None
+    try:
+        record = json.loads(text, parse_constant=constant, parse_float=number)
+    except json.JSONDecodeError as e:
+        return f"not valid JSON: {e.msg} at column {e.colno}"
+    except ValueError as e:
+        return str(e)
+    return None if isinstance(record, dict) else "not a JSON object"
+
+
+def json_bad_line(lines: Iterable[bytes]) -> tuple[int, str] | None:
+    """The first line (0-based) of an NDJSON log that ``json_line_problem`` refuses, and
+    why."""
+    for row, line in enumerate(lines):
+        if (problem := json_line_problem(line)) is not None:
+            return row, problem
+    return None
 
 
 #: A date whose day and month order cannot be told (``01/02/2024``): needs --time-format.

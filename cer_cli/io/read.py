@@ -107,6 +107,8 @@ def _scan(spec: LogSpec, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
         columns = lf.collect_schema().names()
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError, ValueError) as e:
         _refuse_non_utf8(spec, e)
+        if spec.format in ("ndjson", "json") and _JSON_SYNTAX.search(str(e)):
+            raise _ndjson_bad_line(spec, e) from None
         raise LogError(f"cannot read {spec.path} as {spec.format}: {_first_line(e)}") from None
     if "" in columns:  # a Parquet or JSON column without a name (a CSV's: ``_scan_csv``)
         lf = lf.rename(dict(zip(columns, contract.column_names(columns), strict=True)))
@@ -252,6 +254,8 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
         return _csv_long_record(spec, e)
     if spec.format == "ndjson" and (m := _BAD_JSON_VALUE.search(str(e))):
         return _ndjson_bad_value(spec, m.group(1), m.group(2), m.group(3), e)
+    if spec.format in ("ndjson", "json") and _JSON_SYNTAX.search(str(e)):
+        return _ndjson_bad_line(spec, e)
     m = _BAD_VALUE.search(str(e))
     if m is None or spec.format != "csv":
         return LogError(f"cannot read {spec.path}: {_first_line(e)}")
@@ -309,6 +313,26 @@ def _csv_long_record(spec: LogSpec, e: BaseException) -> LogError:
     except (OSError, csv.Error, LogError):
         pass
     return LogError(f"cannot read {spec.path}: {_first_line(e)}")
+
+
+#: polars' NDJSON failure on a line it cannot parse (simd-json's, by its byte in the line)
+_JSON_SYNTAX = re.compile(r"\bat character \d+ \(")
+
+
+def _ndjson_bad_line(spec: LogSpec, e: BaseException) -> LogError:
+    """The ``LogError`` naming the first NDJSON line no runner reads alike
+    (``contract.json_bad_line``; polars names only a byte in some line)."""
+    try:
+        with spec.path.open("rb") as f:
+            lines = iter(f)
+            first = next(lines, b"")
+            array = first.lstrip().startswith(b"[")  # one JSON array: lines are no records
+            found = None if array else contract.json_bad_line(chain([first], lines))
+    except OSError:
+        found = None
+    if found is None:
+        return LogError(f"cannot read {spec.path}: {_first_line(e)}")
+    return LogError(f"{_where(spec, found[0])}: {found[1]}", [contract.JSON_LINE_HINT])
 
 
 #: polars' NDJSON failure on a value that does not fit the column's inferred type; it names

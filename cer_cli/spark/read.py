@@ -85,12 +85,40 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
             return _kinds_as_locally(spark, src, r.options(inferSchema=True).csv(path))
         if src.format == "parquet":
             return r.parquet(path)
+        r = r.option("allowNonNumericNumbers", False)  # NaN and Infinity are no JSON
         df = r.json(path)
         if src.format == "json" and df.columns == ["_corrupt_record"]:
             df = r.option("multiLine", True).json(path)  # a JSON array, not NDJSON
+        elif _CORRUPT in df.columns:
+            raise _bad_json_line(src)
         return df
+    except SparkError:
+        raise
     except Exception as e:
         raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+
+
+#: The column Spark adds to a JSON log with lines it cannot parse (rows of nulls else).
+_CORRUPT = "_corrupt_record"
+
+
+def _bad_json_line(src: _Source) -> SparkError:
+    """The local reader's error for an NDJSON log with a line Spark could not parse (it
+    would have made it a row of nulls): the line ``contract.json_bad_line`` finds in a
+    local file, or no line."""
+    where = contract.local_path(src.path)
+    found = None
+    if where is not None and Path(where).is_file():
+        try:
+            with Path(where).open("rb") as f:
+                found = contract.json_bad_line(f)
+        except OSError:
+            pass
+    if found is None:
+        return SparkError(f"{src.path}: a line is not a JSON object Spark can read",
+                          [contract.JSON_LINE_HINT], input_error=True)
+    return SparkError(f"{contract.row_place(src.path, src.format, found[0])}: {found[1]}",
+                      [contract.JSON_LINE_HINT], input_error=True)
 
 
 def _kinds_as_locally(spark: SparkSession, src: _Source, df: DataFrame) -> DataFrame:
@@ -175,6 +203,8 @@ class _Rows:
     bad_time: bool = False
     low: int | float | None = None
     high: int | float | None = None
+    #: A JSON number beyond a 64-bit float (Spark read it as Infinity; polars refuses it).
+    infinite: bool = False
 
 
 @dataclass
@@ -560,7 +590,7 @@ def logs_schema(opened: list[_Log], columns: Collection[str] | None = None) -> S
     return schema
 
 
-_NO_TYPE, _BAD_TIME = "__cer_no_type", "__cer_bad_time"
+_NO_TYPE, _BAD_TIME, _INFINITE = "__cer_no_type", "__cer_bad_time", "__cer_infinite"
 _TIME_MIN, _TIME_MAX = "__cer_time_min", "__cer_time_max"
 
 
@@ -579,6 +609,11 @@ def _row_facts(g: _Log, typed: bool = True) -> list:
         t = _time_expr(d)
         facts += [F.max(t.isNull().cast("int")).alias(_BAD_TIME), F.min(t).alias(_TIME_MIN),
                   F.max(t).alias(_TIME_MAX)]
+    if g.src.format in ("ndjson", "json"):
+        floats = [column(f.name) for f in g.df.schema.fields if f.dataType.typeName() == "double"]
+        if floats:
+            inf = [(F.abs(c) == float("inf")).cast("int") for c in floats]
+            facts.append(F.max(F.greatest(*inf) if len(inf) > 1 else inf[0]).alias(_INFINITE))
     return facts
 
 
@@ -589,13 +624,18 @@ def _rows(g: _Log, rows, no_type: bool = False) -> _Rows:
     highs = [f[_TIME_MAX] for f in facts if f.get(_TIME_MAX) is not None]
     return _Rows(no_type or any(f.get(_NO_TYPE) for f in facts),
                  any(f.get(_BAD_TIME) for f in facts),
-                 min(lows, default=None), max(highs, default=None))
+                 min(lows, default=None), max(highs, default=None),
+                 any(f.get(_INFINITE) for f in facts))
 
 
 def check_rows(logs: list[_Log]) -> None:
     """Refuse logs whose ``_Rows`` say a row has no readable time or no event type, with
     the local reader's message (the first such row, times first as locally): looked up
-    only then."""
+    only then. A JSON number beyond a 64-bit float first: the local reader refuses it on
+    opening the log."""
+    for g in logs:
+        if g.rows is not None and g.rows.infinite:
+            raise _bad_json_line(g.src)
     for g in logs:
         if g.rows is not None and g.rows.bad_time:
             raise _time_error(g.df.sparkSession, g)
