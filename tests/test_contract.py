@@ -520,6 +520,7 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
              ("True", "false"), ("yes", "no")]
     header = ",".join(f"c{i}" for i in range(len(pairs)))
     rows = [",".join(p[k] for p in pairs) for k in (0, 1)]
+    logs["quoted empty fields"] = ([w("qe.csv", 'type,time,v,w\nA,1,"",x\nB,2,5,""\nA,3,,y\n')], {})
     logs["csv kinds one reader guessed"] = ([w("guess.csv", f"type,time,{header}\nA,1,{rows[0]}\n"
                                                f"B,2,{rows[1]}\n")], {})
     return logs

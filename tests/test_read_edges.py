@@ -538,3 +538,16 @@ def test_an_ndjson_line_no_reader_reads_alike_is_named(tmp_path: Path, line: str
     r = run("match", "-e", "A ; B", log, "--count")
     assert r.exit_code == 2, r.output
     assert f"error: {log}: line 2 (data row 1, 0-based): {said}" in r.output, r.output
+
+
+def test_a_quoted_empty_csv_field_is_a_missing_value(tmp_path: Path) -> None:
+    """polars read ``""`` as an empty text, so a column of numbers holding one was text
+    locally and numbers on Spark (which reads it as missing): ``a.v < b.v`` compared ``""``
+    with ``"5"``. An empty field, quoted or not, is missing on both runners."""
+    log = write(tmp_path / "q.csv", 'type,time,v,w\nA,1,"",x\nB,2,5,""\nA,3,2,y\nB,4,5,z\n')
+    attrs = read_schema([log]).attributes("B")
+    assert (attrs["v"], attrs["w"]) == ("int", "str")
+    frame = read_events([log]).frame()
+    assert frame["v"].to_list() == [None, 5, 2, 5] and frame["w"].to_list() == ["x", None, "y", "z"]
+    r = run("match", "-e", "A AS a ; B AS b FILTER a.v < b.v WITHIN 3 EVENTS", log, "--count")
+    assert (r.exit_code, r.output.strip().splitlines()[-1]) == (0, "1"), r.output

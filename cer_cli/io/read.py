@@ -183,9 +183,11 @@ def _csv_options(path: Path, sample: bytes | None = None) -> dict:
     """How polars reads the CSV at ``path`` (first bytes ``sample``), for every scan of it:
     the contract's separator and names of unnamed columns (``contract.csv_header``, which
     refuses a head it cannot read alike everywhere; polars' own names were "" and
-    ``_duplicated_0``), and the path as a file, not a pattern (``l[1].csv``)."""
+    ``_duplicated_0``), the path as a file, not a pattern (``l[1].csv``), and an empty
+    field a missing value, quoted (``""``) or not, as Spark reads it (polars read ``""`` as
+    an empty text, and a column of numbers holding one as text)."""
     sep, names = contract.csv_header(str(path), _csv_sample(path) if sample is None else sample)
-    opts: dict = {"separator": sep, "glob": False}
+    opts: dict = {"separator": sep, "glob": False, "null_values": [""]}
     if names is not None and any(n == contract.UNNAMED.format(i) for i, n in enumerate(names)):
         opts["new_columns"] = names
     return opts
