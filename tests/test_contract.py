@@ -695,6 +695,17 @@ def test_csv_head_rows_are_whole_records_as_texts() -> None:
     ("datetime", ["2024-01-13T10:00", "2024-01-13T10:00:05Z"], False),  # offsets in some
     ("datetime", ["2024-01-13T10:00Z"], False), ("datetime", ["01/02/2024"], False),
     ("datetime", ["10:00:00"], False), ("str", [" 5"], True),
+    ("int", ["\u0665"], False), ("datetime", ["\u0662024-01-13"], False),  # other scripts' digits
 ])
 def test_csv_kind_holds_only_for_texts_both_readers_read_so(kind, texts, holds) -> None:
     assert contract.csv_kind_holds(kind, texts) is holds
+
+
+def test_json_bad_line_in_names_the_first_line_and_leaves_arrays_alone(tmp_path: Path) -> None:
+    ndjson = tmp_path / "l.ndjson"
+    ndjson.write_text('{"a": 1}\n\n{"a": NaN}\n{"a": 1e999}\n')
+    assert contract.json_bad_line_in(ndjson) == (2, "NaN is not a JSON number")
+    array = tmp_path / "l.json"
+    array.write_text('[\n{"a": NaN}\n]\n')
+    assert contract.json_bad_line_in(array) is None
+    assert contract.json_bad_line_in(tmp_path / "missing.ndjson") is None

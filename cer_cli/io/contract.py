@@ -21,6 +21,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -75,7 +76,8 @@ ISO_ZONED_FORMATS = ("%Y-%m-%dT%H:%M%#z", "%Y-%m-%dT%H:%M:%S%.f%#z")
 CSV_PROBE_ROWS = 1_000
 #: ``ISO_TIME`` but for minutes with an offset (``10:00Z``, which Spark keeps as text); its
 #: groups tell a value's class: a date, a datetime, one with an offset.
-_CSV_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})?)?)?")
+_CSV_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})?)?)?",
+                       re.ASCII)
 
 
 def iso_dates(values: Iterable[str | None]) -> bool:
@@ -99,9 +101,9 @@ def iso_dates(values: Iterable[str | None]) -> bool:
 #: Texts that both CSV readers read as a number or a boolean, per kind: polars read
 #: `` 5`` and ``+5`` as text where Spark read numbers, Spark ``inf`` as text where polars
 #: read a number.
-_CSV_VALUES = {
-    "int": re.compile(r"-?\d+"),
-    "float": re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|NaN"),
+_CSV_VALUES = {  # ASCII: ``\d`` is any script's digit, which neither reader reads
+    "int": re.compile(r"-?\d+", re.ASCII),
+    "float": re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|NaN", re.ASCII),
     "bool": re.compile(r"true|false", re.IGNORECASE),
 }
 
@@ -177,12 +179,19 @@ def json_line_problem(line: bytes | str) -> str | None:
     return None if isinstance(record, dict) else "not a JSON object"
 
 
-def json_bad_line(lines: Iterable[bytes]) -> tuple[int, str] | None:
-    """The first line (0-based) of an NDJSON log that ``json_line_problem`` refuses, and
-    why."""
-    for row, line in enumerate(lines):
-        if (problem := json_line_problem(line)) is not None:
-            return row, problem
+def json_bad_line_in(path: str | os.PathLike) -> tuple[int, str] | None:
+    """The first line (0-based) of the local NDJSON file at ``path`` that
+    ``json_line_problem`` refuses, and why; None when there is none, when the file is one
+    JSON array (its lines are no records) or cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            for row, line in enumerate(f):
+                if row == 0 and line.lstrip().startswith(b"["):
+                    return None
+                if (problem := json_line_problem(line)) is not None:
+                    return row, problem
+    except OSError:
+        pass
     return None
 
 

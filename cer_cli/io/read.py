@@ -152,7 +152,7 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
         if names[i] not in overrides:
             schema[names[i]] = overrides[names[i]] = pl.String
     texts = [i for i, c in enumerate(names) if schema[c] == pl.String and c not in overrides]
-    if texts and not all(any(v is not None and not v.strip()[:1].isdigit()
+    if texts and not all(any(v is not None and not _DIGIT.match(v.strip())
                              for v in contract.csv_cells(rows, i)) for i in texts):
         lf = pl.scan_csv(path, try_parse_dates=True, infer_schema_length=10_000,
                          schema_overrides=overrides, **opts)
@@ -164,6 +164,9 @@ def _scan_csv(path: Path, text_columns: tuple[str, ...] = ()) -> pl.LazyFrame:
                 path, try_parse_dates=True, infer_schema_length=10_000,
                 schema_overrides={**overrides, **{names[i]: pl.String for i in guessed}}, **opts)
     return pl.scan_csv(path, schema=schema, **opts)
+
+
+_DIGIT = re.compile(r"[0-9]")
 
 
 def _kind(dtype: pl.DataType) -> str | None:
@@ -323,15 +326,8 @@ _JSON_SYNTAX = re.compile(r"\bat character \d+ \(")
 
 def _ndjson_bad_line(spec: LogSpec, e: BaseException) -> LogError:
     """The ``LogError`` naming the first NDJSON line no runner reads alike
-    (``contract.json_bad_line``; polars names only a byte in some line)."""
-    try:
-        with spec.path.open("rb") as f:
-            lines = iter(f)
-            first = next(lines, b"")
-            array = first.lstrip().startswith(b"[")  # one JSON array: lines are no records
-            found = None if array else contract.json_bad_line(chain([first], lines))
-    except OSError:
-        found = None
+    (``contract.json_bad_line_in``; polars names only a byte in some line)."""
+    found = contract.json_bad_line_in(spec.path)
     if found is None:
         return LogError(f"cannot read {spec.path}: {_first_line(e)}")
     return LogError(f"{_where(spec, found[0])}: {found[1]}", [contract.JSON_LINE_HINT])

@@ -77,12 +77,15 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
         path = re.sub(r"([\\\[\]*?{}])", r"\\\1", path)
     r = spark.read
     if src.format == "csv":
-        r = r.options(header=True, sep=_csv_separator(src.path))
+        head = _local_head(src.path)
+        sep = _csv_separator(src.path, head)
+        r = r.options(header=True, sep=sep)
     try:
         if src.format == "csv" and schema is not None:
             return r.schema(schema).csv(path)
         if src.format == "csv":
-            return _kinds_as_locally(spark, src, r.options(inferSchema=True).csv(path))
+            df = r.options(inferSchema=True).csv(path)
+            return _kinds_as_locally(spark, src, df, head, sep)
         if src.format == "parquet":
             return r.parquet(path)
         r = r.option("allowNonNumericNumbers", False)  # NaN and Infinity are no JSON
@@ -104,16 +107,10 @@ _CORRUPT = "_corrupt_record"
 
 def _bad_json_line(src: _Source) -> SparkError:
     """The local reader's error for an NDJSON log with a line Spark could not parse (it
-    would have made it a row of nulls): the line ``contract.json_bad_line`` finds in a
+    would have made it a row of nulls): the line ``contract.json_bad_line_in`` finds in a
     local file, or no line."""
     where = contract.local_path(src.path)
-    found = None
-    if where is not None and Path(where).is_file():
-        try:
-            with Path(where).open("rb") as f:
-                found = contract.json_bad_line(f)
-        except OSError:
-            pass
+    found = None if where is None else contract.json_bad_line_in(where)
     if found is None:
         return SparkError(f"{src.path}: a line is not a JSON object Spark can read",
                           [contract.JSON_LINE_HINT], input_error=True)
@@ -121,22 +118,21 @@ def _bad_json_line(src: _Source) -> SparkError:
                       [contract.JSON_LINE_HINT], input_error=True)
 
 
-def _kinds_as_locally(spark: SparkSession, src: _Source, df: DataFrame) -> DataFrame:
+def _kinds_as_locally(spark: SparkSession, src: _Source, df: DataFrame, head: bytes | None,
+                      sep: str) -> DataFrame:
     """A CSV as inferred, except the columns whose first texts both runners do not read
     as the kind Spark inferred (``contract.csv_text_columns``): read as text, as the local
     reader reads them. Spark read `` 5`` and ``+5`` as numbers, ``10:00:00`` as today at
-    ten; polars read them as text. The texts are the local file's first bytes, as the
-    local reader's; on other paths, one small job."""
+    ten; polars read them as text. The texts are ``head``, the local file's first bytes
+    (``_local_head``), as the local reader's; on a remote path, one small job."""
     from pyspark.sql import types as T
 
     fields = df.schema.fields
     kinds = [_kind(f.dataType) for f in fields]
     if not any(k in contract.CSV_CHECKED_KINDS for k in kinds):
         return df
-    head = _local_head(src.path)
     if head is not None:
-        rows = contract.csv_head_rows(head, _csv_separator(src.path),
-                                      len(head) < contract.CSV_HEAD_BYTES)
+        rows = contract.csv_head_rows(head, sep, len(head) < contract.CSV_HEAD_BYTES)
     else:
         texts = T.StructType([T.StructField(f.name, T.StringType()) for f in fields])
         rows = [list(r) for r in _read(spark, src, texts).limit(contract.CSV_PROBE_ROWS).collect()]
@@ -149,37 +145,31 @@ def _kinds_as_locally(spark: SparkSession, src: _Source, df: DataFrame) -> DataF
 
 
 def _local_head(path: str) -> bytes | None:
-    """The first ``contract.CSV_HEAD_BYTES`` of a local file (None for a directory, a URI or
-    a file this process cannot read)."""
-    where = contract.local_path(path)
-    if where is None or not Path(where).is_file():
-        return None
-    try:
-        with Path(where).open("rb") as f:
-            return f.read(contract.CSV_HEAD_BYTES)
-    except OSError:
-        return None
-
-
-def _csv_separator(path: str) -> str:
-    """The CSV's field separator as the local reader finds it (``contract.csv_dialect``,
-    refusing what it refuses), from the first bytes of the file, or of a directory's first
-    data file; a path on another file system (``hdfs://``, ``s3a://``) is read as
-    comma-separated, unchecked."""
+    """The first ``contract.CSV_HEAD_BYTES`` of a local file, or of a local directory's
+    first data file; None for a path on another file system (``hdfs://``, ``s3a://``), an
+    empty directory or a file this process cannot read (Spark reports what it cannot)."""
     if (where := contract.local_path(path)) is None:
-        return ","
+        return None
     local = Path(where)
     if local.is_dir():
         files = sorted(p for p in local.iterdir()
                        if p.is_file() and not p.name.startswith((".", "_")))
         if not files:
-            return ","
+            return None
         local = files[0]
     try:
         with local.open("rb") as f:
-            head = f.read(contract.CSV_HEAD_BYTES)
+            return f.read(contract.CSV_HEAD_BYTES)
     except OSError:
-        return ","  # Spark reports what it cannot read
+        return None
+
+
+def _csv_separator(path: str, head: bytes | None) -> str:
+    """The CSV's field separator as the local reader finds it (``contract.csv_dialect``,
+    refusing what it refuses), from its first bytes ``head`` (``_local_head``); without
+    them, the comma, unchecked."""
+    if head is None:
+        return ","
     with input_errors():
         return contract.csv_dialect(path, head)
 
