@@ -22,7 +22,8 @@ A frame is taken ``SLICE_ROWS`` events at a time; each slice's events become fla
 values in one order, the waiting runs' included) and ``_scan`` — numba-compiled for large
 runs, as ``engine.kernel`` — follows the runs. It returns every ``BUDGET`` scanned events, so
 a signal acts between two calls, and resumes where it stopped (runs are independent).
-Matches come out in the order of their last event (then of their first).
+Matches come out in the order of their last event (then of their first, then of the
+others'), whatever the slices.
 """
 
 from __future__ import annotations
@@ -546,7 +547,9 @@ class NextMatchScan:
         if len(o) == 0:
             return None
         S = self._S
-        o = o[np.lexsort((o[:, 0], o[:, S - 1]))]  # by end, then start
+        # by end, then start, then the other steps' positions: a total order, so the
+        # matches LIMIT keeps among equal starts do not depend on how the log was sliced
+        o = o[np.lexsort((*(o[:, k] for k in range(S - 2, 0, -1)), o[:, 0], o[:, S - 1]))]
         m = len(o)
         shown = self._shown
         r = len(shown)
