@@ -921,9 +921,9 @@ def _emit(ep, d, epos, epart, nm, ne, o_start, o_end, o_part, o_off, o_pos, o_la
     return ne
 
 
-@njit_plain  # not inlined: a loop of its own keeps its values in registers
-def _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budget, emit,
-               o_start, o_end, o_part, o_off, o_pos, o_lab):
+@njit_inline
+def _runs_of(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budget, emit,
+             o_start, o_end, o_part, o_off, o_pos, o_lab):
     """The live entries of the flat list at ``pc[off]``, from entry ``at``, each the last
     event of a run on the path ``ep[:d]`` (``ep[d]`` is its row): written as outputs
     ``nm``… (``emit``), else counted. Returns ``(at, nm, ne, work, runs, status)``: ``at``
@@ -931,6 +931,9 @@ def _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budg
     outputs are full)."""
     runs = 0
     status = 0
+    base = -1  # the first run written: the path's events and its own, sorted
+    ib = -1  # where its own event is in them (-1: it has no label)
+    pstart = 0  # the path's earliest position
     e = off + F_HEAD + F_W * at
     while at < cnt:
         if pc[e + 1] >= lo:
@@ -943,15 +946,111 @@ def _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budg
             work += 1
             runs += 1
             if emit:
-                ep[d, 0] = NULL
-                ep[d, 1] = pc[e]
-                ep[d, 2] = lab
-                ne = _emit(ep, d + 1, epos, epart, nm, ne, o_start, o_end, o_part, o_off,
-                           o_pos, o_lab)
+                p = pc[e]
+                if base < 0:
+                    ep[d, 0] = NULL
+                    ep[d, 1] = p
+                    ep[d, 2] = lab
+                    e0 = ne
+                    ne = _emit(ep, d + 1, epos, epart, nm, ne, o_start, o_end, o_part, o_off,
+                               o_pos, o_lab)
+                    base = nm
+                    pstart = p if d == 0 else ep[0, 1]
+                    for j in range(1, d):
+                        if ep[j, 1] < pstart:
+                            pstart = ep[j, 1]
+                    if lab >= 0:
+                        for k in range(e0, ne):
+                            if o_pos[k] == p:
+                                ib = k
+                else:
+                    # the path is the same for every run of the list: the first run's
+                    # events, its own replaced by this run's, in order
+                    placed = lab < 0
+                    for k in range(o_off[base], o_off[base + 1]):
+                        if k != ib:
+                            q = o_pos[k]
+                            if not placed and p < q:
+                                o_pos[ne] = p
+                                o_lab[ne] = lab
+                                ne += 1
+                                placed = True
+                            o_pos[ne] = q
+                            o_lab[ne] = o_lab[k]
+                            ne += 1
+                    if not placed:
+                        o_pos[ne] = p
+                        o_lab[ne] = lab
+                        ne += 1
+                    o_start[nm] = p if p < pstart or d == 0 else pstart
+                    o_end[nm] = epos
+                    o_part[nm] = epart
+                    o_off[nm + 1] = ne
                 nm += 1
         at += 1
         e += F_W
     return at, nm, ne, work, runs, status
+
+
+@njit_plain  # not inlined: a loop of its own keeps its values in registers
+def _flat_runs(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budget, emit,
+               o_start, o_end, o_part, o_off, o_pos, o_lab):
+    """``_runs_of``, called from the general walk."""
+    return _runs_of(pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budget, emit,
+                    o_start, o_end, o_part, o_off, o_pos, o_lab)
+
+
+#: ``_flat_kids``' status when the entry it stopped at adopted something else than a flat
+#: list of whole runs: the general walk takes that entry
+OTHER = 5
+
+
+@njit_plain  # not inlined: a loop of its own keeps its values in registers
+def _flat_kids(bi, pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm, ne, work, budget, emit,
+               o_start, o_end, o_part, o_off, o_pos, o_lab):
+    """A flat list of runs that each adopted one set (``FLAT_KIDS``, the chain's B runs),
+    from entry ``at``, with nothing left to expand after it, where each live entry's set is
+    a flat list of whole runs (the A runs): every run through it, in the general walk's
+    order, by two nested loops — without the walk's stack, one push and pop per entry.
+    ``ep[d]`` is the entry's row, ``ep[d + 1]`` the run's. Returns ``(at, at2, nm, ne,
+    work, runs, status)``: with NEED_YIELD or NEED_OUT, ``at2`` the entry of entry ``at``'s
+    set to go on from, or -1 when entry ``at`` was not entered; with OTHER, entry ``at``
+    adopted something else, which the general walk takes."""
+    runs = 0
+    status = 0
+    at2 = -1
+    e = off + F_HEAD + F_W * at
+    while at < cnt:
+        if pc[e + 1] >= lo:
+            kid = pc[e + 2]
+            x = kid >> 2
+            if kid & 3 != FLAT or bi[x, B_FLAT] != FLAT_RUNS:
+                status = OTHER
+                break
+            if work >= budget:
+                status = NEED_YIELD
+                break
+            work += 1
+            koff = bi[x, B_OFF]
+            kcnt = bi[x, B_CNT]
+            if not emit and pc[koff + F_MIN] >= lo:
+                runs += kcnt  # counting, and none has left the window
+            else:
+                ep[d, 0] = NULL
+                ep[d, 1] = pc[e]
+                ep[d, 2] = lab
+                got = _runs_of(pc, koff, 0, kcnt, pc[koff + F_LAB], lo, ep, d + 1, epos,
+                               epart, nm, ne, work, budget, emit, o_start, o_end, o_part,
+                               o_off, o_pos, o_lab)
+                nm, ne, work = got[1], got[2], got[3]
+                runs += got[4]
+                if got[5] != 0:
+                    at2 = got[0]
+                    status = got[5]
+                    break
+        at += 1
+        e += F_W
+    return at, at2, nm, ne, work, runs, status
 
 
 @njit_inline
@@ -1054,6 +1153,34 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                         st[NEED_WHAT] = W_OUT
                         st[NEED_SIZE] = d + 1
                     break
+                if not runs and todo < 0 and d + 2 <= ep.shape[0] and top + 2 <= es.shape[0]:
+                    # each entry's set, and nothing after it: two nested loops, while
+                    # those sets are flat lists of whole runs
+                    got = _flat_kids(bi, pc, off, at, cnt, lab, lo, ep, d, epos, epart, nm,
+                                     ne, work, budget, emit, o_start, o_end, o_part, o_off,
+                                     o_pos, o_lab)
+                    at, nm, ne, work = got[0], got[2], got[3], got[4]
+                    rep += got[5]
+                    status = got[6]
+                    if status == 0:
+                        break
+                    if status == OTHER:
+                        status = 0  # entry ``at``: the general walk below
+                    else:
+                        if got[1] >= 0:  # stopped inside entry ``at``'s set
+                            if at + 1 < cnt:
+                                top = _push_alt(es, top, cur, todo, d, tat, at + 1)
+                            e = off + F_HEAD + F_W * at
+                            ep[d, 0] = NULL
+                            ep[d, 1] = pc[e]
+                            ep[d, 2] = lab
+                            d += 1
+                            cur = pc[e + 2]
+                            at = got[1]
+                        if status == NEED_OUT:
+                            st[NEED_WHAT] = W_OUT
+                            st[NEED_SIZE] = d + 1
+                        break
                 # more to expand after each entry (the set it adopted, or the sets left):
                 # its next live entry is taken, the rest is an alternative
                 e = off + F_HEAD + F_W * at
