@@ -272,6 +272,14 @@ def test_compiled_kernel_counts_and_enumerates_the_chain_as_the_brute_force(monk
     assert got == list(python.run(frame)) and len(got) == want
     again, _ = executors(CHAIN.format(w=30))
     assert again.count(frame) == want and again._state.compiled
+    # compiled, with outputs of two matches and a budget of a few units: the walk stops and
+    # resumes inside the nested flat lists (``_flat_kids``) and the template writes
+    monkeypatch.setattr(pcea_state, "ROOM", 4)
+    monkeypatch.setattr(pcea_state, "OUTPUT", 2)
+    monkeypatch.setattr(pcea_state, "BUDGET_COMPILED", 5)
+    small, _ = executors(CHAIN.format(w=30))
+    assert [m for b in small.run_batches(frame) for m in b.matches()] == got
+    assert small._state.compiled
 
 
 _PEAK = """
