@@ -468,6 +468,8 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
                           pl.col("v").cast(pl.Int8).alias("i8"), pl.Series("l", [[1], [2]]))
     utc.write_parquet(d / "utc.parquet")
     logs["typed parquet"] = ([str(d / "utc.parquet")], {})
+    # empty in its first 10,000 rows, numbers later: text locally, numbers on Spark before
+    logs["csv numbers after an empty head"] = ([w("eh.csv", _late("type,ts,v\n", "A,{i},\n", "A,{i},7\n"))], {})
     logs["no type column"] = ([w("sensor.csv", "id,val,ts\n1,2.5,1\n2,3,2\n")], {})
     logs["no type column, named"] = ([f"S9={d / 'sensor.csv'}"], {})
     logs["wide with nulls"] = ([w("wide.csv", "type,id,tmp,hum,note\nH,2,,25,\nT,0,45,,hot\nH,0,,20,\n")], {})
@@ -548,7 +550,20 @@ def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
                                                 '{"type":"B","ts":2,"v":1e309,"w":2}\n')], {}),
         "json broken line": ([w("cut.ndjson", '{"type":"A","ts":1}\n{"type":"B","ts":2\n'
                                                '{"type":"A","ts":3}\n')], {}),
+        # a value after the first 10,000 rows that does not fit the kind they give the
+        # column: the local reader refused it, Spark (which infers from every row) read the
+        # column as text, or as floats, and ran
+        "csv text late in numbers": ([w("lt.csv", _late("type,ts,v\n", "A,{i},{i}\n", "A,{i},x7\n"))], {}),
+        "csv float late in integers": ([w("lf.csv", _late("type,ts,v\n", "A,{i},{i}\n", "A,{i},2.5\n"))], {}),
+        "json text late in numbers": ([w("lt.ndjson", _late("", '{{"type":"A","ts":{i},"v":{i}}}\n',
+                                                            '{{"type":"A","ts":{i},"v":"x7"}}\n'))], {}),
     }
+
+
+def _late(head: str, row: str, odd: str, rows: int = 10_500, at: int = 10_200) -> str:
+    """``head``, then ``rows`` rows written as ``row`` (``{i}``: the row), the one at
+    ``at`` written as ``odd``."""
+    return head + "".join((odd if i == at else row).format(i=i) for i in range(rows))
 
 
 def event_errors(d: Path) -> dict[str, tuple[list[str], dict]]:

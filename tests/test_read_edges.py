@@ -13,7 +13,7 @@ import pytest
 
 from cer_cli.events import TIME, TYPE
 from cer_cli.io.contract import LogError, TimeOptions
-from cer_cli.io.read import read_events, read_schema
+from cer_cli.io.read import inferred_kinds, late_value_refusal, read_events, read_schema
 from cer_cli.plan import plan
 from cer_cli.query.parser import parse
 from tests import reference
@@ -551,3 +551,29 @@ def test_a_quoted_empty_csv_field_is_a_missing_value(tmp_path: Path) -> None:
     assert frame["v"].to_list() == [None, 5, 2, 5] and frame["w"].to_list() == ["x", None, "y", "z"]
     r = run("match", "-e", "A AS a ; B AS b FILTER a.v < b.v WITHIN 3 EVENTS", log, "--count")
     assert (r.exit_code, r.output.strip().splitlines()[-1]) == (0, "1"), r.output
+
+
+# --------------------------------------------------------------------------- what --spark compares
+
+
+@pytest.mark.parametrize("fmt,row,odd", [
+    ("csv", "A,{i},{i}\n", "A,{i},x7\n"),
+    ("ndjson", '{{"type":"A","ts":{i},"v":{i}}}\n', '{{"type":"A","ts":{i},"v":"x7"}}\n'),
+])
+def test_inferred_kinds_and_the_late_refusal_are_the_readers_own(tmp_path: Path, fmt: str,
+                                                                  row: str, odd: str) -> None:
+    """What ``--spark`` holds a local CSV or NDJSON file to (``spark.read``): the kinds the
+    first 10,000 rows give its columns, and this reader's own refusal of a later value
+    that does not fit them, message and hints alike; none when every value fits."""
+    head = "type,ts,v\n" if fmt == "csv" else ""
+    good, bad = tmp_path / f"good.{fmt}", tmp_path / f"bad.{fmt}"
+    good.write_text(head + "".join(row.format(i=i) for i in range(10_500)))
+    bad.write_text(head + "".join((odd if i == 10_200 else row).format(i=i) for i in range(10_500)))
+    for log in (good, bad):
+        assert inferred_kinds(str(log), fmt) == {"type": "str", "ts": "int", "v": "int"}
+    assert late_value_refusal(str(good), fmt) is None
+    with pytest.raises(LogError) as refused:
+        read_schema([str(bad)])
+    got = late_value_refusal(str(bad), fmt)
+    assert got is not None and "row 10200" in got.message
+    assert (got.message, got.hints) == (refused.value.message, refused.value.hints)

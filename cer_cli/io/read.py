@@ -33,8 +33,8 @@ from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
 
-__all__ = ["EventLog", "LogError", "LogSpec", "parse_log_spec", "read_events", "read_frame",
-           "read_frames", "read_schema"]
+__all__ = ["EventLog", "LogError", "LogSpec", "inferred_kinds", "late_value_refusal", "parse_log_spec",
+           "read_events", "read_frame", "read_frames", "read_schema"]
 
 _ARG = contract.ARG  # ties in time: argument order, then row
 #: polars dtype of TIME per ``contract.time_storage``.
@@ -72,6 +72,30 @@ def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
         raise LogError(f"cannot read {path}: {e.strerror}") from None
     fmt = contract.log_format(str(path), fmt)
     return LogSpec(contract.stream_name(name, str(path)), path, fmt)
+
+
+
+def inferred_kinds(path: str, fmt: str) -> dict[str, str | None]:
+    """The kinds this reader gives the columns of the CSV or NDJSON/JSON file at ``path``
+    (format ``fmt``), by name: polars' inference from the first 10,000 rows or lines (for a
+    CSV as ``_scan_csv`` adjusts it). Spark infers from every row: ``--spark`` compares
+    (``spark.read``), so that a column of numbers with a text at row 20,000, text there and
+    refused here, is refused by both."""
+    spec = LogSpec("", Path(path), fmt)
+    return {c: contract.kind_of(d) for c, d in _scan(spec).collect_schema().items()}
+
+
+def late_value_refusal(path: str, fmt: str) -> LogError | None:
+    """This reader's refusal of the file at ``path`` (format ``fmt``) for a value that does
+    not fit its column's type inferred from the first 10,000 rows (``inferred_kinds``),
+    naming its row; None when every value fits. One pass parsing every column: ``--spark``
+    runs it only when the kinds it inferred from the whole file differ."""
+    spec = LogSpec("", Path(path), fmt)
+    try:
+        _scan(spec).select(pl.all().null_count()).collect()
+    except pl.exceptions.PolarsError as e:
+        return _read_error(spec, e)
+    return None
 
 
 # --------------------------------------------------------------------------- scanning

@@ -85,7 +85,7 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
             return r.schema(schema).csv(path)
         if src.format == "csv":
             df = r.options(inferSchema=True).csv(path)
-            return _kinds_as_locally(spark, src, df, head, sep)
+            return _as_local_reader(spark, src, _kinds_as_locally(spark, src, df, head, sep))
         if src.format == "parquet":
             return r.parquet(path)
         r = r.option("allowNonNumericNumbers", False)  # NaN and Infinity are no JSON
@@ -94,7 +94,7 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
             df = r.option("multiLine", True).json(path)  # a JSON array, not NDJSON
         elif _CORRUPT in df.columns:
             raise _bad_json_line(src)
-        return df
+        return _as_local_reader(spark, src, df)
     except SparkError:
         raise
     except Exception as e:
@@ -142,6 +142,40 @@ def _kinds_as_locally(spark: SparkSession, src: _Source, df: DataFrame, head: by
     return _read(spark, src, T.StructType([
         T.StructField(f.name, T.StringType()) if i in text else f
         for i, f in enumerate(fields)]))
+
+
+def _as_local_reader(spark: SparkSession, src: _Source, df: DataFrame) -> DataFrame:
+    """``df``, a local CSV or NDJSON file as Spark inferred it (from every row), with the
+    kinds the local reader gives its columns (from their first 10,000 rows,
+    ``io.read.inferred_kinds``), or refused as that reader refuses it. Where the kinds
+    differ, a later value may not fit the local kind: the local reader looks for it
+    (``io.read.late_value_refusal``, one pass, only then) and Spark refuses the log with
+    its message. Before, Spark read such a column as text (a text at row 20,000 of numbers)
+    or floats (a 2.5) and ran: ``b.v > a.v`` compared texts, exit 0, where the local run
+    exited 2. Otherwise a CSV column the local reader reads as text (empty in its first
+    10,000 rows, numbers later) is read as text here too (1,470 matches against 1,440)."""
+    from cer_cli.io import read as local_reader
+
+    where = contract.local_path(src.path)
+    if where is None or not os.path.isfile(where) or src.format == "json":
+        # a directory, or another file system: no local reader to agree with; a JSON array
+        # is read whole by it, which the driver is not to do for a check
+        return df
+    fields = df.schema.fields
+    with input_errors():
+        here = local_reader.inferred_kinds(where, src.format)
+        if all(_kind(f.dataType) == here.get(f.name) for f in fields):
+            return df
+        refusal = local_reader.late_value_refusal(where, src.format)
+    if refusal is not None:
+        raise SparkError(refusal.message, refusal.hints, input_error=True)
+    text = {f.name for f in fields if here.get(f.name) == "str" and _kind(f.dataType) != "str"}
+    if not text or src.format != "csv":
+        return df
+    from pyspark.sql import types as T
+
+    return _read(spark, src, T.StructType([  # read again: the texts as written (``007``)
+        T.StructField(f.name, T.StringType()) if f.name in text else f for f in fields]))
 
 
 def _local_head(path: str) -> bytes | None:
