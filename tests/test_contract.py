@@ -468,6 +468,8 @@ def hostile_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
                           pl.col("v").cast(pl.Int8).alias("i8"), pl.Series("l", [[1], [2]]))
     utc.write_parquet(d / "utc.parquet")
     logs["typed parquet"] = ([str(d / "utc.parquet")], {})
+    # RFC 4180 texts: doubled quotes, backslashes, a quoted separator and line break
+    logs["csv quoted texts"] = ([w("qt.csv", QUOTED_CSV)], {})
     # empty in its first 10,000 rows, numbers later: text locally, numbers on Spark before
     logs["csv numbers after an empty head"] = ([w("eh.csv", _late("type,ts,v\n", "A,{i},\n", "A,{i},7\n"))], {})
     logs["no type column"] = ([w("sensor.csv", "id,val,ts\n1,2.5,1\n2,3,2\n")], {})
@@ -558,6 +560,13 @@ def error_logs(d: Path) -> dict[str, tuple[list[str], dict]]:
         "json text late in numbers": ([w("lt.ndjson", _late("", '{{"type":"A","ts":{i},"v":{i}}}\n',
                                                             '{{"type":"A","ts":{i},"v":"x7"}}\n'))], {}),
     }
+
+
+#: Texts written as RFC 4180 has them. Spark (escaping by backslash, no ``multiLine``) kept
+#: the doubled quotes, read two backslashes as one, cut the last field, and made a row of
+#: the quoted line break's second line.
+QUOTED_CSV = ('type,time,name\nA,1,"two\nlines"\nB,2,plain\nA,3,"say ""hi"""\n'
+              'B,4,"back\\\\slash"\nA,5,"x,y"\nB,6,"a\\\\"",b"\n')
 
 
 def _late(head: str, row: str, odd: str, rows: int = 10_500, at: int = 10_200) -> str:
@@ -670,6 +679,23 @@ def test_local_and_spark_read_every_log_alike(spark, tmp_path: Path) -> None:
             cut = " has unusable type "
             assert error.message.split(cut)[0] == local_error.value.message.split(cut)[0], name
             assert error.hints == local_error.value.hints, name
+
+
+@pytest.mark.spark
+def test_local_and_spark_read_quoted_csv_texts_alike(spark, tmp_path: Path) -> None:
+    """The texts themselves, not only the rows: a filter on ``say "hi"`` matched locally
+    and not on Spark, which also made a row of a quoted line break's second line."""
+    log = _write(tmp_path / "qt.csv", QUOTED_CSV)
+    want = read_events([log]).frame().select(POS, ROW, TYPE, "name")
+    assert want["name"].to_list() == ["two\nlines", "plain", 'say "hi"', "back\\\\slash", "x,y",
+                                      'a\\\\",b']
+    got = _spark_events(spark, [log], {}, "name").select(POS, ROW, TYPE, "name")
+    assert got.cast(want.schema).equals(want), f"{got}\n{want}"
+    query = ("-e", """A AS a FILTER a.name = 'say "hi"' OR a.name = 'x,y'""")
+    local = _cli("match", *query, log, "--count")
+    on_spark = _cli("match", *query, log, "--count", "--spark", "--master", "local[2]")
+    assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+    assert local.stdout == on_spark.stdout
 
 
 @pytest.mark.spark

@@ -13,7 +13,13 @@ import pytest
 
 from cer_cli.events import TIME, TYPE
 from cer_cli.io.contract import LogError, TimeOptions
-from cer_cli.io.read import inferred_kinds, late_value_refusal, read_events, read_schema
+from cer_cli.io.read import (
+    csv_quoted_line_breaks,
+    inferred_kinds,
+    late_value_refusal,
+    read_events,
+    read_schema,
+)
 from cer_cli.plan import plan
 from cer_cli.query.parser import parse
 from tests import reference
@@ -577,3 +583,20 @@ def test_inferred_kinds_and_the_late_refusal_are_the_readers_own(tmp_path: Path,
     got = late_value_refusal(str(bad), fmt)
     assert got is not None and "row 10200" in got.message
     assert (got.message, got.hints) == (refused.value.message, refused.value.hints)
+
+
+@pytest.mark.parametrize("text,breaks", [
+    ('type,time,name\nA,1,"two\nlines"\nB,2,x\n', True),
+    ('type,time,name\r\nA,1,"two\r\nlines"\r\n', True),
+    ('type,time,name\nA,1,"say ""hi"""\nB,2,"x,y"\n', False),
+    ("type,time\nA,1\n\nB,2\n", False),  # a blank line is a row of nulls to polars
+    ("type,time\nA,1\nB,2\n\n\n", False),
+    ("type,time\nA,1\nB,2", False),  # no final line break
+    ("type,time\n", False),
+])
+def test_quoted_line_breaks_are_told_from_the_lines(tmp_path: Path, text: str, breaks: bool) -> None:
+    """When ``--spark`` must read a CSV with ``multiLine`` (``spark.read``): only when a
+    quoted field holds a line break, not for blank lines or a missing final break."""
+    log = tmp_path / "l.csv"
+    log.write_bytes(text.encode())
+    assert csv_quoted_line_breaks(str(log)) is breaks

@@ -33,7 +33,7 @@ from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
 
-__all__ = ["EventLog", "LogError", "LogSpec", "inferred_kinds", "late_value_refusal", "parse_log_spec",
+__all__ = ["EventLog", "LogError", "LogSpec", "csv_quoted_line_breaks", "inferred_kinds", "late_value_refusal", "parse_log_spec",
            "read_events", "read_frame", "read_frames", "read_schema"]
 
 _ARG = contract.ARG  # ties in time: argument order, then row
@@ -97,6 +97,23 @@ def late_value_refusal(path: str, fmt: str) -> LogError | None:
         return _read_error(spec, e)
     return None
 
+
+def csv_quoted_line_breaks(path: str) -> bool:
+    """Whether a quoted field of the CSV file at ``path`` holds a line break: polars, which
+    reads quotes, counts fewer records than the file has lines.
+    Spark reads such a record whole only with ``multiLine`` (one task per file), and
+    without it made two records of it: ``--spark`` asks (``spark.read``)."""
+    p = Path(path)
+    records = (pl.scan_csv(p, infer_schema=False, **_csv_options(p)).select(pl.len())
+               .collect().item())
+    lines, last = 0, b"\n"
+    with p.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    if last != b"\n":
+        lines += 1  # the last line has no line break
+    return records < lines - 1  # less the header
 
 # --------------------------------------------------------------------------- scanning
 

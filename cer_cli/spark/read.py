@@ -11,6 +11,7 @@ log whose rows are already in time order needs no sort: its POS is its ROW (``ev
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Collection
@@ -79,7 +80,12 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
     if src.format == "csv":
         head = _local_head(src.path)
         sep = _csv_separator(src.path, head)
-        r = r.options(header=True, sep=sep)
+        # RFC 4180, as polars and Python's csv module read it: a quote inside a quoted
+        # field is doubled (``"say ""hi"""``) and a backslash is a backslash. Spark's
+        # default escape is the backslash: it kept ``"say ""hi"""`` with its quotes, read
+        # two backslashes as one and cut a field where a backslash came before a doubled
+        # quote, so a filter on such a text matched locally and not on Spark.
+        r = r.options(header=True, sep=sep, escape='"', multiLine=_multi_line(src.path))
     try:
         if src.format == "csv" and schema is not None:
             return r.schema(schema).csv(path)
@@ -99,6 +105,29 @@ def _read(spark: SparkSession, src: _Source, schema=None) -> DataFrame:
         raise
     except Exception as e:
         raise spark_error(e, what=f"cannot read {src.path} as {src.format}: ") from None
+
+
+def _multi_line(path: str) -> bool:
+    """Whether Spark must read the CSV at ``path`` with ``multiLine``: a local file some
+    of whose quoted fields hold a line break (``io.read.csv_quoted_line_breaks``). Without
+    it Spark made two records of one whose quoted text spans two lines (the second a row
+    whose type is the text's end, with no time). With it a file is one task, so it is
+    asked for only where needed; a directory or a path on another file system is read
+    without it."""
+    where = contract.local_path(path)
+    if where is None or not os.path.isfile(where):
+        return False
+    return _quoted_line_breaks(where, _stamp(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _quoted_line_breaks(where: str, stamp: tuple | None) -> bool:
+    """``io.read.csv_quoted_line_breaks``, once per file version (``_stamp``): a log is
+    read more than once (``_kinds_as_locally``, ``_as_local_reader``)."""
+    from cer_cli.io import read as local_reader
+
+    with input_errors():
+        return local_reader.csv_quoted_line_breaks(where)
 
 
 #: The column Spark adds to a JSON log with lines it cannot parse (rows of nulls else).
