@@ -600,3 +600,25 @@ def test_quoted_line_breaks_are_told_from_the_lines(tmp_path: Path, text: str, b
     log = tmp_path / "l.csv"
     log.write_bytes(text.encode())
     assert csv_quoted_line_breaks(str(log)) is breaks
+
+
+@pytest.mark.parametrize("text,line,row,what", [
+    ('type,time,name\nA,1,ab"cd\nB,2,x\n', 2, 0, "a quote in a field that is not quoted"),
+    ('type,time,name\nA,1,"q" tail\nB,2,x\n', 2, 0, "text after a quoted field's closing quote"),
+    ('type,time,name\nA,1,"two\nlines"\nB,2,"say ""hi"""\nA,3,ab"cd\n', 5, 2,
+     "a quote in a field that is not quoted"),
+    ('type,time,name\r\nA,1,x\r\n\r\nB,2,"open\r\nC,3,z\r\n', 4, 2,
+     "a quoted field that is never closed"),
+])
+def test_a_badly_quoted_csv_field_is_named(tmp_path: Path, text: str, line: int, row: int,
+                                           what: str) -> None:
+    """polars refused such a field naming no record (``CSV malformed: expected 0 rows,
+    actual 2 rows, in chunk starting at row_offset 0``) or as ``not a str``: the reader
+    names its line (a quoted line break and a blank line counted), row and column."""
+    log = tmp_path / "l.csv"
+    log.write_bytes(text.encode())
+    with pytest.raises(LogError) as e:
+        read_events([str(log)]).frame()
+    assert e.value.message.startswith(f"{log}: line {line} (data row {row}, 0-based), column"
+                                      f" 'name': {what}: "), e.value.message
+    assert "RFC 4180" in e.value.hints[0]

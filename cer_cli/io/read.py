@@ -298,6 +298,9 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
     _refuse_non_utf8(spec, e)
     if spec.format == "csv" and _MORE_FIELDS in str(e):
         return _csv_long_record(spec, e)
+    if spec.format == "csv" and (_MALFORMED in str(e) or '"' in _unparsed(e)):
+        if (quoted := _csv_bad_quote(spec)) is not None:
+            return quoted
     if spec.format == "ndjson" and (m := _BAD_JSON_VALUE.search(str(e))):
         return _ndjson_bad_value(spec, m.group(1), m.group(2), m.group(3), e)
     if spec.format in ("ndjson", "json") and _JSON_SYNTAX.search(str(e)):
@@ -339,6 +342,37 @@ def _read_error(spec: LogSpec, e: BaseException) -> LogError:
 
 #: polars' failure on a CSV record with more fields than the header; it names no record
 _MORE_FIELDS = "found more fields than defined in 'Schema'"
+#: polars' failure on a CSV whose quotes it cannot pair (``ab"cd``); it names a chunk
+_MALFORMED = "CSV malformed"
+_UNPARSED = re.compile(r"could not parse `(.*?)` as dtype", re.S)
+
+
+def _unparsed(e: BaseException) -> str:
+    """The value polars could not read (``"q" tail`` as a text; a quote never closed, the
+    rest of the file), or ""."""
+    m = _UNPARSED.search(str(e))
+    return "" if m is None else m.group(1)
+
+
+def _csv_bad_quote(spec: LogSpec) -> LogError | None:
+    """The ``LogError`` naming the first CSV record quoted as RFC 4180 does not allow
+    (``contract.csv_bad_quote``), or None. polars said ``CSV malformed: expected 0 rows,
+    actual 2 rows, in chunk starting at row_offset 0``, or that ``"q" tail`` is ``not a
+    str``."""
+    try:
+        sep = _csv_options(spec.path)["separator"]
+        found = contract.csv_bad_quote(spec.path, sep)
+        if found is None:
+            return None
+        row, line, field, what, text = found
+        names = list(_scan_csv(spec.path).collect_schema())
+    except (OSError, LogError, pl.exceptions.PolarsError):
+        return None
+    column = f", column {names[field]!r}" if field < len(names) else ""
+    return LogError(
+        f"{spec.path}: line {line} (data row {row}, 0-based){column}: {what}: {text!r}",
+        ["quote the whole field and double each quote in it (ab\"cd is written \"ab\"\"cd\"),"
+         " as RFC 4180 writes a CSV"])
 
 
 def _csv_long_record(spec: LogSpec, e: BaseException) -> LogError:
