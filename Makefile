@@ -11,7 +11,11 @@ $(BIN)/cer: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev,spark]'
 	@touch $(BIN)/cer
 
+# Byte-compiled once here, as pip does for a regular install: an editable one has no .pyc,
+# and where PYTHONDONTWRITEBYTECODE is set (this machine) every run compiled cer's ~100
+# modules again, ~0.09 s of each run's start (0.41-0.50 s -> 0.32-0.40 s on samples/fig1.csv).
 install: $(BIN)/cer
+	$(BIN)/python -m compileall -q cer_cli
 
 # The default run, on every core (pytest-xdist): all but Spark's tests and the long explorations.
 test: install
