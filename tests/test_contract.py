@@ -586,6 +586,9 @@ def event_errors(d: Path) -> dict[str, tuple[list[str], dict]]:
         "nan time": ([w("nt.csv", "type,ts\nA,1.5\nB,nan\n")], {}),
         "unit out of range": ([w("big.csv", "type,ts\nA,1\nB,10000000000\n")],
                               {"times": TimeOptions(unit=("s",))}),
+        # its line counts the quoted line break before it (line 5, not 4), on both runners
+        "bad time after a quoted line break": ([w("qb.csv", 'type,time,v\nA,1,"two\nlines"\n'
+                                                             "B,2,3\nA,x,4\n")], {}),
     }
 
 

@@ -427,13 +427,14 @@ def test_a_log_path_holding_pattern_characters_is_that_file(tmp_path: Path) -> N
 @pytest.mark.parametrize("sep", [",", ";"])
 def test_a_record_with_more_fields_than_the_header_is_named(tmp_path: Path, sep: str) -> None:
     """polars names no record ("found more fields than defined in 'Schema'"): the first one
-    is found, after a quoted field spanning lines and a blank line, and named."""
+    is found, after a quoted field spanning lines and a blank line, and named by the line
+    it is on (line 4 before: one line a record, the blank line skipped)."""
     rows = ["type,time,v", 'A,1,"two\nlines"', "", "B,2,3", "C,3,4,5", "D,4,5,6,7"]
     log = tmp_path / "ragged.csv"
     log.write_text("\n".join(r.replace(",", sep) for r in rows) + "\n")
     got = run("match", "-e", "A ; B", str(log))
     assert got.exit_code == 2, got.output
-    assert "ragged.csv: line 4 (data row 2, 0-based): 4 fields, but the header names 3" \
+    assert "ragged.csv: line 6 (data row 2, 0-based): 4 fields, but the header names 3" \
         in got.output
     assert "Traceback" not in got.output
 
@@ -622,3 +623,17 @@ def test_a_badly_quoted_csv_field_is_named(tmp_path: Path, text: str, line: int,
     assert e.value.message.startswith(f"{log}: line {line} (data row {row}, 0-based), column"
                                       f" 'name': {what}: "), e.value.message
     assert "RFC 4180" in e.value.hints[0]
+
+
+def test_a_bad_rows_line_counts_the_quoted_line_breaks_before_it(tmp_path: Path) -> None:
+    """A message named line ``row + 2``: after a quoted field holding a line break, the line
+    before the bad one. The row stays the data row."""
+    log = tmp_path / "l.csv"
+    log.write_text('type,time,v,s\nA,0,0,"a\nb"\n' + "".join(f"A,{i},{i},x\n" for i in range(1, 10_500))
+                   + 'A,10500,zz,"c\nd"\nA,10501,1,x\n')
+    with pytest.raises(LogError, match=r"line 10503 \(data row 10500, 0-based\), column 'v'"):
+        read_events([str(log)]).frame()
+    timed = tmp_path / "t.csv"
+    timed.write_text('type,time,v\nA,1,"two\nlines"\nB,2,"x\ny"\nA,x,4\n')
+    with pytest.raises(LogError, match=r"line 6 \(data row 2, 0-based\): cannot parse time"):
+        read_events([str(timed)])

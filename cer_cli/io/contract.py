@@ -892,12 +892,34 @@ def unit_bound(unit: str) -> int:
 
 def row_place(path: Any, fmt: str, row: int) -> str:
     """Where 0-based data row ``row`` of a log is, in a message: line numbers for text
-    formats (a header line in CSV), as both readers name a bad row."""
+    formats (a header line in CSV; quoted line breaks before the row counted, in a local
+    file: ``csv_record_line``), as both readers name a bad row."""
     if fmt == "csv":
-        return f"{path}: line {row + 2} (data row {row}, 0-based)"
+        return f"{path}: line {csv_record_line(path, row)} (data row {row}, 0-based)"
     if fmt == "ndjson":
         return f"{path}: line {row + 1} (data row {row}, 0-based)"
     return f"{path}: data row {row} (0-based)"
+
+
+def csv_record_line(path: Any, row: int) -> int:
+    """The 1-based line on which data row ``row`` of a CSV log starts: ``row + 2``, unless
+    quoted fields before it hold line breaks (read in a local file: a line with an odd
+    number of quotes opens or closes a quoted field, as a doubled quote counts two). An
+    error message is the only reader, so the pass it may take is paid only then."""
+    where = local_path(str(path))
+    inside, r = False, -2  # the header is row -1
+    try:
+        with open(where or "", encoding="utf-8", errors="replace", newline="") as f:
+            for n, raw in enumerate(f, 1):
+                if not inside:
+                    r += 1
+                    if r == row:
+                        return n
+                if '"' in raw and raw.count('"') % 2:
+                    inside = not inside
+    except OSError:
+        pass
+    return row + 2
 
 
 #: The year of a time value: an ISO date's first four digits, or (read by --time-format) four

@@ -382,14 +382,21 @@ def _csv_long_record(spec: LogSpec, e: BaseException) -> LogError:
     try:
         sep = _csv_options(spec.path)["separator"]
         with spec.path.open(newline="", encoding="utf-8", errors="replace") as f:
-            records = (r for r in csv.reader(f, delimiter=sep) if r)
-            width = len(next(records, []))
-            for row, record in enumerate(records):
+            reader = csv.reader(f, delimiter=sep)
+            width, row = len(next(reader, [])), 0
+            while True:
+                line = reader.line_num + 1  # where the record starts (quoted breaks counted)
+                record = next(reader, None)
+                if record is None:
+                    break
+                if not record:
+                    continue
                 if len(record) > width:
                     return LogError(
-                        f"{_where(spec, row)}: {len(record)} fields, but the header names"
-                        f" {width} columns",
+                        f"{spec.path}: line {line} (data row {row}, 0-based): {len(record)}"
+                        f" fields, but the header names {width} columns",
                         ["remove the extra fields, or name their columns in the header"])
+                row += 1
     except (OSError, csv.Error, LogError):
         pass
     return LogError(f"cannot read {spec.path}: {_first_line(e)}")
