@@ -195,8 +195,9 @@ def test_a_growing_verdict_measures_growth(logs: Logs, query, verdict, tmp_path:
     """... and the run grows with it (the keys are the log here): 5k to 100k events add
     75-130 MB (a flat run: 15-25 MB, the log itself).
 
-    A run that compiles its kernel peaks at ~310 MB before it reads a row, above what the
-    long run grows to. Under ``-n 2`` both runs peaked so (310.2 and 310.7 MB): numba's
+    A run that compiles its kernel peaks before it reads a row (571 MB, measured alone),
+    above what the long run grows to (313 MB; the short one 216 MB when it loads the
+    kernel). Under ``-n 2`` both measured runs peaked alike (310.2 and 310.7 MB): numba's
     cache index is one file per function that each process reads, extends and writes back,
     so a test compiling another variant beside this one can drop its entry. So the three
     runs here use a cache folder of their own: the first, unmeasured, compiles into it,

@@ -33,8 +33,9 @@ from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
 
-__all__ = ["EventLog", "LogError", "LogSpec", "csv_quoted_line_breaks", "inferred_kinds", "late_value_refusal", "parse_log_spec",
-           "read_events", "read_frame", "read_frames", "read_schema"]
+__all__ = ["EventLog", "LogError", "LogSpec", "csv_quoted_line_breaks", "inferred_kinds",
+           "late_value_refusal", "parse_log_spec", "read_events", "read_frame", "read_frames",
+           "read_schema"]
 
 _ARG = contract.ARG  # ties in time: argument order, then row
 #: polars dtype of TIME per ``contract.time_storage``.
@@ -74,7 +75,6 @@ def parse_log_spec(spec: str, fmt: str | None = None) -> LogSpec:
     return LogSpec(contract.stream_name(name, str(path)), path, fmt)
 
 
-
 def inferred_kinds(path: str, fmt: str) -> dict[str, str | None]:
     """The kinds this reader gives the columns of the CSV or NDJSON/JSON file at ``path``
     (format ``fmt``), by name: polars' inference from the first 10,000 rows or lines (for a
@@ -100,9 +100,9 @@ def late_value_refusal(path: str, fmt: str) -> LogError | None:
 
 def csv_quoted_line_breaks(path: str) -> bool:
     """Whether a quoted field of the CSV file at ``path`` holds a line break: polars, which
-    reads quotes, counts fewer records than the file has lines.
-    Spark reads such a record whole only with ``multiLine`` (one task per file), and
-    without it made two records of it: ``--spark`` asks (``spark.read``)."""
+    reads quotes, counts fewer records than the file has lines. Spark reads such a record
+    whole only with ``multiLine`` (one task per file), and without it made two records of
+    it: ``--spark`` asks (``spark.read``)."""
     p = Path(path)
     records = (pl.scan_csv(p, infer_schema=False, **_csv_options(p)).select(pl.len())
                .collect().item())
@@ -114,6 +114,7 @@ def csv_quoted_line_breaks(path: str) -> bool:
     if last != b"\n":
         lines += 1  # the last line has no line break
     return records < lines - 1  # less the header
+
 
 # --------------------------------------------------------------------------- scanning
 
