@@ -248,3 +248,19 @@ def test_invalid_like_regex_is_a_query_error():
     with pytest.raises(QueryError) as info:
         Alphabet.from_formula(f)
     assert info.value.span == span
+
+
+def test_float_remainder_is_exact_fmod():
+    """Found by the property test above: ``1 % 0.2`` is 0.19999999999999996 (C's fmod), so
+    ``1 % f <= a`` with ``a = 0`` is false; polars' ``a - b * trunc(a / b)`` gave 0 (a / b
+    rounds to 5) and true. A null or zero divisor stays no value (false)."""
+    df = frame([{"a": 0, "b": None, "f": f, "s": None} for f in (0.2, -0.2, None, 0.0)])
+    rem = A.BinOp("%", A.Literal(1), A.AttrRef("", "f"))
+    pred = A.Compare("<=", rem, A.AttrRef("", "a"))
+    rows_ = df.to_dicts()
+    want = [py_holds(pred, r) for r in rows_]
+    assert want == [False, False, False, False]
+    assert df.select(atom_expression(AttrTest(pred), df.schema)).to_series().to_list() == want
+    value = A.Compare(">", rem, A.Literal(0.19))
+    assert df.select(atom_expression(AttrTest(value), df.schema)).to_series().to_list() == \
+        [True, True, False, False]

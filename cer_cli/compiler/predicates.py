@@ -236,12 +236,25 @@ def _value(node: ast.Expr, schema: Mapping[str, pl.DataType],
                 trunc_q = pl.when(q >= 0).then(q.floor()).otherwise(q.ceil())
             if node.op == "/":
                 out = trunc_q if kind == "int" else a / safe_b
-            elif node.op == "%":
+            elif node.op == "%" and kind == "int":
                 out = a - b * trunc_q
+            elif node.op == "%":  # C's fmod, exact: a - b * trunc(a / b) rounds with a / b
+                out = pl.map_batches([a.cast(pl.Float64), safe_b.cast(pl.Float64)], _fmod,
+                                     return_dtype=pl.Float64, is_elementwise=True)
             else:
                 raise TypeError(f"not an arithmetic operator: {node.op!r}")
         return (out.fill_nan(None) if kind == "float" else out), kind
     raise TypeError(f"not a value expression: {node!r}")
+
+
+def _fmod(s: list[pl.Series]) -> pl.Series:
+    """The remainder of floats as C's ``fmod`` (the sign of the dividend), exactly: polars'
+    ``a - b * trunc(a / b)`` gave ``1 % 0.2`` as 0 where it is 0.19999999999999996 (a / b
+    rounds to 5), so ``1 % 0.2 <= 0`` held for polars and not for the reference. A null
+    (or a zero divisor, made null) is NaN here, and null again after."""
+    import numpy as np
+
+    return pl.Series(np.fmod(s[0].to_numpy(), s[1].to_numpy()), dtype=pl.Float64)
 
 
 def value_expression(node: ast.Expr, schema: Mapping[str, pl.DataType]) -> tuple[pl.Expr, str] | None:
