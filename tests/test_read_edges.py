@@ -428,15 +428,23 @@ def test_a_log_path_holding_pattern_characters_is_that_file(tmp_path: Path) -> N
 def test_a_record_with_more_fields_than_the_header_is_named(tmp_path: Path, sep: str) -> None:
     """polars names no record ("found more fields than defined in 'Schema'"): the first one
     is found, after a quoted field spanning lines and a blank line, and named by the line
-    it is on (line 4 before: one line a record, the blank line skipped)."""
+    it is on (line 4 before: one line a record, the blank line skipped) and by the data row
+    every other message gives it (polars reads the blank line as a row of nulls: data row
+    2 before, where a bad time in the same record said 3)."""
     rows = ["type,time,v", 'A,1,"two\nlines"', "", "B,2,3", "C,3,4,5", "D,4,5,6,7"]
     log = tmp_path / "ragged.csv"
     log.write_text("\n".join(r.replace(",", sep) for r in rows) + "\n")
     got = run("match", "-e", "A ; B", str(log))
     assert got.exit_code == 2, got.output
-    assert "ragged.csv: line 6 (data row 2, 0-based): 4 fields, but the header names 3" \
+    assert "ragged.csv: line 6 (data row 3, 0-based): 4 fields, but the header names 3" \
         in got.output
     assert "Traceback" not in got.output
+    rows[4] = "C,x,4"  # the same record with a time that cannot be read instead
+    log.write_text("\n".join(r.replace(",", sep) for r in rows[:5]) + "\n")
+    got = run("match", "-e", "A ; B", str(log), "--time-column", "time")
+    assert got.exit_code == 2, got.output
+    assert "ragged.csv: line 6 (data row 3, 0-based): cannot parse time value 'x'" \
+        in got.output
 
 
 def _far_logs(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:

@@ -378,8 +378,9 @@ def _csv_bad_quote(spec: LogSpec) -> LogError | None:
 
 def _csv_long_record(spec: LogSpec, e: BaseException) -> LogError:
     """The ``LogError`` naming the first CSV record with more fields than the header (polars
-    names none): one pass of Python's CSV reader with the log's separator, blank lines
-    skipped as polars skips them."""
+    names none): one pass of Python's CSV reader with the log's separator. A blank line is
+    a data row, as polars reads it (a row of nulls), so the row is the one every other
+    message names for that record."""
     try:
         sep = _csv_options(spec.path)["separator"]
         with spec.path.open(newline="", encoding="utf-8", errors="replace") as f:
@@ -390,8 +391,6 @@ def _csv_long_record(spec: LogSpec, e: BaseException) -> LogError:
                 record = next(reader, None)
                 if record is None:
                     break
-                if not record:
-                    continue
                 if len(record) > width:
                     return LogError(
                         f"{spec.path}: line {line} (data row {row}, 0-based): {len(record)}"
