@@ -242,6 +242,31 @@ def test_more_than_64_atoms():
     assert [holds(g, masks[i]) for i in ids] == [True, False, True, False]
 
 
+@pytest.mark.parametrize("atoms", [3, 16, 17, 63, 70])
+def test_summaries_give_each_rows_mask(atoms: int) -> None:
+    """``summaries`` (16-bit words, 64-bit words, packed rows) against each atom evaluated
+    on its own: ``distinct[codes[i]]`` is row i's mask, and ``distinct`` holds each mask
+    present once; ``symbols`` numbers the same masks."""
+    preds = [A.Compare(">", A.AttrRef("x", "v"), A.Literal(i)) for i in range(atoms - 1)]
+    f = A.EventType("E")
+    for p in preds:
+        f = A.FOr(f, _filtered("x", p))
+    alphabet = Alphabet.from_formula(f)
+    assert len(alphabet.atoms) == atoms
+    rng = np.random.default_rng(atoms)
+    v = [None if x < 0 else int(x) for x in rng.integers(-3, atoms + 2, 500)]
+    df = pl.DataFrame({TYPE: rng.choice(["E", "F"], 500).tolist(), STREAM: ["s"] * 500, "v": v})
+    codes, distinct = alphabet.summaries(df)
+    bits = df.select(alphabet.expressions(df.schema)).fill_null(False).rows()
+    want = [sum(1 << i for i, b in enumerate(row) if b) for row in bits]
+    assert codes.dtype == np.int32 and len(codes) == 500
+    assert [distinct[c] for c in codes.tolist()] == want
+    assert sorted(distinct) == sorted(set(want))
+    ids, masks = alphabet.symbols(df)
+    assert [masks[i] for i in ids.tolist()] == want
+    assert alphabet.summaries(df.head(0))[0].shape == (0,)
+
+
 def test_invalid_like_regex_is_a_query_error():
     span = A.Span(0, 5)
     f = _filtered("x", A.Like(A.AttrRef("x", "s"), "(", span=span))

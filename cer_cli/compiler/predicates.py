@@ -571,42 +571,49 @@ class Alphabet:
         every id handed out so far, by this and earlier calls; ids are dense, start at 0 and
         never change meaning, so per-symbol caches stay valid across batches.
         """
+        codes, distinct = self.summaries(frame)
+        local_ids, masks = self._intern_all(distinct)
+        return np.asarray(local_ids, dtype=np.int32)[codes], masks
+
+    def summaries(self, frame: pl.DataFrame) -> tuple[np.ndarray, list[int]]:
+        """Each event's atom mask, as ``(codes, distinct)``: ``distinct`` the masks present
+        in ``frame`` and ``codes`` (int32, one per row) the index of each row's mask in it.
+        The engine maps the few distinct masks to its symbols and looks the rows up once
+        (``engine.run``), instead of mapping every row through each numbering in turn.
+
+        Up to 16 atoms the masks are 16-bit words and the distinct ones are found by marking
+        them in a table of 2^16 (no sort over the rows); up to 63, 64-bit words; beyond,
+        rows of packed bits."""
         n = frame.height
         if not self.atoms:
-            return np.zeros(n, dtype=np.int32), self._intern_all([0])[1]
+            return np.zeros(n, dtype=np.int32), [0]
+        if n == 0:
+            return np.zeros(0, dtype=np.int32), []
+        exprs = self.expressions(frame.schema)
         if len(self.atoms) < 64:  # the mask as one integer column, built by polars
-            exprs = self.expressions(frame.schema)
+            dtype = pl.UInt16 if len(self.atoms) <= 16 else pl.UInt64
             word = pl.sum_horizontal(
-                [e.fill_null(False).cast(pl.UInt64) * pl.lit(1 << i, dtype=pl.UInt64)
+                [e.fill_null(False).cast(dtype) * pl.lit(1 << i, dtype=dtype)
                  for i, e in enumerate(exprs)]
             )
-            words = frame.select(word.alias("w")).to_series()
-            distinct = words.unique().to_list()
-            local_ids, masks = self._intern_all(distinct)
-            w = words.to_numpy()
-            top = max(distinct) if distinct else 0
-            if top < 1 << 22:  # dense lookup table: no sort
-                lut = np.zeros(top + 1, dtype=np.int32)
-                lut[np.asarray(distinct, dtype=np.int64)] = local_ids
-                return lut[w], masks
-            order = np.argsort(np.asarray(distinct, dtype=np.uint64))
-            keys = np.asarray(distinct, dtype=np.uint64)[order]
-            ids = np.asarray(local_ids, dtype=np.int32)[order][np.searchsorted(keys, w)]
-            return ids, masks
-        bits = frame.select(self.expressions(frame.schema)).to_numpy().astype(bool, copy=False)
+            w = frame.select(word.alias("w")).to_series().to_numpy()
+            if dtype == pl.UInt16:
+                seen = np.zeros(1 << 16, dtype=np.bool_)
+                seen[w] = True
+                keys = np.flatnonzero(seen)
+                lut = np.zeros(1 << 16, dtype=np.int32)
+                lut[keys] = np.arange(len(keys), dtype=np.int32)
+                return lut[w], keys.tolist()
+            keys, codes = np.unique(w, return_inverse=True)
+            return codes.astype(np.int32, copy=False).reshape(-1), [int(k) for k in keys]
+        bits = frame.select(exprs).to_numpy().astype(bool, copy=False)
         packed = np.packbits(bits.reshape(n, len(self.atoms)), axis=1, bitorder="little")
         width = -(-packed.shape[1] // 8) * 8
         packed = np.pad(packed, ((0, 0), (0, width - packed.shape[1])))
         words = np.ascontiguousarray(packed).view("<u8")
-        if words.shape[1] == 1:
-            uniq, inverse = np.unique(words[:, 0], return_inverse=True)
-            distinct = [int(w) for w in uniq]
-        else:
-            uniq, inverse = np.unique(words, axis=0, return_inverse=True)
-            distinct = [int.from_bytes(row.tobytes(), "little") for row in uniq]
-        local_ids, masks = self._intern_all(distinct)
-        ids = np.asarray(local_ids, dtype=np.int32)[inverse.reshape(-1)] if n else np.zeros(0, np.int32)
-        return ids.astype(np.int32, copy=False), masks
+        uniq, inverse = np.unique(words, axis=0, return_inverse=True)
+        distinct = [int.from_bytes(row.tobytes(), "little") for row in uniq]
+        return inverse.reshape(-1).astype(np.int32, copy=False), distinct
 
     def _intern_all(self, distinct: list[int]) -> tuple[list[int], list[int]]:
         out = []

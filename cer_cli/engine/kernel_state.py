@@ -280,6 +280,7 @@ class KernelState:
 
     def columns(self, syms: np.ndarray) -> np.ndarray:
         """Move-table columns of the global symbol ids ``syms`` (new columns on demand)."""
+        self._states()  # the table's rows first: its size decides when it starts over
         top = int(syms.max()) + 1 if len(syms) else 0
         if top > len(self.colmap):
             self.colmap = _pad(self.colmap, 0, max(top, 2 * len(self.colmap)), -1)
@@ -326,15 +327,14 @@ class KernelState:
 
     # ------------------------------------------------------------------ running
 
-    def run(self, syms, positions, keys, times, hastime, emit: bool, chunk: int = 1 << 16):
-        """Feed one batch; yields ``(outputs, pending)`` whenever the output arrays fill up or
+    def run(self, cols, positions, keys, times, hastime, emit: bool, chunk: int = 1 << 16):
+        """Feed one batch (``cols``: each event's move-table column, ``columns``); yields ``(outputs, pending)`` whenever the output arrays fill up or
         ``chunk`` events are done, when ``emit`` (nothing otherwise; see ``st[MATCHES]``).
         ``outputs`` is ``(start, end, part, sloc, eloc, off, pos, lab)`` (fresh copies).
         ``pending`` is -1, or (with ``decide``) the partition whose event — the last one in
         ``outputs``, alone there — awaits the decision: call ``consume(pending)`` before
         resuming if that event reports a match."""
         self._states()
-        cols = self.columns(syms)
         n = len(cols)
         if self.jit is None and int(self.st[EVENTS]) + n >= loader.JIT_MIN_EVENTS:
             self.jit, self._fns = True, loader.compiled_for_run()

@@ -241,16 +241,17 @@ class Engine:
             times = col.fill_null(0).cast(pl.Float64 if self._k.float_times else pl.Int64).to_numpy()
         if self._k is None:
             self._new_kernel(False)
-        ids, masks = self.alphabet.symbols(frame)
-        to_dfa = np.array([self.dfa.symbol(m) for m in masks], dtype=np.int64)
-        syms = to_dfa[np.asarray(ids, dtype=np.int64)]
+        # the few distinct summaries to symbols and columns, then every row in one lookup
+        codes, distinct = self.alphabet.summaries(frame)
+        syms = np.array([self.dfa.symbol(m) for m in distinct], dtype=np.int64)
+        cols = self._k.columns(syms)[codes]
         positions = frame[POS].cast(pl.Int64).to_numpy()
         if self.partition_by:
             keys = frame[_KEY].to_numpy().astype(np.int64, copy=False)
             self._k.partitions(len(self._key_ids))
         else:
             keys = np.zeros(frame.height, dtype=np.int64)
-        return syms, positions, keys, times, hastime
+        return cols, positions, keys, times, hastime
 
     def _new_kernel(self, float_times: bool) -> None:
         """The kernel state: uncompiled until the run is large (``KernelState``'s ``jit``), so a
