@@ -107,7 +107,7 @@ def test_parquet_read_once_is_decided_by_rows_not_file_bytes(tmp_path):
 def test_time_check_carries_order_and_rows_across_chunks(tmp_path, monkeypatch):
     """The time check runs chunk by chunk: a decrease at a chunk's first row is caught, and
     a missing time in a later chunk is named by its row in the file."""
-    monkeypatch.setattr(read_module, "_TIME_CHUNK_ROWS", 2)
+    monkeypatch.setattr(read_module, "_PASS_ROWS", 2)
     ordered = tmp_path / "o.parquet"
     pl.DataFrame({"type": ["A"] * 6, "t": [1, 2, 3, 4, 5, 6]}).write_parquet(ordered)
     log = read_events([str(ordered)], times="t", batch_size=4)

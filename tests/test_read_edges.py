@@ -282,36 +282,49 @@ def test_iso_times_with_offsets_print_as_the_utc_instant(tmp_path: Path) -> None
     assert got["time"][0] == dt.datetime(2024, 1, 1, 9, tzinfo=dt.UTC)
 
 
-def test_the_time_check_runs_beside_the_schema_pass(tmp_path: Path) -> None:
-    """The time check (one pass over the time column) starts before the schema pass and runs
-    beside it: the schema pass here waits until a time check has begun, which, run after
-    it, none would. Its failure still comes after the schema pass's and names the row."""
-    import threading
-    from unittest import mock
-
+@pytest.mark.parametrize("read_once", [True, False])
+def test_the_schema_pass_is_the_time_check(tmp_path: Path, monkeypatch, read_once: bool) -> None:
+    """A log with a time column is parsed once before its events: one pass gives the schema,
+    the row count and the order (a CSV was parsed twice before, by the grouped query and by
+    a time-column scan beside it). Its time error still comes after the schema's own: a late
+    value that does not fit its column wins over an earlier unreadable time."""
     from cer_cli.io import read
 
+    if not read_once:  # the scan itself, not a frame read into memory
+        monkeypatch.setattr(read, "READ_ONCE_BYTES", 0)
     log = tmp_path / "l.csv"
-    log.write_text("type,time\n" + "".join(f"A,{i}\n" for i in range(100)))
-    began = threading.Event()
-    real_check, real_schema = read._check_time, read._schema_and_times
+    log.write_text("type,time,v\n" + "".join(f"{'AB'[i % 2]},{i // 3},{i}\n" for i in range(3000)))
+    monkeypatch.setattr(read, "_PASS_ROWS", 1000)  # folded over three chunks
+    passes = []
 
-    def check(g):
-        began.set()
-        return real_check(g)
+    def counted(name):
+        real = getattr(pl.LazyFrame, name)
 
-    def schema(*args, **kwargs):
-        assert began.wait(30), "the time check did not start beside the schema pass"
-        return real_schema(*args, **kwargs)
+        def call(self, *args, **kwargs):
+            passes.append(name)
+            return real(self, *args, **kwargs)
+        return call
 
-    with mock.patch.object(read, "_check_time", check), \
-            mock.patch.object(read, "_schema_and_times", schema):
-        got = read_events([str(log)])
-    assert got.n_events == 100 and got.sorted_input
+    with monkeypatch.context() as m:
+        for name in ("collect", "collect_batches"):
+            m.setattr(pl.LazyFrame, name, counted(name))
+        got = read_events([str(log)], batch_size=500)
+    # the file is parsed once: by that pass, or by the read into memory before it
+    assert passes == (["collect", "collect_batches"] if read_once else ["collect_batches"])
+    assert got.n_events == 3000 and got.sorted_input
+    assert set(got.schema.event_types) == {"A", "B"}
+    shuffled = tmp_path / "s.csv"
+    shuffled.write_text("type,time\n" + "".join(f"A,{(i * 7) % 3000}\n" for i in range(3000)))
+    assert not read_events([str(shuffled)]).sorted_input
     bad = tmp_path / "bad.csv"
     bad.write_text("type,time\nA,1\nA,x\n")
     with pytest.raises(LogError, match="line 3"):
         read_events([str(bad)])
+    late = tmp_path / "late.csv"  # an unreadable time on line 3, a text among numbers later
+    late.write_text("type,time,v\nA,1,1\nA,x,2\n" + "A,3,3\n" * 12_000 + "A,4,oops\n")
+    with pytest.raises(LogError, match="oops") as e:
+        read_events([str(late)], times="time")
+    assert "line 12004" in str(e.value), e.value
 
 
 # --------------------------------------------------------------------------- separators

@@ -2,7 +2,7 @@
 
 ``python -m tests.bench.phases match ARGS...`` runs ``cer match ARGS`` in this process with
 the phases timed by wrapping the functions that start and end them: the imports, the log's
-schema pass and time check (``io/read.py``), the query's compilation (with the compiled
+schema pass and time check, one pass (``io/read.py``), the query's compilation (with the compiled
 kernel's load, started beside the read), and the run (the driver, or the pool's feeder and
 tasks). It prints, on stderr, each phase's wall time and the process's CPU time over it
 (every thread's: polars' and the pool's too), so that the serial phases before the run —
@@ -57,8 +57,7 @@ def main(argv: list[str]) -> None:
     _phases.append(("imports (cli, polars, the planner)", time.perf_counter() - _T0,
                     time.process_time() - _C0))
 
-    _wrap(read, "_schema_and_times", "- of which the schema pass (io/read.py)")
-    _wrap(read, "_check_time", "- of which the time check (io/read.py)")
+    _wrap(read, "_schema_and_times", "- of which the schema pass and time check (io/read.py)")
     _wrap(cli, "_compile", "read + compile (the kernel loads beside them)")
     _wrap(cli, "_run_match", "run (driver or pool)")
     atexit.register(_report)
