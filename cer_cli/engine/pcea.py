@@ -846,6 +846,10 @@ class HashJoinEngine:
             self._pcount = np.concatenate([self._pcount,
                                            np.zeros(groups - len(self._pcount), np.int64)])
         # each event's index in its partition's stream (the window time of EVENTS windows)
+        if not self.partition_by:  # one stream: the events in turn (no sort of the frame)
+            loc = np.arange(self._pcount[0], self._pcount[0] + n, dtype=np.int64)
+            self._pcount[0] += n
+            return act, pos, part, loc, CV, CMPV
         order = np.argsort(part, kind="stable")
         sp = part[order]
         starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]]) if n else np.zeros(0, np.int64)
