@@ -382,6 +382,23 @@ def test_a_window_of_zero_is_accepted(window):
                Schema(SENSORS.event_types, SENSORS.streams, time_column="ts"))
 
 
+def test_known_names_are_listed_up_to_a_limit():
+    """A log of many event types: the warning names the first ``LISTED`` in order and how
+    many more, not every one."""
+    from cer_cli.query.checks import LISTED, check_schema_names
+
+    names = [f"E{i:03d}" for i in range(LISTED + 12)]
+    schema = Schema(event_types={n: {} for n in names}, streams={"S": tuple(names)},
+                    time_column=None)
+    (warning, _), = check_schema_names(parse("X ; E001"), schema)
+    listed = warning.split("known event types: ")[1]
+    assert listed == ", ".join(names[:LISTED]) + ", … and 12 more"
+    schema = Schema(event_types={n: {} for n in names[:LISTED]},
+                    streams={"S": tuple(names[:LISTED])}, time_column=None)
+    (warning, _), = check_schema_names(parse("X ; E001"), schema)
+    assert warning.endswith(", ".join(names[:LISTED]))
+
+
 def test_known_names_are_listed_as_a_query_writes_them():
     """A log's event type holding a space, or an attribute named like a keyword, must be
     back-quoted in a query: the lists of known names show them so."""

@@ -1174,14 +1174,14 @@ def build_schema(
     the unit that fits a numeric time without one (``judge_times``)."""
     event_types: dict[str, dict[str, str]] = {}
     valued: dict[str, set[str]] = {}
-    streams: dict[str, list[str]] = {}
+    streams: dict[str, dict[str, None]] = {}  # ordered sets: a log may hold 100,000s of types
     refused: dict[str, str] = {}
     for g, seen in zip(logs, present, strict=True):
         usable = attribute_columns(g, kinds)
         for c in g.data_columns:
             if kinds.get(c) is None:
                 refused.setdefault(c, g.types.get(c, "an unsupported type"))
-        stream_types = streams.setdefault(g.stream, [])
+        stream_types = streams.setdefault(g.stream, {})
         for etype in sorted(t for t in seen if t is not None):
             attrs = event_types.setdefault(etype, {})
             has = valued.setdefault(etype, set())
@@ -1189,8 +1189,7 @@ def build_schema(
                 attrs.setdefault(c, kinds[c])  # type: ignore[arg-type]
                 if seen[etype].get(c):
                     has.add(c)
-            if etype not in stream_types:
-                stream_types.append(etype)
+            stream_types.setdefault(etype)
     empty = {t: frozenset(a for a in attrs if a not in valued[t])
              for t, attrs in event_types.items()}
     return Schema(

@@ -175,10 +175,21 @@ def check_query(query: Query, schema: Schema | None = None) -> CheckReport:
 # --------------------------------------------------------------------------- scoping
 
 
+#: Names a message lists at most: a log may hold 100,000s of event types, and a message
+#: that lists them all is a wall of text (300,000 types: megabytes, per unknown name).
+LISTED = 30
+
+
 def _names(names: frozenset[str] | set[str]) -> str:
     """Known names as a query writes them: a type or attribute holding a space, or named
-    like a keyword, back-quoted (``quote_name``)."""
-    return ", ".join(quote_name(n) for n in sorted(names)) if names else "none"
+    like a keyword, back-quoted (``quote_name``); the first ``LISTED`` in order, and how
+    many more."""
+    if not names:
+        return "none"
+    shown = sorted(names)
+    text = ", ".join(quote_name(n) for n in shown[:LISTED])
+    more = len(shown) - LISTED
+    return text if more <= 0 else f"{text}, … and {more:,} more"
 
 
 def _unknown_name_hints(name: str, known: frozenset[str] | set[str]) -> list[str]:
