@@ -12,10 +12,12 @@ KernelState``), and a log expected to be large starts loading them early, beside
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
 import threading
+from pathlib import Path
 
 #: numba is imported only when a run asks for the compiled kernel (``compiled``): importing
 #: it and loading the cached machine code costs ~1 s, more than a small log takes uncompiled.
@@ -84,8 +86,12 @@ def _compile_all(modules: tuple[str, ...]) -> dict:
 
     # copies over one copy of the modules' globals, where every marked name gets compiled
     g: dict = {}
+    sources = []
     for m in modules:  # importing a module marks its functions
-        g.update(importlib.import_module(m).__dict__)
+        module = importlib.import_module(m)
+        g.update(module.__dict__)
+        sources.append(module.__file__)
+    stamp = _stamp(sources)
     names = [(m, name) for m in modules for name in _JIT.get(m, {})]
     for m, name in names:
         f = _PLAIN[m, name]
@@ -95,7 +101,29 @@ def _compile_all(modules: tuple[str, ...]) -> dict:
         if (m, name) in _INLINE:
             opts["inline"] = "always"
         g[name] = numba.njit(cache=True, nogil=True, **opts)(copy)
+        _restamp(g[name], stamp)
     return {name: g[name] for _, name in names}
+
+
+def _stamp(sources: list[str]) -> tuple:
+    """What a cached function of these modules is valid for: their sources' contents. numba
+    stamps a function with its own file's time and size only, so the hash join's entry point
+    (``pcea_kernel``), which inlines ``ordered_kernel``'s functions, kept its machine code
+    when only ``ordered_kernel.py`` changed (an edit, a ``git pull``): stale code, silently."""
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    return ("cer", digest.hexdigest())
+
+
+def _restamp(dispatcher, stamp: tuple) -> None:
+    """Give a dispatcher's cache ``stamp`` in place of numba's: an index saved under another
+    stamp then counts as empty, and the function compiles again (numba 0.60-0.68 API; if it
+    moved, numba's own stamp stays, as before)."""
+    cache = getattr(dispatcher, "_cache", None)
+    cache_file = getattr(cache, "_cache_file", None)
+    if cache_file is not None and hasattr(cache_file, "_source_stamp"):
+        cache_file._source_stamp = stamp
 
 
 #: The kernel's entry point, the function a run calls from Python: numba caches machine code
