@@ -86,7 +86,7 @@ def _compile_all(modules: tuple[str, ...]) -> dict:
 
     # copies over one copy of the modules' globals, where every marked name gets compiled
     g: dict = {}
-    sources = []
+    sources = [__file__]  # this loader's compile options too
     for m in modules:  # importing a module marks its functions
         module = importlib.import_module(m)
         g.update(module.__dict__)
