@@ -105,21 +105,26 @@ def _compile_all(modules: tuple[str, ...]) -> dict:
     return {name: g[name] for _, name in names}
 
 
-def _stamp(sources: list[str]) -> tuple:
+def _stamp(sources: list[str]) -> tuple | None:
     """What a cached function of these modules is valid for: their sources' contents. numba
     stamps a function with its own file's time and size only, so the hash join's entry point
     (``pcea_kernel``), which inlines ``ordered_kernel``'s functions, kept its machine code
     when only ``ordered_kernel.py`` changed (an edit, a ``git pull``): stale code, silently."""
     digest = hashlib.sha256()
-    for path in sources:
-        digest.update(path.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    try:
+        for path in sources:
+            digest.update(path.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    except (OSError, TypeError):  # no readable source (a zipped install): numba's own stamp
+        return None
     return ("cer", digest.hexdigest())
 
 
-def _restamp(dispatcher, stamp: tuple) -> None:
+def _restamp(dispatcher, stamp: tuple | None) -> None:
     """Give a dispatcher's cache ``stamp`` in place of numba's: an index saved under another
     stamp then counts as empty, and the function compiles again (numba 0.60-0.68 API; if it
     moved, numba's own stamp stays, as before)."""
+    if stamp is None:
+        return
     cache = getattr(dispatcher, "_cache", None)
     cache_file = getattr(cache, "_cache_file", None)
     if cache_file is not None and hasattr(cache_file, "_source_stamp"):
