@@ -22,7 +22,8 @@ if hasattr(signal, "SIGTERM"):
 if hasattr(signal, "SIGHUP"):
     EXITS[signal.SIGHUP] = (129, "terminated")
 
-_state: dict = {"raised": False, "signum": None, "installed": set(), "guard": None}
+_state: dict = {"raised": False, "signum": None, "installed": set(), "ignored": set(),
+                "guard": None}
 
 
 class Interrupted(BaseException):
@@ -169,10 +170,13 @@ def install() -> dict[int, object]:
     if signal.getsignal(signal.SIGINT) is not _handler:  # not nested: a fresh run
         _state["raised"] = False
         _state["signum"] = None
+        _state["ignored"] = set()
         _disarm()
     for signum in EXITS:
         handler = signal.getsignal(signum)
-        if handler is not signal.SIG_IGN:
+        if handler is signal.SIG_IGN:
+            _state["ignored"].add(signum)
+        else:
             try:
                 signal.signal(signum, _handler)
             except ValueError:  # not the main thread: leave Python's handling alone
@@ -197,16 +201,32 @@ def restore(previous: dict[int, object]) -> None:
         _state["raised"] = False
         _state["signum"] = None
         _state["installed"] = set()
+        _state["ignored"] = set()
         _disarm()
 
 
 def reclaim() -> None:
     """Put cer's handlers back where a library replaced them: pyspark's SparkContext installs
     its own SIGINT handler, whose KeyboardInterrupt surfaces as py4j tracebacks. Only the
-    signals ``install`` routed (in this run) are taken back."""
+    signals ``install`` routed (in this run) are taken back; those it left ignored are
+    ignored again (``keep_ignored``)."""
     for signum in _state["installed"]:
         if signal.getsignal(signum) is not _handler:
             signal.signal(signum, _handler)
+    keep_ignored()
+
+
+def keep_ignored() -> None:
+    """Ignore again the signals the parent ignored (``install``). polars, when imported,
+    installs its own SIGINT handler over an inherited SIG_IGN (Python still reports SIG_IGN),
+    and a SIGINT then cancels a running polars query: a background job's schema pass ended
+    early without an error, its event types empty. Called once polars is imported, before
+    any query (``io.read``); only the main thread can (elsewhere it does nothing)."""
+    for signum in _state["ignored"]:
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            return
 
 
 def exit_for(error: Interrupted, program: bool = False) -> None:

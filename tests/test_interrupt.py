@@ -285,3 +285,45 @@ def test_a_signal_stops_the_next_match_scan(tmp_path: Path):
     n = 300_000
     pl.DataFrame({"type": ["A"] * n, "v": list(range(n, 0, -1))}).write_csv(tmp_path / "log.csv")
     _stops_after_4s_of_cpu(tmp_path, "A AS a ;> A AS b FILTER b.v > a.v WITHIN 200000 EVENTS")
+
+
+IGNORED_PROBE = """
+import signal
+from cer_cli import signals
+signals.install()
+import cer_cli.io.read  # imports polars
+for line in open("/proc/self/status"):
+    if line.startswith("SigIgn"):
+        print(int(line.split()[1], 16) >> (signal.SIGINT - 1) & 1)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_a_sigint_the_parent_ignored_stays_ignored_once_polars_is_imported():
+    """A background job (``cer match … &`` in a script) inherits SIGINT ignored, and cer
+    leaves it so. Importing polars installed polars' own SIGINT handler over it: a SIGINT
+    then cancelled a running polars query, and the schema pass ended early without an error
+    (the run went on with no event types, warning that the log had none). The reader
+    ignores it again at once (``signals.keep_ignored``)."""
+    out = subprocess.run(
+        [sys.executable, "-c", IGNORED_PROBE], cwd=ROOT, capture_output=True, text=True,
+        timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1", "SIGINT is no longer ignored at the OS level"
+
+
+def test_a_background_run_signalled_with_sigint_runs_to_its_end(tmp_path: Path):
+    """The same job end to end: signalled while it reads its log, it ends as if never
+    signalled (exit 0, every match, no warning)."""
+    n = 600_000
+    (tmp_path / "log.csv").write_text(
+        "type,t\n" + "".join(f"{'ABC'[i % 3]},{i}\n" for i in range(n)))
+    proc = _start(tmp_path, "-e", "A ; B WITHIN 1 EVENTS", "log.csv", "--time-column", "t",
+                  "--count", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    for delay in (0.3, 0.2, 0.2, 0.2):
+        time.sleep(delay)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out == f"{n // 3}\n" and "warning" not in err, (out, err)
