@@ -22,8 +22,9 @@ RANK = {"events": 0, "signals": 0, "options": 0, "query": 1, "io": 1, "compiler"
         "__init__": 8}
 #: ``options`` (how a message names an option, per front end) imports nothing from cer_cli.
 #: io reads logs and writes matches: it may import only events and options (not the query
-#: language).
-ONLY = {"io": {"events", "options", "io"}}
+#: language), and signals (the reader keeps an ignored SIGINT ignored once polars is
+#: imported: ``signals.keep_ignored``).
+ONLY = {"io": {"events", "options", "signals", "io"}}
 
 
 def module_name(path: Path) -> str:

@@ -27,14 +27,14 @@ from pathlib import Path
 
 import polars as pl
 
-from cer_cli import signals
 from cer_cli.events import POS, ROW, STREAM, TIME, TYPE, Schema
 from cer_cli.io import contract
 from cer_cli.io.contract import LogError
+from cer_cli.signals import keep_ignored
 
 # Importing polars installed its SIGINT handler over one the parent ignored (a background
 # job): ignore it again before any query, or a SIGINT cancels a pass over the log silently.
-signals.keep_ignored()
+keep_ignored()
 
 __all__ = ["EventLog", "LogError", "LogSpec", "csv_quoted_line_breaks", "inferred_kinds",
            "late_value_refusal", "parse_log_spec", "read_events", "read_frame", "read_frames",
