@@ -328,8 +328,9 @@ class KernelState:
     # ------------------------------------------------------------------ running
 
     def run(self, cols, positions, keys, times, hastime, emit: bool, chunk: int = 1 << 16):
-        """Feed one batch (``cols``: each event's move-table column, ``columns``); yields ``(outputs, pending)`` whenever the output arrays fill up or
-        ``chunk`` events are done, when ``emit`` (nothing otherwise; see ``st[MATCHES]``).
+        """Feed one batch (``cols``: each event's move-table column, ``columns``); yields
+        ``(outputs, pending)`` whenever the output arrays fill up or ``chunk`` events are
+        done, when ``emit`` (nothing otherwise; see ``st[MATCHES]``).
         ``outputs`` is ``(start, end, part, sloc, eloc, off, pos, lab)`` (fresh copies).
         ``pending`` is -1, or (with ``decide``) the partition whose event — the last one in
         ``outputs``, alone there — awaits the decision: call ``consume(pending)`` before
