@@ -534,3 +534,56 @@ def test_datetime_comparisons_across_zones_compare_instants(tmp_path, text, meth
         want = {(i, j) for i in range(n) for j in range(i + 1, min(n, i + w + 1))
                 if types[i] == "A" and types[j] == "B" and _OPS[op](rows[j][a], rows[i][b])}
     assert want and got == want
+
+
+def test_single_event_atoms_agree_with_the_joined_combinations(monkeypatch):
+    # The post-filter's fast path (each variable at most once per match: gathered rows, no
+    # join) must give the verdicts of the general one (a join per variable, ``all`` per
+    # match), with a missing variable (passes), null and NaN values (fail) and an
+    # attribute the log lacks.
+    import numpy as np
+    import polars as pl
+
+    from cer_cli.engine import post_filter as pf
+
+    bound = pl.DataFrame({
+        pf._MATCH: [0, 0, 1, 1, 2, 3, 3, 4, 4, 5, 5],
+        pf._VAR: ["x", "z", "x", "z", "x", "z", "x", "x", "z", "x", "z"],
+        "val": [1.0, 0.5, 2.0, 3.0, 7.0, None, 4.0, float("nan"), 1.0, 5.0, 5.0],
+    })
+    n = 7  # match 6 binds neither variable
+    atoms = [parse(f"A AS x ; C AS z FILTER {text}").formula.predicate for text in (
+        "x.val > z.val", "NOT x.val > z.val", "x.val + 1 >= z.val * 2", "x.val = z.val",
+        "x.missing < z.val")]
+    fast = [pf.PostFilter._atom(p, bound, n) for p in atoms]
+    assert pf.PostFilter._single_rows(bound, ["x", "z"], n) is not None
+    monkeypatch.setattr(pf.PostFilter, "_single_rows", staticmethod(lambda *a: None))
+    joined = [pf.PostFilter._atom(p, bound, n) for p in atoms]
+    for p, a, b in zip(atoms, fast, joined, strict=True):
+        assert np.array_equal(a, b), p
+    assert fast[0].tolist() == [True, False, True, False, False, False, True]
+
+
+def test_an_iterated_variable_takes_the_joined_combinations():
+    import polars as pl
+
+    from cer_cli.engine import post_filter as pf
+
+    bound = pl.DataFrame({pf._MATCH: [0, 0, 0], pf._VAR: ["x", "x", "z"], "val": [1, 5, 3]})
+    assert pf.PostFilter._single_rows(bound, ["x", "z"], 1) is None
+    p = parse("A+ AS x ; C AS z FILTER x.val < z.val").formula.predicate
+    assert pf.PostFilter._atom(p, bound, 1).tolist() == [False]  # 5 < 3 fails: for all
+
+
+@pytest.mark.parametrize("select, dedupes", [("SELECT *", False), ("SELECT x, z", True)])
+def test_candidates_are_deduplicated_only_after_a_projection(monkeypatch, select, dedupes):
+    # Without a projection each candidate is its own valuation (the CEA is I/O-deterministic),
+    # so the per-match dedupe (a Python loop) is skipped; with one it must still run.
+    from cer_cli.engine import strategies
+
+    calls = []
+    real = strategies.dedupe
+    monkeypatch.setattr(strategies, "dedupe", lambda b: calls.append(len(b)) or real(b))
+    query = parse(f"{select} WHERE H AS x ; T AS y ; H AS z FILTER x.id = z.id AND y.id > x.id")
+    check(query, B_STREAM)
+    assert bool(calls) == dedupes

@@ -94,8 +94,10 @@ def batch(envs: list[dict[str, frozenset[int]]]) -> MatchBatch:
 
 
 def rows_frame(log: list[dict]) -> pl.DataFrame:
-    """The attributes by POS, in reverse order and with a position no match uses."""
-    order = list(range(len(log)))[::-1]
+    """The attributes by POS, with a position no match uses. In position order, as
+    ``PostFilter.keep`` requires (it slices the rows by binary search): a reversed frame
+    made it lose rows, and the test fail when that changed a verdict."""
+    order = list(range(len(log)))
     return pl.DataFrame({
         POS: pl.Series([*order, len(log)], dtype=pl.Int64),
         "a": pl.Series([log[i]["a"] for i in order] + [1], dtype=pl.Int64),

@@ -195,6 +195,9 @@ class PostFilter:
             single = pl.DataFrame({_MATCH: [0]})
             return np.full(n, single.select(predicate_expression(p, {}, _column)).item())
         refs = {(r.var, r.attr) for r in attr_refs(p)}
+        rows = PostFilter._single_rows(bound, names, n)
+        if rows is not None:
+            return PostFilter._single_atom(p, bound, refs, rows, n)
         combos: pl.DataFrame | None = None
         for v in names:
             cols = [pl.col(a).alias(f"{v}.{a}") for a in sorted({a for w, a in refs if w == v})
@@ -206,6 +209,45 @@ class PostFilter:
             predicate_expression(p, combos.schema, _column).all().alias("ok"))
         holds = np.ones(n, dtype=bool)
         holds[verdict[_MATCH].to_numpy()] = verdict["ok"].to_numpy()
+        return holds
+
+    @staticmethod
+    def _single_rows(bound: pl.DataFrame, names: list[str], n: int) -> dict[str, np.ndarray] | None:
+        """Per variable of ``names``, the row of ``bound`` holding its event in each match (-1:
+        the match has none), when every match binds each at most once — the usual case (no
+        ``+``); None otherwise, and ``_atom`` joins the combinations."""
+        match = bound[_MATCH].to_numpy()
+        var = bound[_VAR]
+        out = {}
+        for v in names:
+            at = np.flatnonzero((var == v).to_numpy())
+            of = match[at]
+            if len(of) and np.bincount(of, minlength=n).max() > 1:
+                return None
+            row = np.full(n, -1, dtype=np.int64)
+            row[of] = at
+            out[v] = row
+        return out
+
+    @staticmethod
+    def _single_atom(p: ast.Predicate, bound: pl.DataFrame, refs: set[tuple[str, str]],
+                     rows: dict[str, np.ndarray], n: int) -> np.ndarray:
+        """``_atom`` when each variable has at most one event per match (``_single_rows``):
+        the one combination of a match is its row, gathered by index — no join, no group.
+        The same verdicts: a match lacking a variable passes (an empty product), and the
+        predicate on the row decides the others (``all`` of one value)."""
+        present = np.ones(n, dtype=bool)
+        for row in rows.values():
+            present &= row >= 0
+        at = np.flatnonzero(present)
+        cols = {_MATCH: at}
+        for v, a in sorted(refs):
+            if a in bound.columns:
+                cols[f"{v}.{a}"] = bound[a].gather(rows[v][at])
+        combos = pl.DataFrame(cols)
+        ok = combos.with_columns(predicate_expression(p, combos.schema, _column).alias("__cer_ok"))
+        holds = np.ones(n, dtype=bool)
+        holds[at] = ok["__cer_ok"].fill_null(True).to_numpy()  # as ``all`` ignores a null
         return holds
 
     @staticmethod

@@ -363,7 +363,10 @@ class Engine:
             elif post.hidden:
                 batch = project(batch, frozenset(v for ls in batch.labelsets for v in ls)
                                 - post.hidden)
-        return report(batch, self.strategy, self.limit, distinct=post is not None)
+        # Candidates repeat a complex event only when a projection dropped the variables
+        # that told them apart: the I/O-deterministic CEA gives each valuation once.
+        distinct = post is not None and (post.select is not None or bool(post.hidden))
+        return report(batch, self.strategy, self.limit, distinct=distinct)
 
     def _remember(self, frame: pl.DataFrame) -> None:
         """Keep the post-filter's attributes of ``frame``'s events (before the kernel reads it)."""
