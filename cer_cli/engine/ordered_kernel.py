@@ -340,7 +340,7 @@ def t_insert(ti, tm, tk, st, sk, sk2, sk3, t, node, nms, key, pos, kid, lab, lo)
 # walks its path read-only, and changes nothing if a scratch stack is too short (FAIL).
 
 
-@njit_inline
+@njit_plain
 def t_delete_in(ti, tm, sk, sk2, t, lo):
     """``t`` (unshared) without one of the runs whose max-start is below ``lo`` (``T_MN``
     finds one), rewritten in place: the node is replaced by the merge of its children and
@@ -386,7 +386,7 @@ def t_delete_in(ti, tm, sk, sk2, t, lo):
     return t
 
 
-@njit_inline
+@njit_plain
 def t_insert_in(ti, tm, tk, st, sk, sk2, t, node, nms, key, pos, kid, lab):
     """``t_insert`` without the purge, for an unshared tree: the fresh run goes in by
     rewriting the nodes on its path (the split of the subtree it heads, then its ancestors'

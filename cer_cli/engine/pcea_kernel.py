@@ -646,15 +646,13 @@ def _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, pos, t, hast, ft, h):
     return nn + 1
 
 
-@njit_inline
-def _fire_update(r, S, kw, events, tables, ds, scratch, t, h, ft, lo):
+@njit_plain  # not inlined: a call of more than 30 arguments passes them as one tuple
+def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
+                 hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
+                 sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, h, ft, lo):
     """FireTransitions then UpdateIndices for event ``r`` (see the module docstring).
     Returns the number of new final nodes (``fin[:n]``), or FAIL with ``st[NEED_WHAT]``
     set (the caller undoes the event)."""
-    act, pos, part, CV, CMPV = events
-    qt, sl, src, kso, kse = tables
-    hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st = ds
-    sk, sk2, sk3, psc, kids, kr, nw, nwc, fin = scratch
     mask = act[r]
     p = part[r]
     ps = pos[r]
@@ -1452,9 +1450,9 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
             st[SNAP + k] = st[k]
         st[NJ] = 0
         has = 1 if h else 0  # (numba compiles no conditional expression among many arguments)
-        nf = _fire_update(i, S, kw, (act, pos, part, CV, CMPV), (qt, sl, src, kso, kse),
-                          (hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st),
-                          (sk, sk2, sk3, psc, kids, kr, nw, nwc, fin), t, has, ft, lo)
+        nf = _fire_update(i, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
+                          hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
+                          sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, has, ft, lo)
         if nf < 0:
             undo(hv, jn, st)
             return NEED_ROOM, i
