@@ -555,10 +555,14 @@ def test_single_event_atoms_agree_with_the_joined_combinations(monkeypatch):
     atoms = [parse(f"A AS x ; C AS z FILTER {text}").formula.predicate for text in (
         "x.val > z.val", "NOT x.val > z.val", "x.val + 1 >= z.val * 2", "x.val = z.val",
         "x.missing < z.val")]
-    fast = [pf.PostFilter._atom(p, bound, n) for p in atoms]
-    assert pf.PostFilter._single_rows(bound, ["x", "z"], n) is not None
-    monkeypatch.setattr(pf.PostFilter, "_single_rows", staticmethod(lambda *a: None))
-    joined = [pf.PostFilter._atom(p, bound, n) for p in atoms]
+    gathered = []
+    real = pf.PostFilter._single_atom
+    monkeypatch.setattr(pf.PostFilter, "_single_atom",
+                        staticmethod(lambda *a: gathered.append(a[0]) or real(*a)))
+    fast = [pf.PostFilter._atom(p, bound, n, {}) for p in atoms]
+    assert gathered == atoms  # every one took the fast path
+    joined = [pf.PostFilter._atom(p, bound, n) for p in atoms]  # no memo: the join
+    assert len(gathered) == len(atoms)
     for p, a, b in zip(atoms, fast, joined, strict=True):
         assert np.array_equal(a, b), p
     assert fast[0].tolist() == [True, False, True, False, False, False, True]
@@ -570,9 +574,11 @@ def test_an_iterated_variable_takes_the_joined_combinations():
     from cer_cli.engine import post_filter as pf
 
     bound = pl.DataFrame({pf._MATCH: [0, 0, 0], pf._VAR: ["x", "x", "z"], "val": [1, 5, 3]})
-    assert pf.PostFilter._single_rows(bound, ["x", "z"], 1) is None
+    memo: dict = {}
+    assert pf.PostFilter._single_row(bound, "x", 1, memo) is None
+    assert pf.PostFilter._single_row(bound, "z", 1, memo).tolist() == [2]
     p = parse("A+ AS x ; C AS z FILTER x.val < z.val").formula.predicate
-    assert pf.PostFilter._atom(p, bound, 1).tolist() == [False]  # 5 < 3 fails: for all
+    assert pf.PostFilter._atom(p, bound, 1, memo).tolist() == [False]  # 5 < 3 fails: for all
 
 
 @pytest.mark.parametrize("select, dedupes", [("SELECT *", False), ("SELECT x, z", True)])

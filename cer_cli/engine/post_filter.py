@@ -133,13 +133,14 @@ class PostFilter:
         for a in self.absences:
             out &= ~_blocked(a, batch, bound, rows)
         cache: dict[ast.Predicate, np.ndarray] = {}
+        single: dict[str, np.ndarray | None] = {}  # per variable, for every atom reading it
         for site in self.sites:
             active = np.ones(n, dtype=bool)
             for g in site.guards:
                 active &= self._present(bound, g, n)
             if not active.any():
                 continue
-            holds = self._truth(site.predicate, bound, n, cache)
+            holds = self._truth(site.predicate, bound, n, cache, single)
             out &= ~active | holds
         return out
 
@@ -172,22 +173,26 @@ class PostFilter:
         return has
 
     def _truth(self, p: ast.Predicate, bound: pl.DataFrame, n: int,
-               cache: dict[ast.Predicate, np.ndarray]) -> np.ndarray:
+               cache: dict[ast.Predicate, np.ndarray],
+               single: dict[str, np.ndarray | None]) -> np.ndarray:
         if is_atom(p):
             if p not in cache:
-                cache[p] = self._atom(p, bound, n)
+                cache[p] = self._atom(p, bound, n, single)
             return cache[p]
-        if isinstance(p, ast.And):
-            return self._truth(p.left, bound, n, cache) & self._truth(p.right, bound, n, cache)
-        if isinstance(p, ast.Or):
-            return self._truth(p.left, bound, n, cache) | self._truth(p.right, bound, n, cache)
+        if isinstance(p, ast.And | ast.Or):
+            left = self._truth(p.left, bound, n, cache, single)
+            right = self._truth(p.right, bound, n, cache, single)
+            return left & right if isinstance(p, ast.And) else left | right
         assert isinstance(p, ast.Not)
-        return self._truth(_push_not(p.operand), bound, n, cache)
+        return self._truth(_push_not(p.operand), bound, n, cache, single)
 
     @staticmethod
-    def _atom(p: ast.Predicate, bound: pl.DataFrame, n: int) -> np.ndarray:
+    def _atom(p: ast.Predicate, bound: pl.DataFrame, n: int,
+              single: dict[str, np.ndarray | None] | None = None) -> np.ndarray:
         """For all combinations of the events of ``p``'s variables, per match (an empty
-        product passes): a per-match cross join, then ``all`` over each match's rows."""
+        product passes): a per-match cross join, then ``all`` over each match's rows — or,
+        when each variable binds at most one event per match, one gathered row per match
+        (``_single_atom``). ``single``: the batch's memo of ``_single_row``; None: the join."""
         if prev_refs(p):
             return PostFilter._register_atom(p, bound, n)
         names = sorted(pred_vars(p))
@@ -195,9 +200,10 @@ class PostFilter:
             single = pl.DataFrame({_MATCH: [0]})
             return np.full(n, single.select(predicate_expression(p, {}, _column)).item())
         refs = {(r.var, r.attr) for r in attr_refs(p)}
-        rows = PostFilter._single_rows(bound, names, n)
-        if rows is not None:
-            return PostFilter._single_atom(p, bound, refs, rows, n)
+        if single is not None:
+            rows = {v: PostFilter._single_row(bound, v, n, single) for v in names}
+            if all(r is not None for r in rows.values()):
+                return PostFilter._single_atom(p, bound, refs, rows, n)
         combos: pl.DataFrame | None = None
         for v in names:
             cols = [pl.col(a).alias(f"{v}.{a}") for a in sorted({a for w, a in refs if w == v})
@@ -212,27 +218,25 @@ class PostFilter:
         return holds
 
     @staticmethod
-    def _single_rows(bound: pl.DataFrame, names: list[str], n: int) -> dict[str, np.ndarray] | None:
-        """Per variable of ``names``, the row of ``bound`` holding its event in each match (-1:
-        the match has none), when every match binds each at most once — the usual case (no
-        ``+``); None otherwise, and ``_atom`` joins the combinations."""
-        match = bound[_MATCH].to_numpy()
-        var = bound[_VAR]
-        out = {}
-        for v in names:
-            at = np.flatnonzero((var == v).to_numpy())
-            of = match[at]
-            if len(of) and np.bincount(of, minlength=n).max() > 1:
-                return None
-            row = np.full(n, -1, dtype=np.int64)
-            row[of] = at
-            out[v] = row
-        return out
+    def _single_row(bound: pl.DataFrame, v: str, n: int,
+                    memo: dict[str, np.ndarray | None]) -> np.ndarray | None:
+        """The row of ``bound`` holding ``v``'s event in each match (-1: the match has none),
+        when every match binds ``v`` at most once — the usual case (no ``+``); None
+        otherwise. Found once per batch (``memo``), whatever the atoms reading ``v``."""
+        if v not in memo:
+            at = np.flatnonzero((bound[_VAR] == v).to_numpy())
+            of = bound[_MATCH].to_numpy()[at]
+            row = None
+            if not len(of) or np.bincount(of, minlength=n).max() <= 1:
+                row = np.full(n, -1, dtype=np.int64)
+                row[of] = at
+            memo[v] = row
+        return memo[v]
 
     @staticmethod
     def _single_atom(p: ast.Predicate, bound: pl.DataFrame, refs: set[tuple[str, str]],
                      rows: dict[str, np.ndarray], n: int) -> np.ndarray:
-        """``_atom`` when each variable has at most one event per match (``_single_rows``):
+        """``_atom`` when each variable has at most one event per match (``_single_row``):
         the one combination of a match is its row, gathered by index — no join, no group.
         The same verdicts: a match lacking a variable passes (an empty product), and the
         predicate on the row decides the others (``all`` of one value)."""
@@ -247,7 +251,7 @@ class PostFilter:
         combos = pl.DataFrame(cols)
         ok = combos.with_columns(predicate_expression(p, combos.schema, _column).alias("__cer_ok"))
         holds = np.ones(n, dtype=bool)
-        holds[at] = ok["__cer_ok"].fill_null(True).to_numpy()  # as ``all`` ignores a null
+        holds[at] = ok["__cer_ok"].to_numpy()  # never null (``predicate_expression``)
         return holds
 
     @staticmethod
