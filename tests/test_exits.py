@@ -219,6 +219,26 @@ def test_an_unordered_window_attribute_names_the_stream_row_and_values(tmp_path:
     assert err.startswith("<expr>:1:14: error:")
 
 
+@pytest.mark.parametrize("query", ["A ; B WITHIN {b} [seq]",
+                                   "A AS a ; B AS b FILTER a.v < b.v WITHIN {b} [seq]"])
+def test_a_decimal_window_bound_over_integers_float_rounds_is_exit_2(tmp_path: Path, query) -> None:
+    """``seq - 2.5`` is float arithmetic: beyond 2^53 it rounds, and every B would count as
+    within 2.5 of the A (the CEA kernel, the hash join and the others all said 3). Refused,
+    with the integer bound that keeps the same window; small integers keep the decimal."""
+    big = 2 ** 60
+    path = tmp_path / "seqs.csv"
+    path.write_text(f"type,seq,v\nA,{big},1\nB,{big + 2},2\nB,{big + 3},3\nB,{big + 4},4\n")
+    result = cer("match", "-e", query.format(b="2.5"), str(path), "--count")
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert (f"WITHIN 2.5 [seq]: a decimal bound over the integer seq of stream 'seqs', data row 0"
+            f" (0-based), {big}, beyond 2^53") in err
+    assert "hint: write WITHIN 2 [seq]: over integers it is the same window" in err
+    assert cer("match", "-e", query.format(b="2"), str(path), "--count").stdout == b"1\n"
+    path.write_text("type,seq,v\nA,10,1\nB,12,2\nB,13,3\n")
+    assert cer("match", "-e", query.format(b="2.5"), str(path), "--count").stdout == b"1\n"
+
+
 @pytest.mark.parametrize("source", ["file", "stdin", "expr"])
 def test_a_byte_order_mark_before_the_query_is_skipped(tmp_path: Path, log: Path, source) -> None:
     text = "\ufeffH ; T\n"

@@ -127,8 +127,30 @@ def prepare_frame(
         if times.len():
             if (times.diff().drop_nulls() < 0).any() or times[0] < last_time:
                 raise _unordered(frame, wtime, w, last_time)
+            if isinstance(w, ast.AttributeWindow) and isinstance(w.amount, float) \
+                    and times.dtype.is_integer() \
+                    and max(abs(int(times[0])), abs(int(times[-1]))) > _FLOAT_EXACT:
+                raise _inexact_bound(frame, wtime, w)
             last_time = times[-1]
     return frame, last_time
+
+
+#: integers float64 holds exactly (a window's ``time - bound`` with a float bound is float)
+_FLOAT_EXACT = 1 << 53
+
+
+def _inexact_bound(frame: pl.DataFrame, wtime: str, w: ast.AttributeWindow) -> QueryError:
+    """The error for a float bound over integer times that float64 rounds: ``time - 2.5``
+    is computed in floats, so whether an event is in the window would be decided on
+    rounded times. Over integers the floor of the bound is the same window."""
+    t = frame[wtime]
+    i = int((t.abs() > _FLOAT_EXACT).arg_true()[0])
+    floor = int(w.amount // 1)
+    return QueryError(
+        f"WITHIN {w.amount} [{w.attr}]: a decimal bound over the integer {w.attr} of"
+        f" stream {frame[STREAM][i]!r}, data row {frame[ROW][i]} (0-based), {frame[w.attr][i]},"
+        " beyond 2^53, where float arithmetic rounds integers", w.span,
+        hints=[f"write WITHIN {floor} [{w.attr}]: over integers it is the same window"])
 
 
 def _unordered(frame: pl.DataFrame, wtime: str, w: ast.Window, last_time) -> QueryError:
