@@ -219,6 +219,99 @@ def test_tiny_kernel_equals_the_python_objects_on_random_equality_chains(tiny, s
         assert plan(query).executor().count(frame) == len(reference.reference_matches(query, events))
 
 
+#: time and attribute windows: ``ts`` null on some events (no start, no end there), equal on
+#: others; a tree (two compared sources), a partition, a projection, a fractional bound
+#: (floored: exact over integers) and a duration (``time`` in ms)
+TIMED = [
+    "SELECT * WHERE A AS x ; B AS y ; C AS z FILTER x.v < y.v AND y.v < z.v WITHIN 4 [ts]",
+    "SELECT * WHERE A AS x ; B AS y FILTER x.v <= y.v PARTITION BY [id] WITHIN 2 [ts]",
+    "SELECT x, z WHERE A AS x ; B AS y ; C AS z FILTER x.id = y.id AND y.v > z.v WITHIN 3.5 [ts]",
+    TREE.replace("WITHIN 8 EVENTS", "WITHIN 3 [ts]"),
+    "SELECT * WHERE A AS x ; B AS y ; C AS z FILTER x.v < y.v AND y.v < z.v WITHIN 15 ms",
+]
+
+
+def timed_log(n: int, seed: int, types: str = "ABC", ts: int = 0) -> list[dict]:
+    """``ts`` from the given start, rising by 0-2; ``time`` in ms."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        ts += rng.choice((0, 0, 1, 1, 2))
+        e = {"type": rng.choice(types), "v": rng.randrange(6), "id": rng.randrange(3),
+             "time": 3 * i // 2 * 1_000_000}
+        if rng.randrange(5):
+            e["ts"] = ts
+        out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("text", TIMED)
+def test_tiny_kernel_runs_time_and_attribute_windows_as_the_python_objects(tiny, text):
+    """A time window is one for all partitions; a run's start must have a time in it, which
+    the enumeration checks on the start's node (so no flat lists, whose entries have none);
+    an event without a time ends no match; times far below zero are offsets from the first.
+    Same matches, same order as the Python objects, and the brute force's."""
+    # times below the kernel's NEG (they are offsets from the first in it), except with a
+    # fractional bound: the Python objects then compute in floats (see the README)
+    base = 0 if "3.5" in text else -(2 ** 62) - 50
+    events = timed_log(200, 7, "TSR" if "T AS t" in text else "ABC", base)
+    got = same_on_both(text, events)
+    kernel, _ = executors(text)
+    assert kernel.count(events_frame(events)) == len(got) > 5
+    assert kernel._state.timed and kernel._state.counters()["flat_lists"] == 0
+    assert kernel._state.counters()["compactions"] > 0
+    head = events[:70]
+    reference.assert_same_matches(same_on_both(text, head), reference.reference_matches(parse(text), head))
+    same_on_both(text, events[:50], one_by_one=True)
+
+
+def test_a_time_window_keeps_memory_to_the_window_in_every_partition(tiny):
+    """Compaction keeps the runs whose start is within the window of the latest time of
+    the whole log, not of their partition: a partition that falls silent is emptied."""
+    text = "SELECT * WHERE A AS x ; B AS y FILTER x.v < y.v PARTITION BY [id] WITHIN 5 [ts]"
+    rng = random.Random(3)
+
+    def rows(n: int) -> int:
+        kernel, _ = executors(text)
+        events = [{"type": rng.choice("AB"), "v": rng.randrange(9), "ts": i,
+                   "id": i % 7 if i < 100 else 100 + i // 50} for i in range(n)]
+        frame = events_frame(events)
+        for i in range(0, n, 100):
+            kernel.count(frame.slice(i, 100))
+        kernel._state._compact()
+        return kernel._state.live_entries()
+
+    small, large = rows(600), rows(6000)
+    assert large <= small + 4 and small < 40, (small, large)
+
+
+def test_float_window_times_keep_the_python_objects_and_a_later_change_is_refused(tiny):
+    text = "SELECT * WHERE A AS a ; B AS b FILTER a.v < b.v WITHIN 2 [ts]"
+    ints = events_frame([{"type": "A", "v": 1, "ts": 1}, {"type": "B", "v": 2, "ts": 2}])
+    floats = events_frame([{"type": "A", "v": 1, "ts": 3.5}, {"type": "B", "v": 2, "ts": 4.0}])
+    engine = compile_query(text).executor()
+    assert engine.count(floats) == 1
+    assert "runs as Python objects: a window over Float64 times" in engine.describe()
+    engine = compile_query(text).executor()
+    assert engine.count(ints) == 1 and engine._state is not None
+    with pytest.raises(QueryError, match="window's times changed type") as e:
+        engine.count(floats)
+    assert "CER_HJ_KERNEL=0" in e.value.hints[0]
+
+
+def test_window_times_too_far_apart_for_int64_are_refused_not_wrapped(tiny):
+    text = "SELECT * WHERE A AS a ; B AS b FILTER a.v < b.v WITHIN 9223372036854775807 [ts]"
+    frame = events_frame([{"type": "A", "v": 1, "ts": -(2 ** 61)}, {"type": "B", "v": 2, "ts": 2 ** 61 - 1},
+                          {"type": "B", "v": 3, "ts": 2 ** 62}])
+    engine = compile_query(text).executor()
+    assert engine.count(frame.slice(0, 2)) == 1  # 2^62 apart, the most the offsets hold
+    with pytest.raises(QueryError, match="span .* more than the compiled hash join holds") as e:
+        engine.count(frame.slice(2, 1))
+    assert "CER_HJ_KERNEL=0" in e.value.hints[0]
+    _, python = executors(text)
+    assert python.count(frame) == 2
+
+
 def test_the_comparison_chain_runs_on_the_kernel_and_explain_says_so():
     """The issue's chain must not fall back silently: ``describe`` (what ``cer explain``
     prints) names the array kernel, and a run keeps it."""

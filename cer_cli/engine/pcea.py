@@ -79,6 +79,11 @@ NO_LOWER = -math.inf
 _KEY = "__cer_hj_key"
 #: key dtypes that are their own canonical id in the array kernel (``_kernel_inputs``)
 _OWN_ID = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
+#: window-time dtypes the array kernel runs (``_window_times``): integers exact in int64
+_KERNEL_TIMES = _OWN_ID + (pl.Null,)
+#: how far a window time may lie above the run's first one in the array kernel (int64 room
+#: for ``time - bound``; ``engine.pcea_state.NEG`` stays below every time)
+_TIME_SPAN = 1 << 62
 _WTIME = "__cer_hj_time"
 _ACT = "__cer_hj_act"
 
@@ -489,15 +494,15 @@ class HashJoinEngine:
                            self._ops)
         self._update_with = (self._final, self._slots, self._key_mode, self._ops)
         # The array kernel (``engine.pcea_state.JoinState``, numba-compiled for large logs)
-        # runs the shapes it supports; the others (iterated steps, carried keys, time
-        # windows, compared values that are not numbers) keep these Python objects.
+        # runs the shapes it supports; the others (iterated steps, carried keys, windows
+        # over float times, compared values that are not numbers) keep these Python objects.
         # ``kernel``: None follows ``CER_HJ_KERNEL`` (``0``: never), False never, True when
         # the shape allows. Decided here and on the first frame, said by ``describe``.
         from cer_cli.engine.pcea_state import unsupported
 
         if kernel is None:
             kernel = os.environ.get("CER_HJ_KERNEL", "1") != "0"
-        self._kernel_why = (unsupported(pcea, self._by_events, self._timed) if kernel
+        self._kernel_why = (unsupported(pcea) if kernel
                             else "the array kernel was turned off (CER_HJ_KERNEL=0)")
         self._state = None  # the JoinState, made on the first frame
         self._input_exprs = None  # (schema, step masks, compared columns): _kernel_inputs
@@ -506,6 +511,7 @@ class HashJoinEngine:
         self._pruned_at = 0  # the kernel's compactions when the dictionaries were last pruned
         self._pids: dict = {}  # partition key -> id
         self._pcount = np.zeros(0, np.int64)  # events per partition id so far
+        self._time0: int | None = None  # the run's first window time (``_window_times``)
 
     # ------------------------------------------------------------------ description
 
@@ -788,7 +794,10 @@ class HashJoinEngine:
             if isinstance(why, str):
                 self._kernel_why = why
                 return False
-            self._state = JoinState(self.pcea, self._labels, self._bound)
+            if self._timed and frame[_WTIME].dtype not in _KERNEL_TIMES:
+                self._kernel_why = f"a window over {frame[_WTIME].dtype} times (not integers)"
+                return False
+            self._state = JoinState(self.pcea, self._labels, self._bound, timed=self._timed)
         return True
 
     def _kernel_inputs(self, frame: pl.DataFrame):
@@ -846,10 +855,12 @@ class HashJoinEngine:
             self._pcount = np.concatenate([self._pcount,
                                            np.zeros(groups - len(self._pcount), np.int64)])
         # each event's index in its partition's stream (the window time of EVENTS windows)
+        if self._timed:
+            return act, pos, part, *self._window_times(frame), CV, CMPV
         if not self.partition_by:  # one stream: the events in turn (no sort of the frame)
             loc = np.arange(self._pcount[0], self._pcount[0] + n, dtype=np.int64)
             self._pcount[0] += n
-            return act, pos, part, loc, CV, CMPV
+            return act, pos, part, loc, None, CV, CMPV
         order = np.argsort(part, kind="stable")
         sp = part[order]
         starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]]) if n else np.zeros(0, np.int64)
@@ -857,7 +868,28 @@ class HashJoinEngine:
         loc = np.empty(n, dtype=np.int64)
         loc[order] = rank + self._pcount[sp]
         self._pcount += np.bincount(part, minlength=groups)
-        return act, pos, part, loc, CV, CMPV
+        return act, pos, part, loc, None, CV, CMPV
+
+    def _window_times(self, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """A time or attribute window's times for the kernel, and which events have one:
+        int64, as offsets from the run's first time (``_time0``) so that ``time - bound``
+        never overflows whatever the values. The log is ordered by them (``_prepare``), so
+        no offset is negative; one of 2^62 or more is refused rather than wrapped."""
+        col = frame[_WTIME]
+        if col.dtype not in _KERNEL_TIMES:
+            raise QueryError(f"the window's times changed type between slices of the log, to"
+                             f" {col.dtype}", hints=["run with CER_HJ_KERNEL=0"])
+        has = col.is_not_null()
+        times = col.drop_nulls()
+        if times.len() and self._time0 is None:
+            self._time0 = int(times[0])
+        if times.len() and int(times[-1]) - self._time0 >= _TIME_SPAN:
+            raise QueryError(
+                f"the window's times span {int(times[-1]) - self._time0} units, more than"
+                f" the compiled hash join holds (2^62)", hints=["run with CER_HJ_KERNEL=0"])
+        base = self._time0 or 0
+        tt = (col.cast(pl.Int64) - base).fill_null(0).to_numpy().astype(np.int64, copy=False)
+        return tt, has.to_numpy().astype(np.int64)
 
     def _kernel_batches(self, frame: pl.DataFrame, emit: bool) -> Iterator[MatchBatch]:
         """The matches of ``frame`` (prepared) from the array kernel, through
@@ -865,10 +897,11 @@ class HashJoinEngine:
         then come in one batch)."""
         if frame.height == 0:
             return
-        act, pos, part, loc, CV, CMPV = self._kernel_inputs(frame)
+        act, pos, part, tt, hast, CV, CMPV = self._kernel_inputs(frame)
         partitions = {i: k for k, i in self._pids.items()}
         decide = not self._streams
-        for batch in self._state.feed(act, pos, part, loc, CV, CMPV, emit, decide, partitions):
+        for batch in self._state.feed(act, pos, part, tt, CV, CMPV, emit, decide, partitions,
+                                      hast):
             if decide:
                 batch = report(batch, self.strategy, self.limit, self.pcea.dedupe is not None)
             self._matches += len(batch)

@@ -4,8 +4,8 @@ Appendix C) over flat arrays, the PCEA that ``cer_cli.compiler.pcea`` builds.
 ``engine/pcea_state.py`` (``JoinState``: the PCEA's tables, canonical key ids, growth,
 compaction, ``MatchBatch`` output, resuming) runs it for ``HashJoinEngine`` (``engine/pcea.py``)
 whenever the shape allows (``pcea_state.unsupported``); iterated steps, registers and carried
-keys — which this module implements but no test has run yet — and time windows keep the
-Python objects. The ordered index it uses is ``engine/ordered_kernel.py``.
+keys — which this module implements but no test has run yet — keep the Python objects, and
+so do windows over float times (``HashJoinEngine._on_kernel``). The ordered index it uses is ``engine/ordered_kernel.py``.
 
 Written over typed arrays so numba can compile it, like ``engine/kernel.py`` (the CEA's):
 this module holds only those functions, as plain Python, and the constants of their
@@ -176,6 +176,9 @@ E_ON, E_F, E_TOP, E_REP, E_OUT0, E_EV0 = 22, 23, 24, 25, 26, 27
 N_OUT, N_EV, EV_POS, EV_PART, NEED_WHAT, NEED_SIZE, NEXT_COMPACT, ADDED = (
     28, 29, 30, 31, 32, 33, 34, 35)
 LIVE_ENTRIES, COMPACTIONS, C_IN_PLACE = 36, 37, 38
+#: set for a time or attribute window: a run's start must have a time in the window, which
+#: the enumeration checks on the start's DS_w node — a flat list's entries have none
+NO_FLATS = 39
 SNAP = 40
 NSLOTS = SNAP + NSNAP
 
@@ -425,7 +428,7 @@ def _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, ref, rel, v, lo):
         st[C_MAX_PIECES] = n
     if n == 0:
         return NULL
-    if n > 1 or psc[0] & 3 == TREE:
+    if (n > 1 or psc[0] & 3 == TREE) and st[NO_FLATS] == 0:
         f = _flat(hi, hm, ti, tm, bi, bm, pc, pr, st, sk, psc, n, ti[ref >> 2, T_LAB], lo)
         if f != NO_FLAT:
             if f >= 0:
@@ -1069,10 +1072,11 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     pruning), except a tree node whose own run left the window (a way to live ones below
     it: O(log w) such per run) and the rest of a flat list whose entries all left the
     window since (at most ``FLAT_MAX`` read). A flat list's entries have no DS_w node
-    (``ep``'s node is -1): the kernel runs no time window, the only reader of it. A tree of
-    whole runs (its payloads adopted nothing: ``T_KID`` NULL) met with nothing left to expand,
-    too large for a flat list, is walked by a tighter loop in the same order, each live
-    payload reported from its tree node.
+    (``ep``'s node is -1), so a time window, which checks each run's start on its node,
+    builds none (``NO_FLATS``). A tree of whole runs (its payloads adopted nothing:
+    ``T_KID`` NULL) met with nothing left to expand, too large for a flat list, is walked by
+    a tighter loop in the same order, each live payload reported from its tree node (not
+    under a time window either).
 
     Resumable (the walk stays in ``st`` and the arrays): returns the number of candidates
     once done; -NEED_YIELD when ``st[BUDGET]`` is used up; -NEED_OUT when a scratch or

@@ -23,6 +23,8 @@ holds) and its compared values (``CMPV``, NaN for none).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 
@@ -60,11 +62,9 @@ OUTPUT = 16384
 EXACT = 1 << 53
 
 
-def unsupported(pcea: PCEA, by_events: bool, timed: bool) -> str | None:
+def unsupported(pcea: PCEA) -> str | None:
     """Why the array kernel cannot run this hash join (None: it can). Checked once, on the
-    PCEA and the window; the compared values' types are checked on the first frame."""
-    if timed:
-        return "a time or attribute window"
+    PCEA; the compared values' and the window times' types are checked on the first frame."""
     if any(s.step.loop for s in pcea.states) or pcea.registers:
         return "an iterated step (E AS y)+"
     if any(s.carried for s in pcea.states) or any(t.carried for t in pcea.transitions):
@@ -198,12 +198,17 @@ class JoinState:
     ``JIT_MIN_EVENTS`` events were seen (both run on the same arrays)."""
 
     def __init__(self, pcea: PCEA, labels: list[tuple[str, ...]], bound: int | None,
-                 jit: bool | None = None, budget: int | None = None) -> None:
-        """``labels[q]``: the labels a match reports for state q's event (projected)."""
+                 jit: bool | None = None, budget: int | None = None,
+                 timed: bool = False) -> None:
+        """``labels[q]``: the labels a match reports for state q's event (projected).
+        ``timed``: a time or attribute window, over integer times (``feed``'s ``tt``) that
+        some events lack (its ``hast``) and one window for all partitions; its bound is
+        then floored, exact for integer times (``t >= ft - b`` iff ``t >= ft - floor(b)``)."""
         self.tables = T = Tables(pcea, labels)
         self.labelsets = tuple(T.labelsets)
         self.windowed = bound is not None
-        self.bound = 0 if bound is None else int(bound)
+        self.timed = timed
+        self.bound = 0 if bound is None else math.floor(bound)
         self.jit = loader.jit_forced() if jit is None else jit
         self._fns = self._load() if self.jit else {}
         self._budget = budget
@@ -223,6 +228,8 @@ class JoinState:
         self.jn = np.zeros((R // 4, 3), i64)
         self.st = np.zeros(K.NSLOTS, i64)
         self.st[K.NEXT_COMPACT] = MIN_COMPACT
+        # a start's time is checked on its DS_w node, which a flat list's entries lack
+        self.st[K.NO_FLATS] = int(timed)
         self.now = np.array([NEG, NEG], i64)
         self.sk, self.sk2, self.sk3 = (np.zeros((r, 2), i64) for _ in range(3))
         self.psc = np.zeros(r, i64)
@@ -265,10 +272,13 @@ class JoinState:
 
     # ------------------------------------------------------------------ feeding
 
-    def feed(self, act, pos, part, tt, CV, CMPV, emit: bool, decide: bool, partitions: dict):
+    def feed(self, act, pos, part, tt, CV, CMPV, emit: bool, decide: bool, partitions: dict,
+             hast=None):
         """Feed one slice's events; yields a ``MatchBatch`` of candidates whenever the
         outputs are full and at the end (``emit``; with ``decide`` each event's candidates
-        stay in one batch). Without ``emit`` nothing is yielded: ``st[MATCHES]`` counts."""
+        stay in one batch). Without ``emit`` nothing is yielded: ``st[MATCHES]`` counts.
+        ``tt``: each event's window time (its position in its partition for an EVENTS
+        window); ``hast``: whether it has one (a timed window; else every event has)."""
         n = len(act)
         if self.jit is None and int(self.st[K.EVENTS]) + n >= loader.JIT_MIN_EVENTS:
             self.jit = True
@@ -278,7 +288,8 @@ class JoinState:
             grown = np.full(max(2 * len(self.last), int(part.max()) + 1), NEG, np.int64)
             grown[:len(self.last)] = self.last
             self.last = grown
-        hast = np.ones(n, np.int64)
+        if hast is None:
+            hast = np.ones(n, np.int64)
         act, pos, part, tt, hast, CV, CMPV = loader.readonly(act, pos, part, tt, hast, CV, CMPV)
         T = self.tables
         i = 0
@@ -286,7 +297,7 @@ class JoinState:
         while True:
             run = self._fn("run_events")
             status, i = run(
-                i, n, T.S, T.kw, False, self.windowed, self.bound, NEG, emit, decide,
+                i, n, T.S, T.kw, self.timed, self.windowed, self.bound, NEG, emit, decide,
                 act, pos, part, tt, hast, CV, CMPV, T.qt, T.sl, T.src, T.kso, T.kse,
                 self.hi, self.hm, self.ti, self.tm, self.tk, self.bi, self.bm, self.pc, self.pr,
                 self.hk, self.hv, self.jn, self.st, self.now,
@@ -319,8 +330,8 @@ class JoinState:
 
     def _note_times(self, part, tt, i: int) -> None:
         """Remember each partition's latest window time among the events fed before ``i``
-        (what ``_compact`` keeps runs for)."""
-        if i > self._noted:
+        (what ``_compact`` keeps runs for; a timed window has one for all, ``now``)."""
+        if i > self._noted and not self.timed:
             np.maximum.at(self.last, part[self._noted:i], tt[self._noted:i])
             self._noted = i
 
@@ -386,14 +397,23 @@ class JoinState:
         else:  # pragma: no cover - a code the kernel does not return
             raise AssertionError(f"pcea_kernel asked for room of unknown kind {what}")
 
+    def _lows(self) -> np.ndarray:
+        """Per partition id, the lowest start a live run can have: its latest window time
+        less the bound (NEG: no event yet, or no window); a timed window's is one for all."""
+        if not self.windowed:
+            return np.full_like(self.last, NEG)
+        if self.timed:
+            ft = int(self.now[K.NOW_FTIME])
+            return np.full_like(self.last, NEG if ft == NEG else ft - self.bound)
+        return np.where(self.last == NEG, NEG, self.last - self.bound)
+
     def _compact(self, cap: int | None = None) -> None:
         """Drop what no live run reaches (``pcea_kernel.compact``), then leave room: the
         next compaction when the arrays doubled again (``NEXT_COMPACT``), no array more
         than a quarter full, and an array that filled up before that doubled — so that
         compactions, each costing what it keeps, come once per as many allocations
         rather than every few events of a small window."""
-        plo = self.last - self.bound if self.windowed else np.full_like(self.last, NEG)
-        plo = np.where(self.last == NEG, NEG, plo)
+        plo = self._lows()
         st = self.st
         groups = ((K.NH, ("hi", "hm")), (O.NT, ("ti", "tm", "tk")), (K.NB, ("bi", "bm")),
                   (K.NPC, ("pc",)), (K.NPR, ("pr",)))
@@ -431,7 +451,7 @@ class JoinState:
         return np.unique(self.hk[self.hv[:, K.V_USED] != 0, K.K_IDS:])
 
     def live_entries(self) -> int:
-        plo = self.last - self.bound if self.windowed else np.full_like(self.last, NEG)
+        plo = self._lows()
         return int(self._fn("live_entries")(self.hk, self.hv, self.hm, self.tm, self.bm, plo))
 
 
