@@ -30,7 +30,7 @@ out, when they are at most ``FLAT_MAX`` and either whole runs — a first step's
 nothing — or runs that each adopted one set, which the list keeps beside each run; see
 ``_flat``). -1 is no reference.
 
-Per event (``_fire_update``; ``run_events`` is the loop):
+Per event (``_update_events``, which ``run_events`` calls once per event that ends runs):
 
 1. *FireTransitions*: for every state whose step the event takes, probe the index entry
    ``(partition, source state, key)`` of each source of its transition (the key computed on
@@ -180,12 +180,16 @@ LIVE_ENTRIES, COMPACTIONS, C_IN_PLACE = 36, 37, 38
 #: the enumeration checks on the start's DS_w node — a flat list's entries have none
 NO_FLATS = 39
 SNAP = 40
-NSLOTS = SNAP + NSNAP
+#: the event ``_update_events`` stopped at
+EV_AT = SNAP + NSNAP
+NSLOTS = EV_AT + 1
 
 PH_UPDATE, PH_ENUM = 0, 1
 
 # what run_events returns for
 DONE, NEED_YIELD, NEED_OUT, NEED_ROOM, NEED_COMPACT = 0, 1, 2, 3, 4
+#: ``_update_events``: an event's final nodes are to enumerate (``run_events`` never says it)
+U_ENUM = 5
 #: NEED_WHAT codes: the array to grow (NEED_ROOM, NEED_OUT)
 W_HEAP, W_TREE, W_BUNDLE, W_PIECES, W_PROD, W_TABLE, W_JOURNAL, W_STACK, W_NEW, \
     W_ESTACK, W_TODO, W_PATH, W_OUT = range(13)
@@ -650,181 +654,227 @@ def _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, pos, t, hast, ft, h):
 
 
 @njit_plain  # not inlined: a call of more than 30 arguments passes them as one tuple
-def _fire_update(r, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
-                 hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
-                 sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, h, ft, lo):
-    """FireTransitions then UpdateIndices for event ``r`` (see the module docstring).
-    Returns the number of new final nodes (``fin[:n]``), or FAIL with ``st[NEED_WHAT]``
-    set (the caller undoes the event)."""
-    mask = act[r]
-    p = part[r]
-    ps = pos[r]
-    nn = 0
-    for q in range(S):
-        if (mask >> q) & 1 == 0:
-            continue
-        so = qt[q, Q_SOFF]
-        sc = qt[q, Q_SCNT]
-        if sc == 0:
-            if nn >= nw.shape[0]:
-                st[NEED_WHAT] = W_NEW
-                return FAIL
-            x = _hnew(hi, hm, st, ps, q, t, h, ft, 0, 0, NULL, NULL, 0)
-            if x < 0:
-                return FAIL
-            nw[nn] = x
-            nn += 1
-        elif qt[q, Q_CARRY]:  # a chain step: one node per live carried value of its source
-            _key_row(kr, 0, kw, p, src[so, R_P], NULL, kso, kse, src[so, R_KEY], CV, r, nwc, 0)
-            cell = _find(hk, hv, kr[0], kw)
-            rel = src[so, R_REL]
-            v = CMPV[src[so, R_PV], r] if rel >= 0 else 0.0
-            if cell >= 0 and (rel < 0 or v == v):
-                nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk, psc,
-                                 kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], rel, v, ps, t, h, ft,
-                                 lo)
-                if nn == FAIL:
-                    return FAIL
+def _update_events(i, n, S, kw, timed, windowed, bound, neg, act, pos, part, tt, hast, CV,
+                   CMPV, qt, sl, src, kso, kse, hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn,
+                   st, now, sk, sk2, sk3, psc, kids, kr, nw, nwc, fin):
+    """FireTransitions then UpdateIndices (see the module docstring) for events ``i:n`` in
+    turn, until one has new final nodes to enumerate or the loop must return to Python:
+    one call per enumerated event rather than one per event, for its ~45 arguments (an
+    array is 7-9 machine words) cost more than the work of an event that ends no run.
+
+    Sets ``st[EV_AT]`` to the event it stopped at and returns: U_ENUM (that event is done,
+    its final nodes ``fin[:st[NF]]`` are to enumerate), DONE (``i == n``), NEED_YIELD or
+    NEED_COMPACT (before that event), or FAIL (that event is to be undone, ``st[NEED_WHAT]``
+    names the array that is full)."""
+    while i < n:
+        st[EV_AT] = i
+        if st[WORK] >= st[BUDGET]:
+            st[WORK] = 0
+            return NEED_YIELD
+        if st[NH] + st[NT] + st[NB] >= st[NEXT_COMPACT] or 4 * st[NH] > 3 * hi.shape[0] \
+                or 4 * st[NT] > 3 * ti.shape[0] or 4 * st[NB] > 3 * bi.shape[0] \
+                or 4 * st[NPC] > 3 * pc.shape[0] or 4 * st[NPR] > 3 * pr.shape[0] \
+                or 2 * st[HUSED] > hk.shape[0]:
+            return NEED_COMPACT
+        t = tt[i]
+        h = hast[i]
+        ft = now[NOW_FTIME]
+        if timed:
+            if h and t > ft:
+                ft = t
         else:
-            st[C_PROBES] += sc
-            ok = True
-            for j in range(sc):
-                e = so + j
-                _key_row(kr, 0, kw, p, src[e, R_P], NULL, kso, kse, src[e, R_KEY], CV, r,
-                         nwc, 0)
-                cell = _find(hk, hv, kr[0], kw)
-                if cell < 0:
-                    ok = False
-                    break
-                hr = hv[cell, V_ROOT]
-                if hr < 0 or ref_ms(hm, tm, bm, hr) < lo:
-                    ok = False
-                    break
-                rel = src[e, R_REL]
-                if rel >= 0:  # the ordered index: the runs whose key is in range
-                    v = CMPV[src[e, R_PV], r]
-                    if v != v:
-                        ok = False
-                        break
-                    hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr, rel, v, lo)
-                    if hr == FAIL:
-                        return FAIL
-                    if hr < 0:
-                        ok = False
-                        break
-                if not _share(hm, tm, bm, hv, jn, st, cell, hr):
-                    return FAIL
-                kids[j] = hr
-            if ok:
+            ft = t
+        if act[i] == 0:
+            now[NOW_FTIME] = ft
+            st[EVENTS] += 1
+            i += 1
+            continue
+        lo = neg
+        if windowed and ft != neg:
+            lo = ft - bound
+        for k in range(NSNAP):
+            st[SNAP + k] = st[k]
+        st[NJ] = 0
+        r = i
+        mask = act[r]
+        p = part[r]
+        ps = pos[r]
+        nn = 0
+        for q in range(S):
+            if (mask >> q) & 1 == 0:
+                continue
+            so = qt[q, Q_SOFF]
+            sc = qt[q, Q_SCNT]
+            if sc == 0:
                 if nn >= nw.shape[0]:
                     st[NEED_WHAT] = W_NEW
                     return FAIL
-                x = _extend(hi, hm, tm, bm, st, pr, q, ps, t, h, ft, kids, sc)
+                x = _hnew(hi, hm, st, ps, q, t, h, ft, 0, 0, NULL, NULL, 0)
                 if x < 0:
                     return FAIL
                 nw[nn] = x
                 nn += 1
-        if qt[q, Q_LOOP]:
-            # ``(E AS y)+``: adopt the runs whose last iteration has this event's key (with a
-            # register, only those whose value is in range)
-            slot = S + q
-            st[C_PROBES] += 1
-            _key_row(kr, 0, kw, p, slot, NULL, kso, kse, qt[q, Q_LKEY], CV, r, nwc, 0)
-            cell = _find(hk, hv, kr[0], kw)
-            lrel = qt[q, Q_LREL]
-            lv = CMPV[qt[q, Q_LPV], r] if lrel >= 0 else 0.0
-            if cell >= 0 and (lrel < 0 or lv == lv):
-                if sl[slot, L_MODE] == MODE_NESTED:
-                    nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk,
-                                     psc, kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], lrel, lv, ps,
-                                     t, h, ft, lo)
+            elif qt[q, Q_CARRY]:  # a chain step: one node per live carried value of its source
+                _key_row(kr, 0, kw, p, src[so, R_P], NULL, kso, kse, src[so, R_KEY], CV, r, nwc, 0)
+                cell = _find(hk, hv, kr[0], kw)
+                rel = src[so, R_REL]
+                v = CMPV[src[so, R_PV], r] if rel >= 0 else 0.0
+                if cell >= 0 and (rel < 0 or v == v):
+                    nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk, psc,
+                                     kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], rel, v, ps, t, h, ft,
+                                     lo)
                     if nn == FAIL:
                         return FAIL
-                else:
+            else:
+                st[C_PROBES] += sc
+                ok = True
+                for j in range(sc):
+                    e = so + j
+                    _key_row(kr, 0, kw, p, src[e, R_P], NULL, kso, kse, src[e, R_KEY], CV, r,
+                             nwc, 0)
+                    cell = _find(hk, hv, kr[0], kw)
+                    if cell < 0:
+                        ok = False
+                        break
                     hr = hv[cell, V_ROOT]
-                    if hr >= 0 and ref_ms(hm, tm, bm, hr) >= lo:
-                        if lrel >= 0:
-                            hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr,
-                                           lrel, lv, lo)
-                            if hr == FAIL:
-                                return FAIL
-                        if hr >= 0:
-                            if not _share(hm, tm, bm, hv, jn, st, cell, hr):
-                                return FAIL
-                            nn = _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, ps, t, h,
-                                            ft, hr)
-                            if nn == FAIL:
-                                return FAIL
-    # UpdateIndices: each new node into the entries its consumer and its loop probe
-    nf = 0
-    dcell = NULL  # one insertion into an unshared tree, done last (``_insert_in_place``)
-    dx = NULL
-    dv = 0.0
-    for i in range(nn):
-        x = nw[i]
-        q = hi[x, H_STATE]
-        if qt[q, Q_FINAL]:
-            fin[nf] = x
-            nf += 1
-        for which in range(2):
-            slot = qt[q, Q_SLOTA] if which == 0 else qt[q, Q_SLOTB]
-            if slot < 0:
-                continue
-            oc = sl[slot, L_OCOL]
-            v = 0.0
-            if oc >= 0:
-                v = CMPV[oc, r]
-                if v != v:
-                    continue  # no value to compare: never adopted through this index
-            mode = sl[slot, L_MODE]
-            spec = sl[slot, L_KEY] if mode == MODE_COLUMN else sl[slot, L_OWN]
-            _key_row(kr, 0, kw, p, slot, NULL, kso, kse, spec, CV, r, nwc, i)
-            cell = _find_or_add(hk, hv, jn, st, kr[0], kw)
-            if cell == FAIL:
-                return FAIL
-            if mode == MODE_NESTED:  # the carried values' entry under the probe key's
-                top = cell
-                _key_row(kr, 1, kw, p, slot, top, kso, kse, sl[slot, L_CAR], CV, r, nwc, i)
-                cell = _find_or_add(hk, hv, jn, st, kr[1], kw)
+                    if hr < 0 or ref_ms(hm, tm, bm, hr) < lo:
+                        ok = False
+                        break
+                    rel = src[e, R_REL]
+                    if rel >= 0:  # the ordered index: the runs whose key is in range
+                        v = CMPV[src[e, R_PV], r]
+                        if v != v:
+                            ok = False
+                            break
+                        hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr, rel, v, lo)
+                        if hr == FAIL:
+                            return FAIL
+                        if hr < 0:
+                            ok = False
+                            break
+                    if not _share(hm, tm, bm, hv, jn, st, cell, hr):
+                        return FAIL
+                    kids[j] = hr
+                if ok:
+                    if nn >= nw.shape[0]:
+                        st[NEED_WHAT] = W_NEW
+                        return FAIL
+                    x = _extend(hi, hm, tm, bm, st, pr, q, ps, t, h, ft, kids, sc)
+                    if x < 0:
+                        return FAIL
+                    nw[nn] = x
+                    nn += 1
+            if qt[q, Q_LOOP]:
+                # ``(E AS y)+``: adopt the runs whose last iteration has this event's key (with a
+                # register, only those whose value is in range)
+                slot = S + q
+                st[C_PROBES] += 1
+                _key_row(kr, 0, kw, p, slot, NULL, kso, kse, qt[q, Q_LKEY], CV, r, nwc, 0)
+                cell = _find(hk, hv, kr[0], kw)
+                lrel = qt[q, Q_LREL]
+                lv = CMPV[qt[q, Q_LPV], r] if lrel >= 0 else 0.0
+                if cell >= 0 and (lrel < 0 or lv == lv):
+                    if sl[slot, L_MODE] == MODE_NESTED:
+                        nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk,
+                                         psc, kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], lrel, lv, ps,
+                                         t, h, ft, lo)
+                        if nn == FAIL:
+                            return FAIL
+                    else:
+                        hr = hv[cell, V_ROOT]
+                        if hr >= 0 and ref_ms(hm, tm, bm, hr) >= lo:
+                            if lrel >= 0:
+                                hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr,
+                                               lrel, lv, lo)
+                                if hr == FAIL:
+                                    return FAIL
+                            if hr >= 0:
+                                if not _share(hm, tm, bm, hv, jn, st, cell, hr):
+                                    return FAIL
+                                nn = _adopt_one(hi, hm, tm, bm, st, pr, kids, nw, nn, q, ps, t, h,
+                                                ft, hr)
+                                if nn == FAIL:
+                                    return FAIL
+        # UpdateIndices: each new node into the entries its consumer and its loop probe
+        nf = 0
+        dcell = NULL  # one insertion into an unshared tree, done last (``_insert_in_place``)
+        dx = NULL
+        dv = 0.0
+        for m in range(nn):
+            x = nw[m]
+            q = hi[x, H_STATE]
+            if qt[q, Q_FINAL]:
+                fin[nf] = x
+                nf += 1
+            for which in range(2):
+                slot = qt[q, Q_SLOTA] if which == 0 else qt[q, Q_SLOTB]
+                if slot < 0:
+                    continue
+                oc = sl[slot, L_OCOL]
+                v = 0.0
+                if oc >= 0:
+                    v = CMPV[oc, r]
+                    if v != v:
+                        continue  # no value to compare: never adopted through this index
+                mode = sl[slot, L_MODE]
+                spec = sl[slot, L_KEY] if mode == MODE_COLUMN else sl[slot, L_OWN]
+                _key_row(kr, 0, kw, p, slot, NULL, kso, kse, spec, CV, r, nwc, m)
+                cell = _find_or_add(hk, hv, jn, st, kr[0], kw)
                 if cell == FAIL:
                     return FAIL
-                if st[ADDED]:
-                    tail = hv[top, V_TAIL]
-                    if tail < 0:
-                        if not _set(hv, jn, st, top, V_HEAD, cell):
+                if mode == MODE_NESTED:  # the carried values' entry under the probe key's
+                    top = cell
+                    _key_row(kr, 1, kw, p, slot, top, kso, kse, sl[slot, L_CAR], CV, r, nwc, m)
+                    cell = _find_or_add(hk, hv, jn, st, kr[1], kw)
+                    if cell == FAIL:
+                        return FAIL
+                    if st[ADDED]:
+                        tail = hv[top, V_TAIL]
+                        if tail < 0:
+                            if not _set(hv, jn, st, top, V_HEAD, cell):
+                                return FAIL
+                        elif not _set(hv, jn, st, tail, V_NEXT, cell):
                             return FAIL
-                    elif not _set(hv, jn, st, tail, V_NEXT, cell):
+                        if not _set(hv, jn, st, top, V_TAIL, cell):
+                            return FAIL
+                hr = hv[cell, V_ROOT]
+                if oc >= 0:  # the ordered index
+                    if dcell < 0 and hv[cell, V_SHARED] < lo:
+                        dcell = cell
+                        dx = x
+                        dv = v
+                        continue
+                    root = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hr, x, v, lo)
+                    if root == FAIL:
                         return FAIL
-                    if not _set(hv, jn, st, top, V_TAIL, cell):
+                elif hr < 0 or hm[hr >> 2, M_MS] < lo:  # a new heap: one node, the new run's
+                    st[C_UNIONS] += 1
+                    st[C_UNION_NODES] += 1
+                    if st[C_MAX_UNION] < 1:
+                        st[C_MAX_UNION] = 1
+                    root = x << 2
+                else:
+                    nh = h_union(hi, hm, st, hr >> 2, x, lo)
+                    if nh == FAIL:
                         return FAIL
-            hr = hv[cell, V_ROOT]
-            if oc >= 0:  # the ordered index
-                if dcell < 0 and hv[cell, V_SHARED] < lo:
-                    dcell = cell
-                    dx = x
-                    dv = v
-                    continue
-                root = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hr, x, v, lo)
-                if root == FAIL:
+                    root = nh << 2
+                if not _set(hv, jn, st, cell, V_ROOT, root):
                     return FAIL
-            elif hr < 0 or hm[hr >> 2, M_MS] < lo:  # a new heap: one node, the new run's
-                st[C_UNIONS] += 1
-                st[C_UNION_NODES] += 1
-                if st[C_MAX_UNION] < 1:
-                    st[C_MAX_UNION] = 1
-                root = x << 2
-            else:
-                nh = h_union(hi, hm, st, hr >> 2, x, lo)
-                if nh == FAIL:
-                    return FAIL
-                root = nh << 2
-            if not _set(hv, jn, st, cell, V_ROOT, root):
-                return FAIL
-    if dcell >= 0 and not _insert_in_place(hi, hm, ti, tm, tk, pr, qt, hv, jn, st, sk, sk2,
-                                           sk3, dcell, dx, dv, lo):
-        return FAIL
-    st[WORK] += nn + 1
-    return nf
+        if dcell >= 0 and not _insert_in_place(hi, hm, ti, tm, tk, pr, qt, hv, jn, st, sk, sk2,
+                                               sk3, dcell, dx, dv, lo):
+            return FAIL
+        st[WORK] += nn + 1
+        now[NOW_FTIME] = ft
+        st[EVENTS] += 1
+        if nf > 0 and (not timed or h):
+            st[NF] = nf
+            now[NOW_LO] = lo
+            st[EV_POS] = pos[i]
+            st[EV_PART] = part[i]
+            return U_ENUM
+        i += 1
+    st[EV_AT] = n
+    return DONE
 
 
 @njit_inline
@@ -1413,7 +1463,7 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
     Written as a resumable state machine, like ``engine.kernel.run_events``: it never
     re-binds an array (numba would count references on every rebinding), so it returns
     to Python whenever an array must grow."""
-    while i < n:
+    while True:
         if st[PHASE] == PH_ENUM:
             got = _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep,
                              timed, windowed, now[NOW_LO], emit, decide,
@@ -1425,53 +1475,19 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
             st[MATCHES] += got
             st[PHASE] = PH_UPDATE
             i += 1
-            continue
-        if st[WORK] >= st[BUDGET]:
-            st[WORK] = 0
-            return NEED_YIELD, i
-        if st[NH] + st[NT] + st[NB] >= st[NEXT_COMPACT] or 4 * st[NH] > 3 * hi.shape[0] \
-                or 4 * st[NT] > 3 * ti.shape[0] or 4 * st[NB] > 3 * bi.shape[0] \
-                or 4 * st[NPC] > 3 * pc.shape[0] or 4 * st[NPR] > 3 * pr.shape[0] \
-                or 2 * st[HUSED] > hk.shape[0]:
-            return NEED_COMPACT, i
-        t = tt[i]
-        h = hast[i]
-        ft = now[NOW_FTIME]
-        if timed:
-            if h and t > ft:
-                ft = t
-        else:
-            ft = t
-        if act[i] == 0:
-            now[NOW_FTIME] = ft
-            st[EVENTS] += 1
-            i += 1
-            continue
-        lo = neg
-        if windowed and ft != neg:
-            lo = ft - bound
-        for k in range(NSNAP):
-            st[SNAP + k] = st[k]
-        st[NJ] = 0
-        has = 1 if h else 0  # (numba compiles no conditional expression among many arguments)
-        nf = _fire_update(i, S, kw, act, pos, part, CV, CMPV, qt, sl, src, kso, kse,
-                          hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
-                          sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, t, has, ft, lo)
-        if nf < 0:
-            undo(hv, jn, st)
-            return NEED_ROOM, i
-        now[NOW_FTIME] = ft
-        st[EVENTS] += 1
-        if nf > 0 and (not timed or h):
-            st[NF] = nf
+        status = _update_events(i, n, S, kw, timed, windowed, bound, neg, act, pos, part, tt,
+                                hast, CV, CMPV, qt, sl, src, kso, kse, hi, hm, ti, tm, tk, bi,
+                                bm, pc, pr, hk, hv, jn, st, now, sk, sk2, sk3, psc, kids, kr,
+                                nw, nwc, fin)
+        i = st[EV_AT]
+        if status == U_ENUM:
             st[PHASE] = PH_ENUM
             st[E_ON] = 0
-            now[NOW_LO] = lo
-            st[EV_POS] = pos[i]
-            st[EV_PART] = part[i]
             continue
-        i += 1
-    return DONE, i
+        if status == FAIL:
+            undo(hv, jn, st)
+            return NEED_ROOM, i
+        return status, i
 
 
 # ---------------------------------------------------------------------------- compaction
