@@ -76,11 +76,14 @@ def tiny(monkeypatch):
     monkeypatch.setenv("CER_JIT", "0")
 
 
-def same_on_both(text: str, events: list[dict], one_by_one: bool = False) -> list:
+def same_on_both(text: str, events: list[dict], one_by_one: bool = False,
+                 size: int | None = None) -> list:
+    """The matches of both, fed as one frame, one event at a time or ``size`` at a time."""
     kernel, python = executors(text)
     assert "array kernel" in kernel.kernel_text()
     frame = events_frame(events)
-    frames = [frame.slice(i, 1) for i in range(frame.height)] if one_by_one else [frame]
+    size = 1 if one_by_one else size or frame.height
+    frames = [frame.slice(i, size) for i in range(0, frame.height, size)]
     got = [m for f in frames for m in kernel.run(f)]
     want = [m for f in frames for m in python.run(f)]
     assert got == want  # the same matches in the same order
@@ -231,38 +234,54 @@ TIMED = [
 ]
 
 
-def timed_log(n: int, seed: int, types: str = "ABC", ts: int = 0) -> list[dict]:
-    """``ts`` from the given start, rising by 0-2; ``time`` in ms."""
+def timed_log(n: int, seed: int, types: str = "ABC", ts: int = 0, timed_until: int = 0
+              ) -> list[dict]:
+    """``ts`` from the given start, rising by 0-2, null on one event in five from
+    ``timed_until`` on (``n``: never); ``time`` in ms."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         ts += rng.choice((0, 0, 1, 1, 2))
         e = {"type": rng.choice(types), "v": rng.randrange(6), "id": rng.randrange(3),
              "time": 3 * i // 2 * 1_000_000}
-        if rng.randrange(5):
+        if rng.randrange(5) or i < timed_until:
             e["ts"] = ts
         out.append(e)
     return out
 
 
+@pytest.mark.parametrize("nulls", ["throughout", "late", "none"])
 @pytest.mark.parametrize("text", TIMED)
-def test_tiny_kernel_runs_time_and_attribute_windows_as_the_python_objects(tiny, text):
-    """A time window is one for all partitions; a run's start must have a time in it, which
-    the enumeration checks on the start's node (so no flat lists, whose entries have none);
-    an event without a time ends no match; times far below zero are offsets from the first.
-    Same matches, same order as the Python objects, and the brute force's."""
+def test_tiny_kernel_runs_time_and_attribute_windows_as_the_python_objects(tiny, text, nulls):
+    """A time window is one for all partitions; an event without a time ends no match;
+    times far below zero are offsets from the first. While every event fed had a time,
+    max-start pruning is exact (a start's node has its time as max-start) and flat lists are
+    built; from the slice with the first event without one, a run's start is checked on its
+    node and no flat list is built (the older ones hold earlier, timed starts). Fed in
+    slices of 40: same matches, same order as the Python objects, and the brute force's."""
     # times below the kernel's NEG (they are offsets from the first in it), except with a
     # fractional bound: the Python objects then compute in floats (see the README)
     base = 0 if "3.5" in text else -(2 ** 62) - 50
-    events = timed_log(200, 7, "TSR" if "T AS t" in text else "ABC", base)
-    got = same_on_both(text, events)
+    until = {"throughout": 0, "late": 120, "none": 200}[nulls]
+    events = timed_log(200, 7, "TSR" if "T AS t" in text else "ABC", base, until)
+    got = same_on_both(text, events, size=40)
     kernel, _ = executors(text)
-    assert kernel.count(events_frame(events)) == len(got) > 5
-    assert kernel._state.timed and kernel._state.counters()["flat_lists"] == 0
-    assert kernel._state.counters()["compactions"] > 0
+    frame = events_frame(events)
+    assert sum(kernel.count(frame.slice(i, 40)) for i in range(0, 200, 40)) == len(got) > 5
+    counters = kernel._state.counters()
+    assert kernel._state.timed and counters["compactions"] > 0
+    if "[ts]" not in text:
+        nulls = "none"  # a duration: the time column, which has no nulls
+    assert kernel._state.st[pcea_state.K.NO_FLATS] == (nulls != "none")
+    assert {"throughout": counters["flat_lists"] == 0, "none": counters["flat_lists"] > 0,
+            "late": counters["flat_lists"] > 0 or "id" in text}[nulls]
     head = events[:70]
     reference.assert_same_matches(same_on_both(text, head), reference.reference_matches(parse(text), head))
     same_on_both(text, events[:50], one_by_one=True)
+    if nulls == "late":
+        reference.assert_same_matches(
+            same_on_both(text, events[80:160], size=20),
+            [m for m in reference.reference_matches(parse(text), events[80:160])])
 
 
 def test_a_time_window_keeps_memory_to_the_window_in_every_partition(tiny):

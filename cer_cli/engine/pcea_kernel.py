@@ -176,8 +176,12 @@ E_ON, E_F, E_TOP, E_REP, E_OUT0, E_EV0 = 22, 23, 24, 25, 26, 27
 N_OUT, N_EV, EV_POS, EV_PART, NEED_WHAT, NEED_SIZE, NEXT_COMPACT, ADDED = (
     28, 29, 30, 31, 32, 33, 34, 35)
 LIVE_ENTRIES, COMPACTIONS, C_IN_PLACE = 36, 37, 38
-#: set for a time or attribute window: a run's start must have a time in the window, which
-#: the enumeration checks on the start's DS_w node — a flat list's entries have none
+#: set once a time or attribute window's run fed an event without a time: a run may then
+#: start at one, so the enumeration checks each run's start on its DS_w node, and no flat
+#: list is built (its entries have no node). Before, every start has a time, whose node's
+#: max-start is that time (times never decrease): max-start pruning alone is exact, as for
+#: an EVENTS window, and the flat lists built then hold only such starts, all earlier than
+#: any event without a time
 NO_FLATS = 39
 SNAP = 40
 #: the event ``_update_events`` stopped at
@@ -1122,8 +1126,9 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     pruning), except a tree node whose own run left the window (a way to live ones below
     it: O(log w) such per run) and the rest of a flat list whose entries all left the
     window since (at most ``FLAT_MAX`` read). A flat list's entries have no DS_w node
-    (``ep``'s node is -1), so a time window, which checks each run's start on its node,
-    builds none (``NO_FLATS``). A tree of whole runs (its payloads adopted nothing:
+    (``ep``'s node is -1), so a time window, once it checks each run's start on its node
+    (``timed``: an event without a time was fed), builds none (``NO_FLATS``). A tree of whole
+    runs (its payloads adopted nothing:
     ``T_KID`` NULL) met with nothing left to expand, too large for a flat list, is walked by
     a tighter loop in the same order, each live payload reported from its tree node (not
     under a time window either).
@@ -1413,8 +1418,8 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
                 for j in range(1, d):
                     if ep[j, 1] < ep[first, 1]:
                         first = j
-                y = ep[first, 0]
-                if hi[y, H_HAST] == 0 or hm[y, M_TIME] < lo:
+                y = ep[first, 0]  # -1: a flat list's entry, a start with a time (``NO_FLATS``)
+                if y >= 0 and (hi[y, H_HAST] == 0 or hm[y, M_TIME] < lo):
                     break  # attribute windows: the start lacks a time, or an inner null hid it
             rep += 1
             if emit:
@@ -1466,7 +1471,7 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
     while True:
         if st[PHASE] == PH_ENUM:
             got = _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep,
-                             timed, windowed, now[NOW_LO], emit, decide,
+                             timed and st[NO_FLATS] != 0, windowed, now[NOW_LO], emit, decide,
                              o_start, o_end, o_part, o_off, o_pos, o_lab)
             if got < 0:
                 if got == -NEED_YIELD:

@@ -228,8 +228,6 @@ class JoinState:
         self.jn = np.zeros((R // 4, 3), i64)
         self.st = np.zeros(K.NSLOTS, i64)
         self.st[K.NEXT_COMPACT] = MIN_COMPACT
-        # a start's time is checked on its DS_w node, which a flat list's entries lack
-        self.st[K.NO_FLATS] = int(timed)
         self.now = np.array([NEG, NEG], i64)
         self.sk, self.sk2, self.sk3 = (np.zeros((r, 2), i64) for _ in range(3))
         self.psc = np.zeros(r, i64)
@@ -290,6 +288,9 @@ class JoinState:
             self.last = grown
         if hast is None:
             hast = np.ones(n, np.int64)
+        elif not self.st[K.NO_FLATS] and n and not hast.all():
+            # from this slice on, runs may start at events without a time: checked per run
+            self.st[K.NO_FLATS] = 1
         act, pos, part, tt, hast, CV, CMPV = loader.readonly(act, pos, part, tt, hast, CV, CMPV)
         T = self.tables
         i = 0

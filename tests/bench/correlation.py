@@ -286,6 +286,9 @@ CHAIN_QUERIES = {
     "plain": f"A ; B ; C WITHIN {NEXT_WINDOW} EVENTS",
     "comparison chain": ("A AS x ; B AS y ; C AS z FILTER x.val < y.val AND y.val < z.val"
                          f" WITHIN {NEXT_WINDOW} EVENTS"),
+    # the same window measured on the log's ``time`` (the position): the kernel's time path
+    "comparison chain, time window": ("A AS x ; B AS y ; C AS z FILTER x.val < y.val AND"
+                                      f" y.val < z.val WITHIN {NEXT_WINDOW} [time]"),
 }
 
 
@@ -342,6 +345,8 @@ def chain_brute_counts(df: pl.DataFrame, window: int = NEXT_WINDOW) -> dict[str,
             a = ok & (t[ii] == "A") & ((v[ii] < v[j]) if corr else True)
             total += int(cnt[a].sum())
         out[name] = total
+    # ``time`` is each event's position (``next_log``): the same window, the same matches
+    out["comparison chain, time window"] = out["comparison chain"]
     return out
 
 
