@@ -284,6 +284,28 @@ def test_tiny_kernel_runs_time_and_attribute_windows_as_the_python_objects(tiny,
             [m for m in reference.reference_matches(parse(text), events[80:160])])
 
 
+@pytest.mark.parametrize("nulls", [False, True])
+def test_time_windows_on_wide_values_and_many_runs_equal_the_python_objects(nulls):
+    """``TIMED`` on 1,500 events with values 0-999 (trees of hundreds of runs, flat lists,
+    compactions at the default sizes), fed in slices of 300: the same matches in the same
+    order as the Python objects."""
+    rng = random.Random(1)
+    events, ts = [], 0
+    for i in range(1500):
+        ts += rng.choice((0, 1, 1, 2))
+        e = {"type": rng.choice("ABC"), "v": rng.randrange(1000), "id": rng.randrange(5),
+             "time": i * 1_000_000}
+        if not nulls or rng.randrange(5):
+            e["ts"] = ts
+        events.append(e)
+    renamed = [dict(e, type={"A": "T", "B": "S", "C": "R"}[e["type"]]) for e in events]
+    for text in TIMED:
+        wide = text.replace("4 [ts]", "20 [ts]").replace("3 [ts]", "15 [ts]").replace(
+            "15 ms", "40 ms")
+        got = same_on_both(wide, renamed if "T AS t" in text else events, size=300)
+        assert len(got) > 10
+
+
 def test_a_time_window_keeps_memory_to_the_window_in_every_partition(tiny):
     """Compaction keeps the runs whose start is within the window of the latest time of
     the whole log, not of their partition: a partition that falls silent is emptied."""
