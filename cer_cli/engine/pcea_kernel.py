@@ -5,7 +5,8 @@ Appendix C) over flat arrays, the PCEA that ``cer_cli.compiler.pcea`` builds.
 compaction, ``MatchBatch`` output, resuming) runs it for ``HashJoinEngine`` (``engine/pcea.py``)
 whenever the shape allows (``pcea_state.unsupported``); iterated steps, registers and carried
 keys — which this module implements but no test has run yet — keep the Python objects, and
-so do windows over float times (``HashJoinEngine._on_kernel``). The ordered index it uses is ``engine/ordered_kernel.py``.
+so do windows over float times (``HashJoinEngine._on_kernel``). The ordered index it uses is
+``engine/ordered_kernel.py``.
 
 Written over typed arrays so numba can compile it, like ``engine/kernel.py`` (the CEA's):
 this module holds only those functions, as plain Python, and the constants of their
@@ -724,9 +725,9 @@ def _update_events(i, n, S, kw, timed, windowed, bound, neg, act, pos, part, tt,
                 rel = src[so, R_REL]
                 v = CMPV[src[so, R_PV], r] if rel >= 0 else 0.0
                 if cell >= 0 and (rel < 0 or v == v):
-                    nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk, psc,
-                                     kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], rel, v, ps, t, h, ft,
-                                     lo)
+                    nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk,
+                                     psc, kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], rel, v, ps,
+                                     t, h, ft, lo)
                     if nn == FAIL:
                         return FAIL
             else:
@@ -750,7 +751,8 @@ def _update_events(i, n, S, kw, timed, windowed, bound, neg, act, pos, part, tt,
                         if v != v:
                             ok = False
                             break
-                        hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr, rel, v, lo)
+                        hr = _in_range(hi, hm, ti, tm, tk, bi, bm, pc, pr, st, sk, psc, hr,
+                                       rel, v, lo)
                         if hr == FAIL:
                             return FAIL
                         if hr < 0:
@@ -779,9 +781,9 @@ def _update_events(i, n, S, kw, timed, windowed, bound, neg, act, pos, part, tt,
                 lv = CMPV[qt[q, Q_LPV], r] if lrel >= 0 else 0.0
                 if cell >= 0 and (lrel < 0 or lv == lv):
                     if sl[slot, L_MODE] == MODE_NESTED:
-                        nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, sk,
-                                         psc, kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], lrel, lv, ps,
-                                         t, h, ft, lo)
+                        nn = _adopt_each(hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st,
+                                         sk, psc, kids, nw, nwc, nn, cell, q, qt[q, Q_NCAR], lrel,
+                                         lv, ps, t, h, ft, lo)
                         if nn == FAIL:
                             return FAIL
                     else:
@@ -1128,10 +1130,9 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     window since (at most ``FLAT_MAX`` read). A flat list's entries have no DS_w node
     (``ep``'s node is -1), so a time window, once it checks each run's start on its node
     (``timed``: an event without a time was fed), builds none (``NO_FLATS``). A tree of whole
-    runs (its payloads adopted nothing:
-    ``T_KID`` NULL) met with nothing left to expand, too large for a flat list, is walked by
-    a tighter loop in the same order, each live payload reported from its tree node (not
-    under a time window either).
+    runs (its payloads adopted nothing: ``T_KID`` NULL) met with nothing left to expand, too
+    large for a flat list, is walked by a tighter loop in the same order, each live payload
+    reported from its tree node (not while ``timed`` either).
 
     Resumable (the walk stays in ``st`` and the arrays): returns the number of candidates
     once done; -NEED_YIELD when ``st[BUDGET]`` is used up; -NEED_OUT when a scratch or
