@@ -51,7 +51,8 @@ from cer_cli.engine.jit import njit_inline, njit_plain
 
 #: ``ti`` columns: children, the payload (a DS_w node id; -1 once it left the window),
 #: priority, what the payload adopted (``T_KID``: ``NULL`` nothing — a whole run by itself —,
-#: the reference of its one adopted set, or ``MANY``), the payload's position (ties of the
+#: the reference of its one adopted set, ``MANY``, or ``ALONE``: nothing, in a tree whose
+#: other payloads may have adopted a set), the payload's position (ties of the
 #: key), its label (``T_LAB``: every run of a tree is of one state), and the subtree's
 #: number of nodes (its runs, while none has left the window: a count takes them at once).
 #: With ``T_KID`` and ``T_LAB`` the enumeration goes from a tree node to the payload's
@@ -60,6 +61,9 @@ T_LEFT, T_RIGHT, T_NODE, T_PRIO, T_KID, T_POS, T_LAB, T_CNT = 0, 1, 2, 3, 4, 5, 
 TI_WIDTH = 8
 #: ``T_KID`` of a payload that adopted more than one set
 MANY = -3
+#: ``T_KID`` of a payload that adopted nothing in a tree whose other payloads may have
+#: adopted a set (an iterated state's: ``engine.pcea_kernel._tree_kid``)
+ALONE = -4
 #: ``tm`` columns: largest and smallest max-start of the subtree, the payload's own
 T_MS, T_MN, T_NMS = 0, 1, 2
 

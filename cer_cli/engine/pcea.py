@@ -494,8 +494,9 @@ class HashJoinEngine:
                            self._ops)
         self._update_with = (self._final, self._slots, self._key_mode, self._ops)
         # The array kernel (``engine.pcea_state.JoinState``, numba-compiled for large logs)
-        # runs the shapes it supports; the others (iterated steps, carried keys, windows
-        # over float times, compared values that are not numbers) keep these Python objects.
+        # runs the shapes it supports; the others (carried keys, windows over float times,
+        # compared values that are not numbers, and ``count`` of an iterated step without a
+        # time window) keep these Python objects.
         # ``kernel``: None follows ``CER_HJ_KERNEL`` (``0``: never), False never, True when
         # the shape allows. Decided here and on the first frame, said by ``describe``.
         from cer_cli.engine.pcea_state import unsupported
@@ -741,6 +742,12 @@ class HashJoinEngine:
         if not self._streams:
             return sum(len(b) for b in self.run_batches(frame))
         frame = self._prepare(frame)
+        if self._state is None and self._kernel_why is None and not self._timed \
+                and any(self._loops):
+            # the kernel counts run by run, and an iterated step's runs may be exponentially
+            # many (every rising subsequence of a window): these objects count the DAG
+            self._kernel_why = ("counting the runs of an iterated step (E AS y)+, over the"
+                                " DAG: they may be exponentially many")
         if self._on_kernel(frame):
             before = int(self._state.st[_K.MATCHES])
             for _ in self._kernel_batches(frame, emit=False):

@@ -3,9 +3,9 @@ Appendix C) over flat arrays, the PCEA that ``cer_cli.compiler.pcea`` builds.
 
 ``engine/pcea_state.py`` (``JoinState``: the PCEA's tables, canonical key ids, growth,
 compaction, ``MatchBatch`` output, resuming) runs it for ``HashJoinEngine`` (``engine/pcea.py``)
-whenever the shape allows (``pcea_state.unsupported``); iterated steps, registers and carried
-keys — which this module implements but no test has run yet — keep the Python objects, and
-so do windows over float times (``HashJoinEngine._on_kernel``). The ordered index it uses is
+whenever the shape allows (``pcea_state.unsupported``); carried keys — which this module
+implements but no test has run yet — keep the Python objects, and so do windows over float
+times (``HashJoinEngine._on_kernel``). The ordered index it uses is
 ``engine/ordered_kernel.py``.
 
 Written over typed arrays so numba can compile it, like ``engine/kernel.py`` (the CEA's):
@@ -96,6 +96,7 @@ import numpy as np
 
 from cer_cli.engine.jit import njit, njit_inline, njit_plain
 from cer_cli.engine.ordered_kernel import (
+    ALONE,
     BUNDLE,
     C_TREE_NODES,  # noqa: F401 - an st slot, read through this module by pcea_state
     FAIL,
@@ -333,6 +334,19 @@ def _adopted(hi, pr, x):
     if c == 1:
         return pr[hi[x, H_POFF]]
     return MANY
+
+
+@njit_inline
+def _tree_kid(hi, pr, qt, x):
+    """``T_KID`` of DS_w node ``x`` in an ordered index: what it adopted (``_adopted``),
+    except that an iterated state's whole run is ``ALONE``, not NULL. Its trees mix whole
+    runs (first iterations) with runs that adopted a set (the later ones), while the walk
+    of a subtree of whole runs (``_enumerate``) trusts a NULL at the subtree's root for
+    every node below it."""
+    kid = _adopted(hi, pr, x)
+    if kid == NULL and qt[hi[x, H_STATE], Q_LOOP]:
+        return ALONE
+    return kid
 
 
 @njit_inline
@@ -850,6 +864,15 @@ def _update_events(i, n, S, kw, timed, windowed, bound, neg, act, pos, part, tt,
                         dx = x
                         dv = v
                         continue
+                    if cell == dcell:
+                        # a second run into the tree whose insertion waits (an iterated state's
+                        # first iteration and its continuation, at one key and position): both
+                        # now, persistently, in the order the Python objects insert them
+                        hr = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hr, dx,
+                                          dv, lo)
+                        if hr == FAIL:
+                            return FAIL
+                        dcell = NULL
                     root = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hr, x, v, lo)
                     if root == FAIL:
                         return FAIL
@@ -889,7 +912,7 @@ def _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hr, x, v, lo):
     (``t_insert``): the new root's reference, or FAIL."""
     st[NEED_WHAT] = W_STACK
     nt = t_insert(ti, tm, tk, st, sk, sk2, sk3, NULL if hr < 0 else hr >> 2, x, hm[x, M_MS],
-                  v, hi[x, H_POS], _adopted(hi, pr, x), qt[hi[x, H_STATE], Q_LAB], lo)
+                  v, hi[x, H_POS], _tree_kid(hi, pr, qt, x), qt[hi[x, H_STATE], Q_LAB], lo)
     if nt == FAIL:
         return FAIL
     st[C_TREE_INSERTS] += 1
@@ -924,7 +947,7 @@ def _insert_in_place(hi, hm, ti, tm, tk, pr, qt, hv, jn, st, sk, sk2, sk3, cell,
         t = nt
     hv[cell, V_ROOT] = NULL if t < 0 else (t << 2) | TREE
     nt = t_insert_in(ti, tm, tk, st, sk, sk2, t, x, hm[x, M_MS], v, hi[x, H_POS],
-                     _adopted(hi, pr, x), qt[hi[x, H_STATE], Q_LAB])
+                     _tree_kid(hi, pr, qt, x), qt[hi[x, H_STATE], Q_LAB])
     if nt == FAIL:
         root = _tree_insert(hi, hm, ti, tm, tk, pr, qt, st, sk, sk2, sk3, hv[cell, V_ROOT], x,
                             v, lo)

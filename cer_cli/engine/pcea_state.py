@@ -10,10 +10,11 @@ handlers every budget of work (so Ctrl-C acts within a second, even inside one e
 enumeration).
 
 What the kernel supports (``unsupported`` says why not, and ``HashJoinEngine`` then runs
-its Python objects): every PCEA without carried keys, iterated steps ``(E AS y)+`` and
-registers, under no window or a ``WITHIN n EVENTS`` window, whose compared values are
-numbers (compared as float64: integers beyond 2^53 in the first frame choose the Python
-objects; in a later frame they are refused, exit 2, rather than rounded).
+its Python objects): every PCEA without carried keys — iterated steps ``(E AS y)+`` and
+their registers included — under no window, a ``WITHIN n EVENTS`` window or a time or
+attribute window over integer times, whose compared values are numbers (compared as
+float64: integers beyond 2^53 in the first frame choose the Python objects; in a later
+frame they are refused, exit 2, rather than rounded).
 
 Events are given as the per-event columns the kernel reads: the bit mask of the states an
 event may take, its position, partition id and window time, its equality keys as
@@ -65,8 +66,6 @@ EXACT = 1 << 53
 def unsupported(pcea: PCEA) -> str | None:
     """Why the array kernel cannot run this hash join (None: it can). Checked once, on the
     PCEA; the compared values' and the window times' types are checked on the first frame."""
-    if any(s.step.loop for s in pcea.states) or pcea.registers:
-        return "an iterated step (E AS y)+"
     if any(s.carried for s in pcea.states) or any(t.carried for t in pcea.transitions):
         return "a key carried across steps"
     if len(pcea.states) > 62:
@@ -130,6 +129,25 @@ class Tables:
             qt[q, K.Q_SLOTA] = -1 if q in pcea.finals else q
             qt[q, K.Q_SLOTB] = -1
             qt[q, K.Q_LAB] = self.labelsets.index(labels[q]) if labels[q] else -1
+        for q, state in enumerate(pcea.states):
+            if not state.step.loop:
+                continue
+            # ``(E AS y)+``: the loop index (slot S + q) holds q's runs under all of q's
+            # classes, probed with the new event's; a register compares through an ordered
+            # index (``cmp`` entries ``(q, -1, side)``)
+            own = spec(q, tuple(c for c, _ in state.classes))
+            qt[q, K.Q_LOOP] = 1
+            qt[q, K.Q_LKEY] = own
+            qt[q, K.Q_SLOTB] = S + q
+            sl[S + q, K.L_MODE] = K.MODE_COLUMN
+            sl[S + q, K.L_KEY] = own
+            c = pcea.register(q)
+            if c is not None:
+                qt[q, K.Q_LREL] = O.REL_CODES[c.rel]
+                sl[S + q, K.L_OCOL] = len(self.cmp)
+                self.cmp.append((q, -1, 0))
+                qt[q, K.Q_LPV] = len(self.cmp)
+                self.cmp.append((q, -1, 1))
         self.qt = qt
         self.sl = sl
         self.src = np.array(rows or [(0, -1, 0, 0)], np.int64).reshape(-1, K.SRC_WIDTH)
@@ -151,7 +169,7 @@ def compared_columns(pcea: PCEA, tables: Tables, schema) -> list[tuple] | str:
     out = []
     for i in range(0, len(tables.cmp), 2):
         q, j, _ = tables.cmp[i]
-        c = pcea.transitions[q].compare(j)
+        c = pcea.register(q) if j < 0 else pcea.transitions[q].compare(j)
         key, probe = value_expression(c.key, schema), value_expression(c.probe, schema)
         pair = comparison_pair(key, probe)
         if pair is None:
