@@ -494,9 +494,9 @@ class HashJoinEngine:
                            self._ops)
         self._update_with = (self._final, self._slots, self._key_mode, self._ops)
         # The array kernel (``engine.pcea_state.JoinState``, numba-compiled for large logs)
-        # runs the shapes it supports; the others (carried keys, windows over float times,
-        # compared values that are not numbers, and ``count`` of an iterated step without a
-        # time window) keep these Python objects.
+        # runs the shapes it supports; the others (windows over float times, compared values
+        # that are not numbers, and ``count`` of an iterated step without a time window) keep
+        # these Python objects.
         # ``kernel``: None follows ``CER_HJ_KERNEL`` (``0``: never), False never, True when
         # the shape allows. Decided here and on the first frame, said by ``describe``.
         from cer_cli.engine.pcea_state import unsupported

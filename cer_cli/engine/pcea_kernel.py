@@ -3,9 +3,8 @@ Appendix C) over flat arrays, the PCEA that ``cer_cli.compiler.pcea`` builds.
 
 ``engine/pcea_state.py`` (``JoinState``: the PCEA's tables, canonical key ids, growth,
 compaction, ``MatchBatch`` output, resuming) runs it for ``HashJoinEngine`` (``engine/pcea.py``)
-whenever the shape allows (``pcea_state.unsupported``); carried keys — which this module
-implements but no test has run yet — keep the Python objects, and so do windows over float
-times (``HashJoinEngine._on_kernel``). The ordered index it uses is
+whenever the shape allows (``pcea_state.unsupported``); windows over float times keep the
+Python objects (``HashJoinEngine._on_kernel``). The ordered index it uses is
 ``engine/ordered_kernel.py``.
 
 Written over typed arrays so numba can compile it, like ``engine/kernel.py`` (the CEA's):

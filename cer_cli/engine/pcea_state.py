@@ -10,8 +10,8 @@ handlers every budget of work (so Ctrl-C acts within a second, even inside one e
 enumeration).
 
 What the kernel supports (``unsupported`` says why not, and ``HashJoinEngine`` then runs
-its Python objects): every PCEA without carried keys — iterated steps ``(E AS y)+`` and
-their registers included — under no window, a ``WITHIN n EVENTS`` window or a time or
+its Python objects): every PCEA — carried keys, iterated steps ``(E AS y)+`` and their
+registers included — under no window, a ``WITHIN n EVENTS`` window or a time or
 attribute window over integer times, whose compared values are numbers (compared as
 float64: integers beyond 2^53 in the first frame choose the Python objects; in a later
 frame they are refused, exit 2, rather than rounded).
@@ -66,8 +66,6 @@ EXACT = 1 << 53
 def unsupported(pcea: PCEA) -> str | None:
     """Why the array kernel cannot run this hash join (None: it can). Checked once, on the
     PCEA; the compared values' and the window times' types are checked on the first frame."""
-    if any(s.carried for s in pcea.states) or any(t.carried for t in pcea.transitions):
-        return "a key carried across steps"
     if len(pcea.states) > 62:
         return "more than 62 states"
     consumed = {p for t in pcea.transitions for p in t.sources}
@@ -97,12 +95,24 @@ class Tables:
                 self.cv.append((s, cls))
             return self.cv.index((s, cls))
 
-        def spec(s: int, classes: tuple[int, ...]) -> int:
-            cols = tuple(column(s, c) for c in classes)
+        def spec(s: int, classes: tuple[int, ...], carried: bool = False) -> int:
+            """The key of ``classes`` on state s's event; ``carried``: on its run, whose
+            carried classes come from the run's carried values (``-1 - i``: the i-th)."""
+            slot = {c: i for i, (c, _) in enumerate(pcea.states[s].carried)} if carried else {}
+            cols = tuple(-1 - slot[c] if c in slot else column(s, c) for c in classes)
             if cols not in spec_of:
                 spec_of[cols] = len(specs)
                 specs.append(cols)
             return spec_of[cols]
+
+        # carried keys (``State.carried``): the runs a carrying transition adopts wait in a
+        # nested entry, one child per carried value (``MODE_NESTED``); a state whose runs
+        # carry a value builds its key per run (``MODE_PER_RUN``)
+        nest = [False] * S
+        for t in pcea.transitions:
+            if t.carried:
+                for p in t.sources:
+                    nest[p] = True
 
         qt = np.zeros((S, K.QT_WIDTH), np.int64)
         sl = np.zeros((2 * S, K.SL_WIDTH), np.int64)
@@ -121,8 +131,15 @@ class Tables:
                     pv = len(self.cmp)
                     self.cmp.append((q, j, 1))
                 rows.append((p, rel, spec(q, k), pv))
-                sl[p, K.L_MODE] = K.MODE_COLUMN
-                sl[p, K.L_KEY] = spec(p, k)
+                if nest[p] or pcea.states[p].carried:
+                    sl[p, K.L_MODE] = K.MODE_NESTED if nest[p] else K.MODE_PER_RUN
+                    sl[p, K.L_OWN] = spec(p, k, carried=True)
+                    sl[p, K.L_CAR] = spec(p, t.carried[j] if t.carried else (), carried=True)
+                else:
+                    sl[p, K.L_MODE] = K.MODE_COLUMN
+                    sl[p, K.L_KEY] = spec(p, k)
+            qt[q, K.Q_CARRY] = int(bool(t.carried))
+            qt[q, K.Q_NCAR] = len(pcea.states[q].carried)
         for q in range(S):
             qt[q, K.Q_LREL] = -1
             qt[q, K.Q_FINAL] = int(q in pcea.finals)
@@ -139,8 +156,13 @@ class Tables:
             qt[q, K.Q_LOOP] = 1
             qt[q, K.Q_LKEY] = own
             qt[q, K.Q_SLOTB] = S + q
-            sl[S + q, K.L_MODE] = K.MODE_COLUMN
-            sl[S + q, K.L_KEY] = own
+            if state.carried:  # the carried values nested under the event's own key
+                sl[S + q, K.L_MODE] = K.MODE_NESTED
+                sl[S + q, K.L_OWN] = own
+                sl[S + q, K.L_CAR] = spec(q, tuple(c for c, _ in state.carried), carried=True)
+            else:
+                sl[S + q, K.L_MODE] = K.MODE_COLUMN
+                sl[S + q, K.L_KEY] = own
             c = pcea.register(q)
             if c is not None:
                 qt[q, K.Q_LREL] = O.REL_CODES[c.rel]
@@ -159,6 +181,8 @@ class Tables:
         self.kse = np.array(kse or [0], np.int64)
         self.kw = K.K_IDS + max(len(c) for c in specs)
         self.max_sources = max([len(t.sources) for t in pcea.transitions] + [1])
+        #: the most values a run carries (``nwc``'s width)
+        self.max_carried = max([len(st.carried) for st in pcea.states] + [1])
 
 
 def compared_columns(pcea: PCEA, tables: Tables, schema) -> list[tuple] | str:
@@ -252,7 +276,7 @@ class JoinState:
         self.kids = np.zeros(T.max_sources, i64)
         self.kr = np.zeros((2, T.kw), i64)
         self.nw = np.zeros(r, i64)
-        self.nwc = np.zeros((r, 1), i64)
+        self.nwc = np.zeros((r, T.max_carried), i64)
         self.fin = np.zeros(r, i64)
         self.es = np.zeros((R // 4, 5), i64)
         self.ta = np.zeros((R // 4, 2), i64)
