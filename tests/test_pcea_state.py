@@ -183,19 +183,28 @@ def test_tiny_kernel_on_joins_trees_projections_partitions_and_limits(tiny, text
     same_on_both(text, events[:40], one_by_one=True)
 
 
-@given(comparison_queries(), valued_streams())
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                 HealthCheck.function_scoped_fixture])
-def test_tiny_kernel_equals_the_python_objects_on_random_comparisons(tiny, query, events):
+#: the random tests' settings (the ``tiny`` fixture is not reset between examples: harmless)
+RANDOM = settings(max_examples=120, deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                         HealthCheck.function_scoped_fixture])
+
+
+def kernel_and_python(query) -> tuple[HashJoinEngine, HashJoinEngine]:
+    """A random query's hash join on the kernel and on the Python objects (hypothesis
+    skips the queries the hash join or the kernel does not take)."""
     try:
         engine = plan(query).executor()
     except QueryError:
         assume(False)
     assume(isinstance(engine, HashJoinEngine) and engine._kernel_why is None)
-    kernel, python = engine, HashJoinEngine(engine.pcea, engine.window, engine.partition_by,
-                                            engine.limit, engine.streams, engine.strategy,
-                                            kernel=False)
+    return engine, HashJoinEngine(engine.pcea, engine.window, engine.partition_by,
+                                  engine.limit, engine.streams, engine.strategy, kernel=False)
+
+
+@given(comparison_queries(), valued_streams())
+@RANDOM
+def test_tiny_kernel_equals_the_python_objects_on_random_comparisons(tiny, query, events):
+    kernel, python = kernel_and_python(query)
     frame = events_frame(events)
     got, want = list(kernel.run(frame)), list(python.run(frame))
     assert got == want
@@ -204,19 +213,11 @@ def test_tiny_kernel_equals_the_python_objects_on_random_comparisons(tiny, query
 
 
 @given(chain_queries(), ragged_streams())
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                 HealthCheck.function_scoped_fixture])
+@RANDOM
 def test_tiny_kernel_equals_the_python_objects_on_random_equality_chains(tiny, shaped_query,
                                                                         events):
     _, query = shaped_query
-    try:
-        engine = plan(query).executor()
-    except QueryError:
-        assume(False)
-    assume(isinstance(engine, HashJoinEngine) and engine._kernel_why is None)
-    python = HashJoinEngine(engine.pcea, engine.window, engine.partition_by, engine.limit,
-                            engine.streams, engine.strategy, kernel=False)
+    engine, python = kernel_and_python(query)
     frame = events_frame(events)
     assert list(engine.run(frame)) == list(python.run(frame))
     if query.limit is None:
@@ -307,6 +308,17 @@ def test_time_windows_on_wide_values_and_many_runs_equal_the_python_objects(null
         assert len(got) > 10
 
 
+def live_entries_after(text: str, events: list[dict]) -> int:
+    """The kernel's live index entries after counting ``events`` in slices of 100 and a
+    compaction."""
+    kernel, _ = executors(text)
+    frame = events_frame(events)
+    for i in range(0, frame.height, 100):
+        kernel.count(frame.slice(i, 100))
+    kernel._state._compact()
+    return kernel._state.live_entries()
+
+
 def test_a_time_window_keeps_memory_to_the_window_in_every_partition(tiny):
     """Compaction keeps the runs whose start is within the window of the latest time of
     the whole log, not of their partition: a partition that falls silent is emptied."""
@@ -314,14 +326,9 @@ def test_a_time_window_keeps_memory_to_the_window_in_every_partition(tiny):
     rng = random.Random(3)
 
     def rows(n: int) -> int:
-        kernel, _ = executors(text)
-        events = [{"type": rng.choice("AB"), "v": rng.randrange(9), "ts": i,
-                   "id": i % 7 if i < 100 else 100 + i // 50} for i in range(n)]
-        frame = events_frame(events)
-        for i in range(0, n, 100):
-            kernel.count(frame.slice(i, 100))
-        kernel._state._compact()
-        return kernel._state.live_entries()
+        return live_entries_after(text, [
+            {"type": rng.choice("AB"), "v": rng.randrange(9), "ts": i,
+             "id": i % 7 if i < 100 else 100 + i // 50} for i in range(n)])
 
     small, large = rows(600), rows(6000)
     assert large <= small + 4 and small < 40, (small, large)
@@ -423,17 +430,9 @@ def test_iterated_steps_on_wide_values_and_many_runs_equal_the_python_objects():
 
 
 @given(register_queries(), valued_streams())
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                 HealthCheck.function_scoped_fixture])
+@RANDOM
 def test_tiny_kernel_equals_the_python_objects_on_random_registers(tiny, query, events):
-    try:
-        engine = plan(query).executor()
-    except QueryError:
-        assume(False)
-    assume(isinstance(engine, HashJoinEngine) and engine._kernel_why is None)
-    python = HashJoinEngine(engine.pcea, engine.window, engine.partition_by, engine.limit,
-                            engine.streams, engine.strategy, kernel=False)
+    engine, python = kernel_and_python(query)
     frame = events_frame(events)
     got = list(engine.run(frame))
     assert engine._kernel_why is None  # no silent fallback
@@ -490,12 +489,7 @@ def test_carried_values_follow_the_window_not_the_log(tiny):
     text = "SELECT * WHERE C AS x ; A AS y ; B AS z FILTER x.v = z.v WITHIN 6 EVENTS"
 
     def entries(n: int) -> int:
-        kernel, _ = executors(text)
-        frame = events_frame([{"type": "CAB"[i % 3], "v": i // 3} for i in range(n)])
-        for i in range(0, n, 100):
-            kernel.count(frame.slice(i, 100))
-        kernel._state._compact()
-        return kernel._state.live_entries()
+        return live_entries_after(text, [{"type": "CAB"[i % 3], "v": i // 3} for i in range(n)])
 
     small, large = entries(600), entries(6000)
     assert large <= small + 2 and small < 20, (small, large)
