@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from cer_cli import signals
 from cer_cli.api import compile_query
 from cer_cli.engine import jit as J
+from cer_cli.engine import pcea_kernel as K
 from cer_cli.engine import pcea_state
 from cer_cli.engine.pcea import HashJoinEngine
 from cer_cli.plan import plan
@@ -426,7 +427,11 @@ def test_iterated_steps_on_wide_values_and_many_runs_equal_the_python_objects():
     compactions at the default sizes), fed in slices of 300."""
     events = looped_log(1500, 4, 1000)
     for text in LOOPS:
-        assert len(same_on_both(text, events, size=300)) > 100
+        got = same_on_both(text, events, size=300)
+        assert len(got) > 100
+        counter, _ = executors(text)
+        assert counter.count(events_frame(events)) == len(got)
+        assert dag_counted(counter) == ("[ts]" not in text)
 
 
 @given(register_queries(), valued_streams())
@@ -439,6 +444,47 @@ def test_tiny_kernel_equals_the_python_objects_on_random_registers(tiny, query, 
     assert got == list(python.run(frame))
     if query.limit is None:
         reference.assert_same_matches(got, reference.reference_matches(query, events))
+        # counted over the DAG (resumed after every few units of work, its stack grown)
+        counter = plan(query).executor()
+        assert counter.count(frame) == len(got)
+        assert counter._kernel_why is None
+
+
+def dag_counted(engine: HashJoinEngine) -> bool:
+    """Whether the engine's kernel counted events over the DAG (``_count_dag``)."""
+    return engine._state is not None and engine._state.st[K.C_STAMP] > 0
+
+
+@pytest.mark.parametrize("text", [t for t in LOOPS if "[ts]" not in t])
+def test_tiny_kernel_counts_iterated_steps_over_the_dag(tiny, text):
+    """``--count`` of an iterated step walks the DAG of runs on the kernel (each shared
+    set counted once per event), with tiny arrays and budget: the number of matches the
+    kernel and the Python objects enumerate."""
+    events = looped_log(400, 8, 6)
+    frames = [events_frame(events[i:i + 70]) for i in range(0, len(events), 70)]
+    kernel, python = executors(text)
+    want = sum(len(list(python.run(f))) for f in frames)
+    assert want > 20 and sum(kernel.count(f) for f in frames) == want
+    assert dag_counted(kernel) and kernel._state.big_matches == 0
+
+
+@pytest.mark.parametrize("jit", ["0", "1"])
+def test_counts_beyond_int64_on_the_kernel_are_exact(monkeypatch, jit):
+    """A register over a rising log: 2^100 and more runs per event. The kernel's int64
+    count passes 2^62, and those events are counted again in Python integers."""
+    if jit == "1" and (os.environ.get("NUMBA_DISABLE_JIT") == "1" or not J.HAVE_NUMBA):
+        pytest.skip("numba compiles the kernel")
+    monkeypatch.setenv("CER_JIT", jit)
+    n, w = 150, 100
+    events = [{"type": "A", "v": i} for i in range(n)]
+    want = sum(2 ** (j - i - 1) if j > i else 1
+               for i in range(n) for j in range(i, min(n, i + w + 1)))
+    engine = compile_query(f"SELECT * WHERE (A AS y FILTER y.v > PREV(y).v)+ WITHIN {w} EVENTS"
+                           ).executor()
+    assert engine.count(events_frame(events[:70])) + engine.count(events_frame(events[70:])) \
+        == want
+    assert dag_counted(engine) and engine._state.compiled == (jit == "1")
+    assert 2 ** 63 < engine._state.big_matches < want  # some events in int64, some not
 
 
 #: carried keys: a value of an earlier event carried through the events between (a nested
@@ -500,9 +546,9 @@ def test_shapes_the_kernel_does_not_run_say_why():
     engine = compile_query(text).executor()
     assert isinstance(engine, HashJoinEngine)
     assert "runs on the array kernel" in engine.describe()
-    # counted, an iterated step's runs stay on the Python objects (exponentially many)
-    engine.count(events_frame([{"type": "A", "v": 1}, {"type": "A", "v": 2}]))
-    assert "runs as Python objects: counting the runs of an iterated step" in engine.describe()
+    # counted too (over the DAG: an iterated step's runs may be exponentially many)
+    assert engine.count(events_frame([{"type": "A", "v": 1}, {"type": "A", "v": 2}])) == 3
+    assert "runs on the array kernel" in engine.describe()
     engine = compile_query("SELECT * WHERE A AS a ; B AS b FILTER a.s < b.s WITHIN 5 EVENTS"
                            ).executor()
     engine.count(events_frame([{"type": "A", "s": "a"}, {"type": "B", "s": "b"}]))

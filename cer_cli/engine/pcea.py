@@ -742,17 +742,18 @@ class HashJoinEngine:
         if not self._streams:
             return sum(len(b) for b in self.run_batches(frame))
         frame = self._prepare(frame)
-        if self._state is None and self._kernel_why is None and not self._timed \
-                and any(self._loops):
-            # the kernel counts run by run, and an iterated step's runs may be exponentially
-            # many (every rising subsequence of a window): these objects count the DAG
-            self._kernel_why = ("counting the runs of an iterated step (E AS y)+, over the"
-                                " DAG: they may be exponentially many")
         if self._on_kernel(frame):
-            before = int(self._state.st[_K.MATCHES])
+            state = self._state
+            # an iterated step's runs may be exponentially many (every rising subsequence
+            # of the window): counted over the DAG, as these objects count them. Other
+            # runs are counted one by one, which measures 5-15% faster on the comparison
+            # chain (flat lists counted whole); so is a time window's (each run's start
+            # is checked)
+            state.st[_K.DAG_COUNT] = int(not self._timed and any(self._loops))
+            before, big = int(state.st[_K.MATCHES]), state.big_matches
             for _ in self._kernel_batches(frame, emit=False):
                 pass
-            n = int(self._state.st[_K.MATCHES]) - before
+            n = int(state.st[_K.MATCHES]) - before + state.big_matches - big
             self._matches += n
             return n
         if not self._timed:  # every run is a match: count them without building them

@@ -49,7 +49,10 @@ Per event (``_update_events``, which ``run_events`` calls once per event that en
    (``_insert_in_place``).
 3. the new nodes of final states are enumerated (``_enumerate``): every run under them
    whose start is in the window, pruning by max-start; each visited heap node yields a
-   run, so the delay is linear in the size of each match.
+   run, so the delay is linear in the size of each match. Counted (``--count``) with an
+   iterated step and no time window, they are counted over the DAG instead
+   (``_count_dag``): each shared set once per event, not each of the exponentially many
+   runs.
 
 An event is a transaction: the index entries it changes are journaled (``jn``), and when
 an array is full mid-event (``FAIL``) the event is undone — its nodes dropped, the entries
@@ -187,12 +190,18 @@ NO_FLATS = 39
 SNAP = 40
 #: the event ``_update_events`` stopped at
 EV_AT = SNAP + NSNAP
-NSLOTS = EV_AT + 1
+#: a count (``emit`` off) counts each event's runs over the DAG (``_count_dag``), not one by
+#: one; ``C_STAMP``: the event whose counts ``cm`` holds (one per counted event)
+DAG_COUNT, C_STAMP = EV_AT + 1, EV_AT + 2
+NSLOTS = EV_AT + 3
 
 PH_UPDATE, PH_ENUM = 0, 1
 
 # what run_events returns for
 DONE, NEED_YIELD, NEED_OUT, NEED_ROOM, NEED_COMPACT = 0, 1, 2, 3, 4
+#: an event's count over the DAG passed ``COUNT_MAX``: the caller counts it exactly (Python
+#: integers) and goes on from the next event
+NEED_BIG = 6
 #: ``_update_events``: an event's final nodes are to enumerate (``run_events`` never says it)
 U_ENUM = 5
 #: NEED_WHAT codes: the array to grow (NEED_ROOM, NEED_OUT)
@@ -1473,6 +1482,221 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
     return rep
 
 
+#: the largest count ``_count_dag`` adds or multiplies in int64 (beyond it: NEED_BIG)
+COUNT_MAX = 1 << 62
+
+
+@njit_inline
+def _sum(v, c, exact):
+    """``v + c`` for counts (-1: one of them, or the sum, is beyond ``COUNT_MAX``; never
+    with ``exact``, over Python integers)."""
+    if v < 0 or c < 0 or (not exact and v > COUNT_MAX - c):
+        return -1
+    return v + c
+
+
+@njit_inline
+def _product(v, c, exact):
+    """``v * c`` for counts, as ``_sum``."""
+    if v < 0 or c < 0 or (not exact and c != 0 and v > COUNT_MAX // c):
+        return -1
+    return v * c
+
+
+@njit_inline
+def _memo_at(ref):
+    """Where ``cm`` keeps reference ``ref``'s count: ``(row, 0 heap / 1 tree / 2 bundle or
+    flat list)`` — bundles and flat lists share ``bi``'s ids."""
+    kind = ref & 3
+    return ref >> 2, (kind if kind < FLAT else BUNDLE)
+
+
+@njit_plain
+def _count_dag(hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, cm, lo, budget, exact):
+    """How many runs ``_enumerate`` would report for the event's final nodes, counted over
+    the DAG: a heap node's runs are its payload's (the product of its adopted sets' counts)
+    and its live union children's; a tree's, bundle's or flat list's the sum of its live
+    parts'. Each reference is counted once per event (``cm[row, kind] = (count, stamp)``),
+    by a post-order walk whose stack is ``es`` (reference, children pushed?). The same
+    references, and the same liveness tests, as ``_enumerate`` — without a time window's
+    check of each run's start, which needs the whole run (the caller counts so only
+    without one). Why: an iterated step's runs can be exponentially many (every rising
+    subsequence of the window); the walk costs the DAG's live nodes.
+
+    Resumable like ``_enumerate``: the count, or -NEED_YIELD (``budget``), -NEED_OUT
+    (``es`` full, ``st[NEED_WHAT]``), -NEED_BIG (a count passed ``COUNT_MAX``; not with
+    ``exact``, which plain Python runs over ``cm`` of Python integers)."""
+    if st[E_ON] == 0:
+        st[E_ON] = 1
+        st[E_F] = 0
+        st[E_TOP] = 0
+        st[E_REP] = 0
+        st[C_STAMP] += 1
+    stamp = st[C_STAMP]
+    nf = st[NF]
+    fi = st[E_F]
+    top = st[E_TOP]
+    rep = 0 if exact else st[E_REP]
+    work = st[WORK]
+    status = 0
+    while True:
+        if top == 0:
+            if fi >= nf:
+                break
+            root = fin[fi]
+            if hm[root, M_MS] < lo:
+                fi += 1
+                continue
+            es[0, 0] = root << 2
+            es[0, 1] = 0
+            top = 1
+        while top > 0:
+            if work >= budget:
+                status = NEED_YIELD
+                break
+            work += 1
+            ref = es[top - 1, 0]
+            x, k = _memo_at(ref)
+            if cm[x, k, 1] == stamp:
+                top -= 1
+                continue
+            kind = ref & 3
+            if es[top - 1, 1] == 0:  # first: its parts not counted yet go on the stack
+                need = 3
+                if kind == HEAP:
+                    need = 2 + hi[x, H_PCNT]
+                elif kind != TREE:
+                    need = bi[x, B_CNT]
+                if top + need > es.shape[0]:
+                    st[NEED_WHAT] = W_ESTACK
+                    status = NEED_OUT
+                    break
+                es[top - 1, 1] = 1
+                if kind == HEAP:
+                    off = hi[x, H_POFF]
+                    for j in range(hi[x, H_PCNT]):
+                        r = pr[off + j]
+                        y, kk = _memo_at(r)
+                        if cm[y, kk, 1] != stamp:
+                            es[top, 0] = r
+                            es[top, 1] = 0
+                            top += 1
+                    for side in range(H_LEFT, H_RIGHT + 1):
+                        c = hi[x, side]
+                        if c >= 0 and hm[c, M_MS] >= lo and cm[c, HEAP, 1] != stamp:
+                            es[top, 0] = c << 2
+                            es[top, 1] = 0
+                            top += 1
+                elif kind == TREE:
+                    if not (ti[x, T_KID] == NULL and tm[x, T_MN] >= lo):
+                        for side in range(T_LEFT, T_RIGHT + 1):
+                            c = ti[x, side]
+                            if c >= 0 and tm[c, T_MS] >= lo and cm[c, TREE, 1] != stamp:
+                                es[top, 0] = (c << 2) | TREE
+                                es[top, 1] = 0
+                                top += 1
+                        kid = ti[x, T_KID]
+                        if tm[x, T_NMS] >= lo and kid != NULL and kid != ALONE:
+                            r = kid if kid >= 0 else ti[x, T_NODE] << 2
+                            y, kk = _memo_at(r)
+                            if cm[y, kk, 1] != stamp:
+                                es[top, 0] = r
+                                es[top, 1] = 0
+                                top += 1
+                elif kind == BUNDLE:
+                    off = bi[x, B_OFF]
+                    for j in range(bi[x, B_CNT]):
+                        r = pc[off + j]
+                        y, kk = _memo_at(r)
+                        if ref_ms(hm, tm, bm, r) >= lo and cm[y, kk, 1] != stamp:
+                            es[top, 0] = r
+                            es[top, 1] = 0
+                            top += 1
+                elif bi[x, B_FLAT] == FLAT_KIDS:
+                    e = bi[x, B_OFF] + F_HEAD
+                    for _j in range(bi[x, B_CNT]):
+                        if pc[e + 1] >= lo:
+                            r = pc[e + 2]
+                            y, kk = _memo_at(r)
+                            if cm[y, kk, 1] != stamp:
+                                es[top, 0] = r
+                                es[top, 1] = 0
+                                top += 1
+                        e += F_W
+                continue
+            # its parts are counted: its own count (-1: beyond COUNT_MAX)
+            v = 0
+            if kind == HEAP:
+                v = 1
+                off = hi[x, H_POFF]
+                for j in range(hi[x, H_PCNT]):
+                    y, kk = _memo_at(pr[off + j])
+                    v = _product(v, cm[y, kk, 0], exact)
+                for side in range(H_LEFT, H_RIGHT + 1):
+                    c = hi[x, side]
+                    if c >= 0 and hm[c, M_MS] >= lo:
+                        v = _sum(v, cm[c, HEAP, 0], exact)
+            elif kind == TREE:
+                if ti[x, T_KID] == NULL and tm[x, T_MN] >= lo:
+                    v = int(ti[x, T_CNT])  # whole runs, none has left the window
+                else:
+                    for side in range(T_LEFT, T_RIGHT + 1):
+                        c = ti[x, side]
+                        if c >= 0 and tm[c, T_MS] >= lo:
+                            v = _sum(v, cm[c, TREE, 0], exact)
+                    if tm[x, T_NMS] >= lo:
+                        kid = ti[x, T_KID]
+                        if kid == NULL or kid == ALONE:
+                            v = _sum(v, 1, exact)
+                        else:
+                            y, kk = _memo_at(kid if kid >= 0 else ti[x, T_NODE] << 2)
+                            v = _sum(v, cm[y, kk, 0], exact)
+            elif kind == BUNDLE:
+                off = bi[x, B_OFF]
+                for j in range(bi[x, B_CNT]):
+                    r = pc[off + j]
+                    if ref_ms(hm, tm, bm, r) >= lo:
+                        y, kk = _memo_at(r)
+                        v = _sum(v, cm[y, kk, 0], exact)
+            else:
+                e = bi[x, B_OFF] + F_HEAD
+                runs = bi[x, B_FLAT] == FLAT_RUNS
+                if runs and pc[bi[x, B_OFF] + F_MIN] >= lo:
+                    v = int(bi[x, B_CNT])
+                else:
+                    for _j in range(bi[x, B_CNT]):
+                        if pc[e + 1] >= lo:
+                            if runs:
+                                v = _sum(v, 1, exact)
+                            else:
+                                y, kk = _memo_at(pc[e + 2])
+                                v = _sum(v, cm[y, kk, 0], exact)
+                        e += F_W
+            if v < 0:
+                status = NEED_BIG
+                break
+            cm[x, k, 0] = v
+            cm[x, k, 1] = stamp
+            top -= 1
+        if status != 0:
+            break
+        # the root's walk is done
+        rep = _sum(rep, cm[fin[fi], HEAP, 0], exact)
+        if rep < 0:
+            status = NEED_BIG
+            break
+        fi += 1
+    st[WORK] = work
+    if status != 0:
+        st[E_F] = fi
+        st[E_TOP] = top
+        if not exact:
+            st[E_REP] = rep
+        return -status
+    st[E_ON] = 0
+    return rep
+
+
 # ---------------------------------------------------------------------------- the loop
 
 
@@ -1480,22 +1704,29 @@ def _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep, timed, w
 def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
                act, pos, part, tt, hast, CV, CMPV, qt, sl, src, kso, kse,
                hi, hm, ti, tm, tk, bi, bm, pc, pr, hk, hv, jn, st, now,
-               sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, es, ta, ep,
+               sk, sk2, sk3, psc, kids, kr, nw, nwc, fin, es, ta, ep, cm,
                o_start, o_end, o_part, o_off, o_pos, o_lab):
     """Feed events ``i:n`` of the slice. Returns ``(status, next event)``: DONE at the end;
     NEED_YIELD every ``st[BUDGET]`` units of work; NEED_OUT (outputs or an enumeration
     array full, ``st[NEED_WHAT]``; the enumeration resumes); NEED_COMPACT (before an event,
     when the arrays grew past ``st[NEXT_COMPACT]`` or 3/4 of their room); NEED_ROOM (an
-    event was undone: grow ``st[NEED_WHAT]`` and call again from it).
+    event was undone: grow ``st[NEED_WHAT]`` and call again from it); NEED_BIG (event
+    ``i``'s count over the DAG, ``st[DAG_COUNT]``, is too large for int64: the caller
+    counts it, sets PH_UPDATE and calls again from ``i + 1``). ``cm``: ``_count_dag``'s
+    counts, as many rows as the largest of ``hi``, ``ti`` and ``bi``.
 
     Written as a resumable state machine, like ``engine.kernel.run_events``: it never
     re-binds an array (numba would count references on every rebinding), so it returns
     to Python whenever an array must grow."""
     while True:
         if st[PHASE] == PH_ENUM:
-            got = _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep,
-                             timed and st[NO_FLATS] != 0, windowed, now[NOW_LO], emit, decide,
-                             o_start, o_end, o_part, o_off, o_pos, o_lab)
+            if not emit and st[DAG_COUNT] != 0:
+                got = _count_dag(hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, cm, now[NOW_LO],
+                                 st[BUDGET], False)
+            else:
+                got = _enumerate(qt, hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, ta, ep,
+                                 timed and st[NO_FLATS] != 0, windowed, now[NOW_LO], emit,
+                                 decide, o_start, o_end, o_part, o_off, o_pos, o_lab)
             if got < 0:
                 if got == -NEED_YIELD:
                     st[WORK] = 0  # the budget starts again when the walk resumes

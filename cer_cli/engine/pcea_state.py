@@ -281,6 +281,10 @@ class JoinState:
         self.es = np.zeros((R // 4, 5), i64)
         self.ta = np.zeros((R // 4, 2), i64)
         self.ep = np.zeros((r, 3), i64)
+        #: ``_count_dag``'s counts per reference (count, stamp): grown with ``hi``/``ti``/``bi``
+        self.cm = np.zeros((1, 3, 2), i64)
+        #: the matches of events whose count passed int64 (``NEED_BIG``), counted exactly here
+        self.big_matches = 0
         self._outputs(OUTPUT, 4 * OUTPUT)
         #: per partition id: the latest window time fed (what compaction keeps runs for)
         self.last = np.full(16, NEG, i64)
@@ -338,6 +342,8 @@ class JoinState:
         i = 0
         self._noted = 0
         while True:
+            if not emit and self.st[K.DAG_COUNT]:
+                self._memo_room()
             run = self._fn("run_events")
             status, i = run(
                 i, n, T.S, T.kw, self.timed, self.windowed, self.bound, NEG, emit, decide,
@@ -345,12 +351,17 @@ class JoinState:
                 self.hi, self.hm, self.ti, self.tm, self.tk, self.bi, self.bm, self.pc, self.pr,
                 self.hk, self.hv, self.jn, self.st, self.now,
                 self.sk, self.sk2, self.sk3, self.psc, self.kids, self.kr, self.nw, self.nwc,
-                self.fin, self.es, self.ta, self.ep,
+                self.fin, self.es, self.ta, self.ep, self.cm,
                 self.o_start, self.o_end, self.o_part, self.o_off, self.o_pos, self.o_lab)
             if status == K.DONE:
                 break
             if status == K.NEED_YIELD:
                 signals.check()
+                continue
+            if status == K.NEED_BIG:
+                self.big_matches += self._exact_count()
+                self.st[K.PHASE] = K.PH_UPDATE
+                i += 1
                 continue
             if status == K.NEED_COMPACT:
                 self._note_times(part, tt, i)
@@ -370,6 +381,35 @@ class JoinState:
         self._note_times(part, tt, n)
         if emit and self.st[K.N_OUT] > 0:
             yield self._flush(partitions)
+
+    def _memo_room(self) -> None:
+        """``cm`` with a row per node id of ``hi``, ``ti`` and ``bi`` (its counts kept: an
+        event's count may be under way)."""
+        rows = max(len(self.hi), len(self.ti), len(self.bi))
+        if len(self.cm) < rows:
+            cm = np.zeros((rows, 3, 2), np.int64)
+            cm[:len(self.cm)] = self.cm
+            self.cm = cm
+
+    def _exact_count(self) -> int:
+        """The event's count over the DAG (``_count_dag``) in Python integers, when the
+        kernel's passed int64: the plain function over counts of Python integers (a
+        register over a rising log has 2^w runs per event). Exact at any size; plain Python
+        costs ~100x compiled, and only such events take it."""
+        count_dag = loader.plain("_count_dag", K.__name__)
+        cm = np.zeros(self.cm.shape, object)
+        es = self.es
+        while True:
+            self.st[K.E_ON] = 0
+            got = count_dag(self.hi, self.hm, self.ti, self.tm, self.bi, self.bm, self.pc,
+                            self.pr, self.st, self.fin, es, cm, self.now[K.NOW_LO], math.inf,
+                            True)
+            if got != -K.NEED_OUT:
+                break
+            es = _doubled(es)
+        self.st[K.E_ON] = 0
+        self.st[K.WORK] = 0
+        return got
 
     def _note_times(self, part, tt, i: int) -> None:
         """Remember each partition's latest window time among the events fed before ``i``
