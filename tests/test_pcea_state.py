@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from cer_cli import signals
 from cer_cli.api import compile_query
 from cer_cli.engine import jit as J
+from cer_cli.engine import pcea as P
 from cer_cli.engine import pcea_kernel as K
 from cer_cli.engine import pcea_state
 from cer_cli.engine.pcea import HashJoinEngine
@@ -422,9 +423,10 @@ def test_tiny_kernel_runs_iterated_steps_as_the_python_objects(tiny, text):
                                   reference.reference_matches(parse(text), events[:24]))
 
 
-def test_iterated_steps_on_wide_values_and_many_runs_equal_the_python_objects():
+def test_iterated_steps_on_wide_values_and_many_runs_equal_the_python_objects(monkeypatch):
     """``LOOPS`` on 1,500 events with values 0-999 (trees of hundreds of runs, flat lists,
     compactions at the default sizes), fed in slices of 300."""
+    monkeypatch.setenv("CER_HJ_KERNEL", "1")  # counted on the kernel too, uncompiled
     events = looped_log(1500, 4, 1000)
     for text in LOOPS:
         got = same_on_both(text, events, size=300)
@@ -445,9 +447,7 @@ def test_tiny_kernel_equals_the_python_objects_on_random_registers(tiny, query, 
     if query.limit is None:
         reference.assert_same_matches(got, reference.reference_matches(query, events))
         # counted over the DAG (resumed after every few units of work, its stack grown)
-        counter = plan(query).executor()
-        assert counter.count(frame) == len(got)
-        assert counter._kernel_why is None
+        assert plan(query).executor().count(frame) == len(got)
 
 
 def dag_counted(engine: HashJoinEngine) -> bool:
@@ -468,23 +468,51 @@ def test_tiny_kernel_counts_iterated_steps_over_the_dag(tiny, text):
     assert dag_counted(kernel) and kernel._state.big_matches == 0
 
 
+def rising_count(n: int, w: int) -> int:
+    """Matches of ``(A AS y FILTER y.v > PREV(y).v)+ WITHIN w EVENTS`` over n rising values:
+    every subset of a window's events that holds its last one."""
+    return sum(2 ** (j - i - 1) if j > i else 1
+               for i in range(n) for j in range(i, min(n, i + w + 1)))
+
+
+def rising_engine(w: int) -> HashJoinEngine:
+    return compile_query(f"SELECT * WHERE (A AS y FILTER y.v > PREV(y).v)+ WITHIN {w} EVENTS"
+                         ).executor()
+
+
 @pytest.mark.parametrize("jit", ["0", "1"])
-def test_counts_beyond_int64_on_the_kernel_are_exact(monkeypatch, jit):
-    """A register over a rising log: 2^100 and more runs per event. The kernel's int64
-    count passes 2^62, and those events are counted again in Python integers."""
+@pytest.mark.parametrize("w", [61, 100])
+def test_counts_beyond_int64_on_the_kernel_are_exact(monkeypatch, jit, w):
+    """A register over a rising log: ~2^w runs per event. Within 61 events (the widest
+    whose counts fit int64 per event) the kernel's total passes 2^62 and moves into a Python
+    integer; within 100 (made to run on the kernel) events pass it on their own and are
+    counted again in Python integers."""
     if jit == "1" and (os.environ.get("NUMBA_DISABLE_JIT") == "1" or not J.HAVE_NUMBA):
         pytest.skip("numba compiles the kernel")
     monkeypatch.setenv("CER_JIT", jit)
-    n, w = 150, 100
-    events = [{"type": "A", "v": i} for i in range(n)]
-    want = sum(2 ** (j - i - 1) if j > i else 1
-               for i in range(n) for j in range(i, min(n, i + w + 1)))
-    engine = compile_query(f"SELECT * WHERE (A AS y FILTER y.v > PREV(y).v)+ WITHIN {w} EVENTS"
-                           ).executor()
+    monkeypatch.setenv("CER_HJ_KERNEL", "1")  # uncompiled too
+    monkeypatch.setattr(P, "DAG_COUNT_BITS", 1000)  # w = 100 too: the kernel's own fallback
+    events = [{"type": "A", "v": i} for i in range(150)]
+    engine = rising_engine(w)
     assert engine.count(events_frame(events[:70])) + engine.count(events_frame(events[70:])) \
-        == want
+        == rising_count(150, w)
     assert dag_counted(engine) and engine._state.compiled == (jit == "1")
-    assert 2 ** 63 < engine._state.big_matches < want  # some events in int64, some not
+    assert 2 ** 63 < engine._state.big_matches
+
+
+def test_counts_that_may_pass_int64_per_event_stay_on_the_python_objects(monkeypatch):
+    """Within 61 events one state's runs fit the kernel's int64 per event; within 62 they
+    may not, and the Python objects count them (10x faster than the kernel's count in
+    Python integers). So do they in a small log, which the kernel would count uncompiled,
+    unless ``CER_HJ_KERNEL=1``."""
+    events = events_frame([{"type": "A", "v": i} for i in range(130)])
+    for w, forced, kernel in [(61, "1", True), (62, "1", False), (61, "", False)]:
+        monkeypatch.setenv("CER_HJ_KERNEL", forced)
+        engine = rising_engine(w)
+        assert engine.count(events) == rising_count(130, w)
+        assert ("runs on the array kernel" in engine.describe()) == kernel
+        assert kernel or "counting the runs of an iterated step" in engine.describe()
+    assert "fewer than 20,000 events" in engine.describe()
 
 
 #: carried keys: a value of an earlier event carried through the events between (a nested
@@ -518,12 +546,12 @@ def test_tiny_kernel_runs_carried_keys_as_the_python_objects(tiny, text):
 
 
 def test_carried_keys_on_wide_values_equal_the_python_objects_and_compact():
-    """``CARRIED`` on 20,000 events with values 0-99 (many carried values per probe key,
+    """``CARRIED`` on 10,000 events with values 0-99 (many carried values per probe key,
     compactions of nested entries at the default sizes), fed in slices of 4,000."""
-    events = looped_log(20_000, 6, 100)
+    events = looped_log(10_000, 6, 100)
     for text in CARRIED:
         kernel, _ = executors(text)
-        assert len(same_on_both(text, events, size=4000)) > 20
+        assert len(same_on_both(text, events, size=4000)) > 8
     frame = events_frame(events)
     kernel.count(frame)
     assert kernel._state.counters()["compactions"] > 0
@@ -546,9 +574,10 @@ def test_shapes_the_kernel_does_not_run_say_why():
     engine = compile_query(text).executor()
     assert isinstance(engine, HashJoinEngine)
     assert "runs on the array kernel" in engine.describe()
-    # counted too (over the DAG: an iterated step's runs may be exponentially many)
+    # counted in a small log, an iterated step's runs stay on the Python objects (the
+    # uncompiled kernel counts them slower)
     assert engine.count(events_frame([{"type": "A", "v": 1}, {"type": "A", "v": 2}])) == 3
-    assert "runs on the array kernel" in engine.describe()
+    assert "runs as Python objects: counting the runs of an iterated step" in engine.describe()
     engine = compile_query("SELECT * WHERE A AS a ; B AS b FILTER a.s < b.s WITHIN 5 EVENTS"
                            ).executor()
     engine.count(events_frame([{"type": "A", "s": "a"}, {"type": "B", "s": "b"}]))

@@ -196,6 +196,14 @@ def jit_forced() -> bool | None:
     return forced == "1" if forced in ("0", "1") else None
 
 
+def compiled_from_start(events: int) -> bool:
+    """Whether a kernel run whose first slice has ``events`` events runs compiled from it
+    (``CER_JIT``, else by size: ``JIT_MIN_EVENTS``; numba installed and not disabled)."""
+    forced = jit_forced()
+    wanted = forced if forced is not None else events >= JIT_MIN_EVENTS
+    return wanted and HAVE_NUMBA and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
+
+
 def plain(name: str, module: str = KERNEL):
     """The plain function marked as ``name`` in ``module`` (to tell when a test replaced
     the module's)."""

@@ -57,6 +57,7 @@ from cer_cli.compiler.predicates import (
     predicate_expression,
     value_expression,
 )
+from cer_cli.engine import jit
 from cer_cli.engine import pcea_kernel as _K
 from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
 from cer_cli.engine.ordered import Bundle, TNode, insert, pieces
@@ -75,6 +76,8 @@ from cer_cli.query.errors import QueryError
 from cer_cli.query.printer import groups_text
 from cer_cli.query.scope import strip_var
 
+#: ``_count_dag`` counts in int64 up to 2^62 (``pcea_kernel.COUNT_MAX``)
+DAG_COUNT_BITS = 62
 NO_LOWER = -math.inf
 _KEY = "__cer_hj_key"
 #: key dtypes that are their own canonical id in the array kernel (``_kernel_inputs``)
@@ -495,8 +498,8 @@ class HashJoinEngine:
         self._update_with = (self._final, self._slots, self._key_mode, self._ops)
         # The array kernel (``engine.pcea_state.JoinState``, numba-compiled for large logs)
         # runs the shapes it supports; the others (windows over float times, compared values
-        # that are not numbers, and ``count`` of an iterated step without a time window) keep
-        # these Python objects.
+        # that are not numbers, and ``count`` of an iterated step whose runs may pass int64
+        # or that would run uncompiled: ``_objects_count``) keep these Python objects.
         # ``kernel``: None follows ``CER_HJ_KERNEL`` (``0``: never), False never, True when
         # the shape allows. Decided here and on the first frame, said by ``describe``.
         from cer_cli.engine.pcea_state import unsupported
@@ -742,6 +745,9 @@ class HashJoinEngine:
         if not self._streams:
             return sum(len(b) for b in self.run_batches(frame))
         frame = self._prepare(frame)
+        loops = not self._timed and any(self._loops)
+        if loops and self._state is None and self._kernel_why is None:
+            self._kernel_why = self._objects_count(frame.height)
         if self._on_kernel(frame):
             state = self._state
             # an iterated step's runs may be exponentially many (every rising subsequence
@@ -749,7 +755,7 @@ class HashJoinEngine:
             # runs are counted one by one, which measures 5-15% faster on the comparison
             # chain (flat lists counted whole); so is a time window's (each run's start
             # is checked)
-            state.st[_K.DAG_COUNT] = int(not self._timed and any(self._loops))
+            state.st[_K.DAG_COUNT] = int(loops)
             before, big = int(state.st[_K.MATCHES]), state.big_matches
             for _ in self._kernel_batches(frame, emit=False):
                 pass
@@ -762,6 +768,32 @@ class HashJoinEngine:
             n = sum(1 for group in self._candidates(frame) for _ in group)
         self._matches += n
         return n
+
+    def _objects_count(self, events: int) -> str | None:
+        """Why these objects count an iterated step's runs (``events``: the first slice's),
+        or None: the kernel counts them over the DAG as fast or faster, and exactly."""
+        if not self._counts_fit():
+            return ("counting the runs of an iterated step (E AS y)+ without an EVENTS window"
+                    f" of at most {self._fit_events()} events: more than 2^62 per event need"
+                    " Python integers")
+        if os.environ.get("CER_HJ_KERNEL") != "1" and not jit.compiled_from_start(events):
+            return ("counting the runs of an iterated step (E AS y)+ in a log of fewer than"
+                    f" {jit.JIT_MIN_EVENTS:,} events: uncompiled, the kernel counts them"
+                    " several times slower than these objects (CER_HJ_KERNEL=1 makes it)")
+        return None
+
+    def _fit_events(self) -> int:
+        """The widest EVENTS window whose runs per event provably fit the kernel's int64
+        count: a run ending at an event takes each of the window's ``w + 1`` positions in
+        at most one of the ``S`` states, so there are at most ``(S + 1)^(w + 1)`` of them."""
+        return int(DAG_COUNT_BITS / math.log2(len(self.pcea.states) + 1)) - 1
+
+    def _counts_fit(self) -> bool:
+        """Whether the kernel's int64 count over the DAG never passes 2^62 per event (see
+        ``_fit_events``). Otherwise such events would be counted again in Python integers
+        by the kernel's plain code, ~10x slower than these objects' count."""
+        return self._by_events and self._bound is not None \
+            and self._bound <= self._fit_events()
 
     @property
     def _streams(self) -> bool:

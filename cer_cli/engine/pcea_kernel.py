@@ -1711,8 +1711,9 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
     array full, ``st[NEED_WHAT]``; the enumeration resumes); NEED_COMPACT (before an event,
     when the arrays grew past ``st[NEXT_COMPACT]`` or 3/4 of their room); NEED_ROOM (an
     event was undone: grow ``st[NEED_WHAT]`` and call again from it); NEED_BIG (event
-    ``i``'s count over the DAG, ``st[DAG_COUNT]``, is too large for int64: the caller
-    counts it, sets PH_UPDATE and calls again from ``i + 1``). ``cm``: ``_count_dag``'s
+    ``i``'s count over the DAG, ``st[DAG_COUNT]``, or ``st[MATCHES]`` with it, is too large
+    for int64: the caller moves ``st[MATCHES]`` out and calls again, or when that is 0
+    counts the event itself, sets PH_UPDATE and calls again from ``i + 1``). ``cm``: ``_count_dag``'s
     counts, as many rows as the largest of ``hi``, ``ti`` and ``bi``.
 
     Written as a resumable state machine, like ``engine.kernel.run_events``: it never
@@ -1731,6 +1732,8 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
                 if got == -NEED_YIELD:
                     st[WORK] = 0  # the budget starts again when the walk resumes
                 return -got, i
+            if st[MATCHES] > COUNT_MAX - got:
+                return NEED_BIG, i  # the run's total would pass int64: the caller drains it
             st[MATCHES] += got
             st[PHASE] = PH_UPDATE
             i += 1

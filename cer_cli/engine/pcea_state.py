@@ -285,6 +285,7 @@ class JoinState:
         self.cm = np.zeros((1, 3, 2), i64)
         #: the matches of events whose count passed int64 (``NEED_BIG``), counted exactly here
         self.big_matches = 0
+        self._cm_exact = np.zeros((0, 3, 2), object)  # ``cm`` in Python integers
         self._outputs(OUTPUT, 4 * OUTPUT)
         #: per partition id: the latest window time fed (what compaction keeps runs for)
         self.last = np.full(16, NEG, i64)
@@ -359,6 +360,11 @@ class JoinState:
                 signals.check()
                 continue
             if status == K.NEED_BIG:
+                self.st[K.E_ON] = 0
+                if self.st[K.MATCHES]:  # the count so far moves here; the event again
+                    self.big_matches += int(self.st[K.MATCHES])
+                    self.st[K.MATCHES] = 0
+                    continue
                 self.big_matches += self._exact_count()
                 self.st[K.PHASE] = K.PH_UPDATE
                 i += 1
@@ -397,7 +403,9 @@ class JoinState:
         register over a rising log has 2^w runs per event). Exact at any size; plain Python
         costs ~100x compiled, and only such events take it."""
         count_dag = loader.plain("_count_dag", K.__name__)
-        cm = np.zeros(self.cm.shape, object)
+        if len(self._cm_exact) < len(self.cm):  # kept: its stamps tell the events apart
+            self._cm_exact = np.zeros(self.cm.shape, object)
+        cm = self._cm_exact
         es = self.es
         while True:
             self.st[K.E_ON] = 0
@@ -526,7 +534,7 @@ class JoinState:
                 "probes": int(st[K.C_PROBES]), "tree_inserts": int(st[K.C_TREE_INSERTS]),
                 "flat_lists": int(st[K.C_FLATS]), "in_place": int(st[K.C_IN_PLACE]),
                 "compactions": int(st[K.COMPACTIONS]), "events": int(st[K.EVENTS]),
-                "matches": int(st[K.MATCHES])}
+                "matches": int(st[K.MATCHES]) + self.big_matches}
 
     def key_ids_held(self) -> np.ndarray:
         """Every canonical key id an entry of the index holds (live or not yet compacted
