@@ -401,7 +401,9 @@ class JoinState:
         """The event's count over the DAG (``_count_dag``) in Python integers, when the
         kernel's passed int64: the plain function over counts of Python integers (a
         register over a rising log has 2^w runs per event). Exact at any size; plain Python
-        costs ~100x compiled, and only such events take it."""
+        costs ~80x compiled (6.6 against 0.08 ms per event on a rising log within 61 events),
+        and only such events take it: ``HashJoinEngine._objects_count`` keeps the queries
+        whose events may pass int64 on the Python objects."""
         count_dag = loader.plain("_count_dag", K.__name__)
         if len(self._cm_exact) < len(self.cm):  # kept: its stamps tell the events apart
             self._cm_exact = np.zeros(self.cm.shape, object)
