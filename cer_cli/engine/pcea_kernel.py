@@ -199,8 +199,8 @@ PH_UPDATE, PH_ENUM = 0, 1
 
 # what run_events returns for
 DONE, NEED_YIELD, NEED_OUT, NEED_ROOM, NEED_COMPACT = 0, 1, 2, 3, 4
-#: an event's count over the DAG passed ``COUNT_MAX``: the caller counts it exactly (Python
-#: integers) and goes on from the next event
+#: an event's count over the DAG, or the run's total with it, would pass ``COUNT_MAX``: the
+#: caller moves the total into a Python integer, or counts the event exactly (``run_events``)
 NEED_BIG = 6
 #: ``_update_events``: an event's final nodes are to enumerate (``run_events`` never says it)
 U_ENUM = 5
@@ -1504,6 +1504,18 @@ def _product(v, c, exact):
 
 
 @njit_inline
+def _take(cm, es, top, stamp, r, v, mul, exact):
+    """``v`` with the count of part ``r`` added (``mul``: multiplied), if ``cm`` holds it
+    for this event (``stamp``); else ``r`` pushed on ``es``. Returns ``(v, top)``."""
+    y, k = _memo_at(r)
+    if cm[y, k, 1] != stamp:
+        es[top, 0] = r
+        return v, top + 1
+    c = cm[y, k, 0]
+    return (_product(v, c, exact) if mul else _sum(v, c, exact)), top
+
+
+@njit_inline
 def _memo_at(ref):
     """Where ``cm`` keeps reference ``ref``'s count: ``(row, 0 heap / 1 tree / 2 bundle or
     flat list)`` — bundles and flat lists share ``bi``'s ids."""
@@ -1517,7 +1529,7 @@ def _count_dag(hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, cm, lo, budget, exac
     the DAG: a heap node's runs are its payload's (the product of its adopted sets' counts)
     and its live union children's; a tree's, bundle's or flat list's the sum of its live
     parts'. Each reference is counted once per event (``cm[row, kind] = (count, stamp)``),
-    by a post-order walk whose stack is ``es`` (reference, children pushed?). The same
+    by a post-order walk whose stack is ``es`` (column 0: references). The same
     references, and the same liveness tests, as ``_enumerate`` — without a time window's
     check of each run's start, which needs the whole run (the caller counts so only
     without one). Why: an iterated step's runs can be exponentially many (every rising
@@ -1548,7 +1560,6 @@ def _count_dag(hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, cm, lo, budget, exac
                 fi += 1
                 continue
             es[0, 0] = root << 2
-            es[0, 1] = 0
             top = 1
         while top > 0:
             if work >= budget:
@@ -1561,81 +1572,28 @@ def _count_dag(hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, cm, lo, budget, exac
                 top -= 1
                 continue
             kind = ref & 3
-            if es[top - 1, 1] == 0:  # first: its parts not counted yet go on the stack
-                need = 3
-                if kind == HEAP:
-                    need = 2 + hi[x, H_PCNT]
-                elif kind != TREE:
-                    need = bi[x, B_CNT]
-                if top + need > es.shape[0]:
-                    st[NEED_WHAT] = W_ESTACK
-                    status = NEED_OUT
-                    break
-                es[top - 1, 1] = 1
-                if kind == HEAP:
-                    off = hi[x, H_POFF]
-                    for j in range(hi[x, H_PCNT]):
-                        r = pr[off + j]
-                        y, kk = _memo_at(r)
-                        if cm[y, kk, 1] != stamp:
-                            es[top, 0] = r
-                            es[top, 1] = 0
-                            top += 1
-                    for side in range(H_LEFT, H_RIGHT + 1):
-                        c = hi[x, side]
-                        if c >= 0 and hm[c, M_MS] >= lo and cm[c, HEAP, 1] != stamp:
-                            es[top, 0] = c << 2
-                            es[top, 1] = 0
-                            top += 1
-                elif kind == TREE:
-                    if not (ti[x, T_KID] == NULL and tm[x, T_MN] >= lo):
-                        for side in range(T_LEFT, T_RIGHT + 1):
-                            c = ti[x, side]
-                            if c >= 0 and tm[c, T_MS] >= lo and cm[c, TREE, 1] != stamp:
-                                es[top, 0] = (c << 2) | TREE
-                                es[top, 1] = 0
-                                top += 1
-                        kid = ti[x, T_KID]
-                        if tm[x, T_NMS] >= lo and kid != NULL and kid != ALONE:
-                            r = kid if kid >= 0 else ti[x, T_NODE] << 2
-                            y, kk = _memo_at(r)
-                            if cm[y, kk, 1] != stamp:
-                                es[top, 0] = r
-                                es[top, 1] = 0
-                                top += 1
-                elif kind == BUNDLE:
-                    off = bi[x, B_OFF]
-                    for j in range(bi[x, B_CNT]):
-                        r = pc[off + j]
-                        y, kk = _memo_at(r)
-                        if ref_ms(hm, tm, bm, r) >= lo and cm[y, kk, 1] != stamp:
-                            es[top, 0] = r
-                            es[top, 1] = 0
-                            top += 1
-                elif bi[x, B_FLAT] == FLAT_KIDS:
-                    e = bi[x, B_OFF] + F_HEAD
-                    for _j in range(bi[x, B_CNT]):
-                        if pc[e + 1] >= lo:
-                            r = pc[e + 2]
-                            y, kk = _memo_at(r)
-                            if cm[y, kk, 1] != stamp:
-                                es[top, 0] = r
-                                es[top, 1] = 0
-                                top += 1
-                        e += F_W
-                continue
-            # its parts are counted: its own count (-1: beyond COUNT_MAX)
+            need = 3
+            if kind == HEAP:
+                need = 2 + hi[x, H_PCNT]
+            elif kind != TREE:
+                need = bi[x, B_CNT]
+            if top + need > es.shape[0]:
+                st[NEED_WHAT] = W_ESTACK
+                status = NEED_OUT
+                break
+            # its count from its live parts' (-1: beyond COUNT_MAX); a part not counted yet
+            # goes on the stack above it, and it is counted again once they are
+            base = top
             v = 0
             if kind == HEAP:
                 v = 1
                 off = hi[x, H_POFF]
                 for j in range(hi[x, H_PCNT]):
-                    y, kk = _memo_at(pr[off + j])
-                    v = _product(v, cm[y, kk, 0], exact)
+                    v, top = _take(cm, es, top, stamp, pr[off + j], v, True, exact)
                 for side in range(H_LEFT, H_RIGHT + 1):
                     c = hi[x, side]
                     if c >= 0 and hm[c, M_MS] >= lo:
-                        v = _sum(v, cm[c, HEAP, 0], exact)
+                        v, top = _take(cm, es, top, stamp, c << 2, v, False, exact)
             elif kind == TREE:
                 if ti[x, T_KID] == NULL and tm[x, T_MN] >= lo:
                     v = int(ti[x, T_CNT])  # whole runs, none has left the window
@@ -1643,21 +1601,21 @@ def _count_dag(hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, cm, lo, budget, exac
                     for side in range(T_LEFT, T_RIGHT + 1):
                         c = ti[x, side]
                         if c >= 0 and tm[c, T_MS] >= lo:
-                            v = _sum(v, cm[c, TREE, 0], exact)
+                            v, top = _take(cm, es, top, stamp, (c << 2) | TREE, v, False,
+                                           exact)
                     if tm[x, T_NMS] >= lo:
                         kid = ti[x, T_KID]
                         if kid == NULL or kid == ALONE:
                             v = _sum(v, 1, exact)
-                        else:
-                            y, kk = _memo_at(kid if kid >= 0 else ti[x, T_NODE] << 2)
-                            v = _sum(v, cm[y, kk, 0], exact)
+                        else:  # the one set it adopted, or its payload (MANY)
+                            r = kid if kid >= 0 else ti[x, T_NODE] << 2
+                            v, top = _take(cm, es, top, stamp, r, v, False, exact)
             elif kind == BUNDLE:
                 off = bi[x, B_OFF]
                 for j in range(bi[x, B_CNT]):
                     r = pc[off + j]
                     if ref_ms(hm, tm, bm, r) >= lo:
-                        y, kk = _memo_at(r)
-                        v = _sum(v, cm[y, kk, 0], exact)
+                        v, top = _take(cm, es, top, stamp, r, v, False, exact)
             else:
                 e = bi[x, B_OFF] + F_HEAD
                 runs = bi[x, B_FLAT] == FLAT_RUNS
@@ -1669,9 +1627,10 @@ def _count_dag(hi, hm, ti, tm, bi, bm, pc, pr, st, fin, es, cm, lo, budget, exac
                             if runs:
                                 v = _sum(v, 1, exact)
                             else:
-                                y, kk = _memo_at(pc[e + 2])
-                                v = _sum(v, cm[y, kk, 0], exact)
+                                v, top = _take(cm, es, top, stamp, pc[e + 2], v, False, exact)
                         e += F_W
+            if top > base:
+                continue
             if v < 0:
                 status = NEED_BIG
                 break
@@ -1713,8 +1672,8 @@ def run_events(i, n, S, kw, timed, windowed, bound, neg, emit, decide,
     event was undone: grow ``st[NEED_WHAT]`` and call again from it); NEED_BIG (event
     ``i``'s count over the DAG, ``st[DAG_COUNT]``, or ``st[MATCHES]`` with it, is too large
     for int64: the caller moves ``st[MATCHES]`` out and calls again, or when that is 0
-    counts the event itself, sets PH_UPDATE and calls again from ``i + 1``). ``cm``: ``_count_dag``'s
-    counts, as many rows as the largest of ``hi``, ``ti`` and ``bi``.
+    counts the event itself, sets PH_UPDATE and calls again from ``i + 1``). ``cm``:
+    ``_count_dag``'s counts, as many rows as the largest of ``hi``, ``ti`` and ``bi``.
 
     Written as a resumable state machine, like ``engine.kernel.run_events``: it never
     re-binds an array (numba would count references on every rebinding), so it returns
