@@ -133,6 +133,10 @@ FLAT_CASES = [
                  id="hash join"),
     pytest.param(f"A AS x ; B AS y FILTER x.v < y.v {W}", "hash join", "0",
                  id="hash join, ordered index"),
+    # compiled: ``--count`` of an iterated step counts over the DAG on the kernel, with its
+    # memo of counts (``JoinState.cm``), which grows with the kernel's arrays
+    pytest.param(f"SELECT * WHERE (A AS y FILTER y.v > PREV(y).v)+ {W}", "hash join", "1",
+                 id="hash join, register counted over the DAG"),
     pytest.param(f"A AS x ; B AS y FILTER x.v + y.v > 50 {W}", "post-filter", "1",
                  id="post-filter"),
     pytest.param(f"A AS a ; !(A AS b FILTER b.v = a.v) ; A AS c {W}",
