@@ -1,7 +1,7 @@
 """Memory bounded around the engine — the Parquet reader, the Parquet writer's row groups,
 ``--limit``'s buffer — and the progress bar during a long enumeration.
 
-Memory is measured as the peak RSS of a subprocess (``resource.getrusage``) at two sizes
+Memory is measured as the peak RSS of a subprocess (``tests.peak``: its own) at two sizes
 of the same workload: bounded means the peak barely moves while the log or the output
 grows several times (never a timing). The CLI runs stay under ``jit.JIT_MIN_EVENTS``
 events with ``CER_JIT=0``, so that numba is never loaded or compiled in them.
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from unittest import mock
 
@@ -30,6 +28,7 @@ from cer_cli.events import Match, as_batches, batch_of
 from cer_cli.io import read as read_module
 from cer_cli.io import write as write_module
 from cer_cli.io.read import LogError, read_events
+from tests import peak
 from tests.builders import with_traceback
 from tests.test_jobs import small_pieces
 
@@ -38,19 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def peak_mb(code: str, *args: str) -> int:
     """Peak RSS (MB) of a child Python running ``code`` with ``args`` as ``sys.argv[1:]``,
-    as its parent sees it (``RUSAGE_CHILDREN`` of a small wrapper process)."""
-    wrapper = textwrap.dedent("""
-        import resource, subprocess, sys
-        p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-        if p.returncode:
-            sys.exit(p.stdout + p.stderr)
-        print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
-    """)
+    measured alone (``tests.peak``)."""
     env = dict(os.environ, CER_JIT="0", NO_COLOR="1")
-    out = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-c", code, *args],
-                         capture_output=True, text=True, cwd=ROOT, env=env)
-    assert out.returncode == 0, with_traceback(out.stderr + out.stdout)
-    return int(out.stdout.split()[-1])
+    got = peak.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env)
+    assert got.rc == 0, with_traceback(got.stderr + got.stdout)
+    return int(got.peak_mb)
 
 
 CER = "import sys; from cer_cli.cli import main; sys.argv[0] = 'cer'; main()"

@@ -228,19 +228,16 @@ def test_errors_are_exported_from_cer_cli_and_cer_cli_api():
 
 
 def _peak_mb(args: list[str]) -> float:
-    """Peak RSS in MB of ``cer match ARGS`` in a child of its own (``os.wait4``)."""
+    """Peak RSS in MB of ``cer match ARGS`` in a child of its own (``tests.peak``)."""
     import os
-    import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "cer_cli", "match", *args, "--no-progress"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "NO_COLOR": "1"})
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
-    assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
-    return usage.ru_maxrss / 1024
+    from tests import peak
+
+    got = peak.run([sys.executable, "-m", "cer_cli", "match", *args, "--no-progress"],
+                   cwd=ROOT, env={**os.environ, "NO_COLOR": "1"})
+    assert got.rc == 0, got.stderr[-2000:]
+    return got.peak_mb
 
 
 def test_counting_by_a_variables_column_is_bounded_by_the_window(tmp_path):

@@ -12,9 +12,7 @@ import importlib
 import json
 import os
 import signal
-import subprocess
 import sys
-import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -248,23 +246,14 @@ def test_a_signal_stops_a_pooled_run(tmp_path: Path, query, keys, mode):
 # --------------------------------------------------------------------------- memory
 
 
-_PEAK = textwrap.dedent("""
-    import resource, subprocess, sys
-    p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(p.stdout + p.stderr)
-    print(p.stdout.strip(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
-""")
-
-
 def _peak(tmp_path: Path, *args: str) -> tuple[str, int]:
     """The output and the peak RSS (MB) of ``cer match ARGS`` in a child process."""
-    cmd = [sys.executable, "-c", _PEAK, sys.executable, "-m", "cer_cli", "match", *args]
-    got = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "NO_COLOR": "1"}, timeout=600)
-    assert got.returncode == 0, with_traceback(got.stdout + got.stderr)
-    *out, peak = got.stdout.split()
-    return " ".join(out), int(peak)
+    from tests import peak
+
+    got = peak.run([sys.executable, "-m", "cer_cli", "match", *args], cwd=tmp_path,
+                   env={**os.environ, "NO_COLOR": "1"}, timeout=600)
+    assert got.rc == 0, with_traceback(got.stdout + got.stderr)
+    return got.stdout.strip(), int(got.peak_mb)
 
 
 def test_the_pools_memory_is_within_n_times_one_cores(tmp_path: Path):

@@ -4,7 +4,7 @@ For one query per correlation method (plain CEA, partition rewrite, hash join wi
 equality and with an ordered index, next-match scan, post-filter) and per absence form (between ``;`` by
 bisect and by scan, trailing by bisect, by scan and uncorrelated), ``cer match --count``
 runs in a subprocess over two logs of the same shape, ten times apart in length, and its
-peak RSS (``os.wait4``'s rusage) is compared with what ``cer explain`` says
+peak RSS (``tests.peak``: the child's alone, not its parent's) is compared with what ``cer explain`` says
 (``Plan.memory(mode).effective``): "constant" and "bounded by the window" must measure flat
 (at most 1.5× from the short log to the long one); "grows with ..." must measure growth.
 Memory, never time. The default suite runs 5k against 50k events; ``-m slow`` the issue's
@@ -15,8 +15,6 @@ from __future__ import annotations
 import datetime
 import os
 import random
-import resource
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import pytest
 
 from cer_cli.api import compile_query, read_schema
 from cer_cli.plan.memory import CONSTANT, LOG, PARTITION_KEYS, WINDOW
+from tests import peak
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAT = 1.5
@@ -50,25 +49,16 @@ def _log(path: Path, n: int, keys: int | None = 10, types: str = "AB") -> str:
     return str(path)
 
 
-def _limit() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-
-
 def peak_mb(query: str, log: str, jit: str, cache: Path | None = None) -> float:
     """The peak RSS in MB of ``cer match --count`` (a child of its own, so the figure is
     this run's alone); ``cache``: numba's cache folder for it (``NUMBA_CACHE_DIR``)."""
     env = {**os.environ, "CER_JIT": jit, "NO_COLOR": "1"}
     if cache is not None:
         env["NUMBA_CACHE_DIR"] = str(cache)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cer_cli", "match", "-e", query, log, "--count", "--no-progress"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_limit, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read().decode()
-    proc.stdout.close()
-    proc.stderr.close()
-    assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
-    return usage.ru_maxrss / 1024
+    got = peak.run([sys.executable, "-m", "cer_cli", "match", "-e", query, log, "--count",
+                    "--no-progress"], cwd=ROOT, env=env, address_space=ADDRESS_SPACE)
+    assert got.rc == 0, got.stderr[-2000:]
+    return got.peak_mb
 
 
 def _types(query: str) -> str:

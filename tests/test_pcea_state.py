@@ -29,7 +29,7 @@ from cer_cli.engine.pcea import HashJoinEngine
 from cer_cli.plan import plan
 from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
-from tests import reference
+from tests import peak, reference
 from tests.builders import events_frame
 from tests.test_kernel import _shared
 from tests.test_pcea import chain_queries, comparison_queries, ragged_streams, valued_streams
@@ -623,8 +623,8 @@ def test_compiled_kernel_counts_and_enumerates_the_chain_as_the_brute_force(monk
     assert small._state.compiled
 
 
-_PEAK = """
-import resource, sys
+_PEAK = peak.SELF_PEAK_DEF + """
+import sys
 import numpy as np, polars as pl
 from cer_cli import events as E
 from cer_cli.api import compile_query
@@ -639,7 +639,7 @@ for k in range(n // 100_000):
                           "ts": np.arange(k * m, (k + 1) * m)})
     engine.count(frame)
 st = engine._state
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, st.hi.shape[0] + st.ti.shape[0],
+print(_self_peak_kb(), st.hi.shape[0] + st.ti.shape[0],
       st.counters()["compactions"], st.pc.shape[0] + st.bi.shape[0], st.counters()["flat_lists"])
 """
 

@@ -25,6 +25,7 @@ import pytest
 pytest.importorskip("matplotlib", reason="cer plot needs the plot extra (matplotlib)")
 
 from cer_cli.io import plot as P  # noqa: E402
+from tests import peak  # noqa: E402
 from tests.builders import run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -331,8 +332,8 @@ def test_ctrl_c_stops_a_plot_and_leaves_the_old_file(tmp_path):
 
 #: Feeds ``collect`` N synthetic matches (2 events each, 300 partitions, no time column)
 #: with the sample cut to 100,000, then prints its peak RSS (KB).
-_COLLECT = """
-import resource, sys
+_COLLECT = peak.SELF_PEAK_DEF + """
+import sys
 import numpy as np
 from cer_cli.events import MatchBatch
 from cer_cli.io import plot as P
@@ -353,7 +354,7 @@ def batches():
 tl = P.collect(batches(), EventLookup(columns=()))
 assert tl.total == n and tl.matches.height == min(n, 100_000), tl
 assert tl.per_row["n"].sum() == n
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(_self_peak_kb())
 """
 
 

@@ -1,24 +1,23 @@
 """Measure one workload on every side: `cer` end to end (``cer match QUERY LOG --count`` in a
 subprocess), `cer`'s engine alone, CORE (``pycer`` under Python 3.13) and the polars limit.
 
-Every run is a child process: wall time and peak RSS come from ``os.wait4`` (the child's own
-``ru_maxrss``), so no run pollutes another's memory figure. A side that cannot run yields a
+Every run is a child process, started by a small launcher that reports its wall time, CPU
+time and peak RSS (``tests.peak``), so neither this process nor another run pollutes its
+memory figure. A side that cannot run yields a
 result with ``error`` set ("cer unavailable: …", "CORE unavailable: …"), never an exception.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests import peak
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent.parent
@@ -47,32 +46,15 @@ class Proc:
     stdout: str
     stderr: str
     timed_out: bool
-    cpu_s: float = 0.0  # the child's user + system time (wait4): less sensitive to a busy machine
+    cpu_s: float = 0.0  # the child's user + system time: less sensitive to a busy machine
 
 
 def spawn(cmd: list[str], timeout: float, cwd: Path | None = None) -> Proc:
-    """Run ``cmd``; return its exit code, wall time and the child's peak RSS (wait4)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, stdin=subprocess.DEVNULL)
-        timed_out = threading.Event()
-
-        def kill() -> None:
-            timed_out.set()
-            p.kill()
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            timer.cancel()
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Proc(p.returncode, wall, usage.ru_maxrss / 1024, out.read(), err.read(),
-                    timed_out.is_set(), usage.ru_utime + usage.ru_stime)
+    """Run ``cmd``; return its exit code, wall time and its own peak RSS (``tests.peak``:
+    ``os.wait4`` from this process would count this process's memory in the child's)."""
+    got = peak.run(cmd, cwd=cwd, timeout=timeout)
+    return Proc(got.rc, got.wall_s, got.peak_mb, got.stdout, got.stderr, got.timed_out,
+                got.cpu_s)
 
 
 def _last_json(text: str) -> dict | None:
