@@ -68,6 +68,17 @@ def run(cmd: list[str], *, cwd: Path | str | None = None, env: dict | None = Non
         return Measured(r["rc"], out, err, r["peak_kb"] / 1024, r["wall"], r["cpu"])
 
 
+def cer_match(args: list[str], *, cwd: Path | str, env: dict | None = None,
+              timeout: float | None = None, address_space: int = 0) -> Measured:
+    """``cer match ARGS`` measured by ``run`` (``NO_COLOR`` set, ``env`` over this process's
+    environment); it must succeed."""
+    got = run([sys.executable, "-m", "cer_cli", "match", *args], cwd=cwd,
+              env={**os.environ, "NO_COLOR": "1", **(env or {})}, timeout=timeout,
+              address_space=address_space)
+    assert got.rc == 0, (got.stdout + got.stderr)[-3000:]
+    return got
+
+
 def _launch(argv: list[str]) -> None:
     """The launcher: ``REPORT ADDRESS_SPACE CMD...``."""
     import resource

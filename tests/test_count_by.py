@@ -229,15 +229,9 @@ def test_errors_are_exported_from_cer_cli_and_cer_cli_api():
 
 def _peak_mb(args: list[str]) -> float:
     """Peak RSS in MB of ``cer match ARGS`` in a child of its own (``tests.peak``)."""
-    import os
-    import sys
-
     from tests import peak
 
-    got = peak.run([sys.executable, "-m", "cer_cli", "match", *args, "--no-progress"],
-                   cwd=ROOT, env={**os.environ, "NO_COLOR": "1"})
-    assert got.rc == 0, got.stderr[-2000:]
-    return got.peak_mb
+    return peak.cer_match([*args, "--no-progress"], cwd=ROOT).peak_mb
 
 
 def test_counting_by_a_variables_column_is_bounded_by_the_window(tmp_path):

@@ -12,7 +12,6 @@ import importlib
 import json
 import os
 import signal
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -33,7 +32,6 @@ from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from cer_cli.query.printer import to_text
 from tests import test_outputs as outputs
-from tests.builders import with_traceback
 from tests.gen_formulas import formulas, queries, streams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,9 +248,7 @@ def _peak(tmp_path: Path, *args: str) -> tuple[str, int]:
     """The output and the peak RSS (MB) of ``cer match ARGS`` in a child process."""
     from tests import peak
 
-    got = peak.run([sys.executable, "-m", "cer_cli", "match", *args], cwd=tmp_path,
-                   env={**os.environ, "NO_COLOR": "1"}, timeout=600)
-    assert got.rc == 0, with_traceback(got.stdout + got.stderr)
+    got = peak.cer_match(list(args), cwd=tmp_path, timeout=600)
     return got.stdout.strip(), int(got.peak_mb)
 
 

@@ -13,9 +13,7 @@ Memory, never time. The default suite runs 5k against 50k events; ``-m slow`` th
 from __future__ import annotations
 
 import datetime
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -52,13 +50,9 @@ def _log(path: Path, n: int, keys: int | None = 10, types: str = "AB") -> str:
 def peak_mb(query: str, log: str, jit: str, cache: Path | None = None) -> float:
     """The peak RSS in MB of ``cer match --count`` (a child of its own, so the figure is
     this run's alone); ``cache``: numba's cache folder for it (``NUMBA_CACHE_DIR``)."""
-    env = {**os.environ, "CER_JIT": jit, "NO_COLOR": "1"}
-    if cache is not None:
-        env["NUMBA_CACHE_DIR"] = str(cache)
-    got = peak.run([sys.executable, "-m", "cer_cli", "match", "-e", query, log, "--count",
-                    "--no-progress"], cwd=ROOT, env=env, address_space=ADDRESS_SPACE)
-    assert got.rc == 0, got.stderr[-2000:]
-    return got.peak_mb
+    env = {"CER_JIT": jit, **({"NUMBA_CACHE_DIR": str(cache)} if cache is not None else {})}
+    return peak.cer_match(["-e", query, log, "--count", "--no-progress"], cwd=ROOT, env=env,
+                          address_space=ADDRESS_SPACE).peak_mb
 
 
 def _types(query: str) -> str:
@@ -191,11 +185,13 @@ def test_a_growing_verdict_measures_growth(logs: Logs, query, verdict, tmp_path:
 
     A run that compiles its kernel peaks before it reads a row (571 MB, measured alone),
     above what the long run grows to (313 MB; the short one 216 MB when it loads the
-    kernel). Under ``-n 2`` both measured runs peaked alike (310.2 and 310.7 MB): numba's
-    cache index is one file per function that each process reads, extends and writes back,
-    so a test compiling another variant beside this one can drop its entry. So the three
-    runs here use a cache folder of their own: the first, unmeasured, compiles into it,
-    and the two measured ones load from it."""
+    kernel). numba's cache index is one file per function that each process reads, extends
+    and writes back, so a test compiling another variant beside this one under ``-n 2``
+    could drop its entry and make a measured run compile. So the three runs here use a
+    cache folder of their own: the first, unmeasured, compiles into it, and the two
+    measured ones load from it. (Measured under ``-n 2`` by ``os.wait4`` before
+    ``tests.peak``, both runs once peaked alike at 310 MB, and later both at 346.2 MB,
+    the pytest worker's size; the first was most likely the worker's size too.)"""
     cache, types = tmp_path / "numba", _types(query)
     peak_mb(query, logs.log(5_000, None, types), "1", cache)
     small, big = (peak_mb(query, logs.log(n, None, types), "1", cache) for n in (5_000, 100_000))
