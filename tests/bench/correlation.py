@@ -292,32 +292,58 @@ CHAIN_QUERIES = {
 }
 
 
-def engine_per_match(data: Path, size: int = 1_000_000, repeats: int = 3) -> list[str]:
+#: ``engine_per_match``'s rounds in ``make bench`` (whatever ``--repeats``): ~3 s each, and
+#: fewer rounds let one busy moment of a shared machine move the figure by ±10%
+PER_MATCH_ROUNDS = 7
+
+
+def engine_per_match(data: Path, size: int = 1_000_000, repeats: int = PER_MATCH_ROUNDS
+                     ) -> list[str]:
     """The engines alone, matches *enumerated*: each query of ``CHAIN_QUERIES`` run in this
     process over the same frames, every match built into a ``MatchBatch`` (what the writers
-    receive), CPU seconds per match; median of ``repeats`` after a warm-up. ``--count``
+    receive), CPU seconds per match, in ``repeats`` rounds after a warm-up. ``--count``
     (``run_chain``) lets the plain pattern count without visiting its matches; this is the
-    per-match cost when both enumerate."""
+    per-match cost when both enumerate.
+
+    The ratio to the plain pattern is the median of the rounds' own ratios: each round runs
+    every query once, in an order that turns from round to round, so a ratio compares runs
+    made seconds apart under the same load. Medians of each query's times taken apart mix
+    rounds, and the plain pattern's time moves most with the machine's load. The rounds'
+    least and greatest ratios are printed beside it."""
     import time
 
     from cer_cli.api import compile_query, read_events
     from cer_cli.engine import driver
 
     log = read_events([str(ensure_next_log(data, size))], batch_size=262_144)
-    cpu: dict[str, list[float]] = {name: [] for name in CHAIN_QUERIES}
+    names = list(CHAIN_QUERIES)
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     found: dict[str, int] = {}
     for i in range(repeats + 1):
-        for name, query in CHAIN_QUERIES.items():
-            executor = compile_query(query, schema=log.schema).executor()
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            executor = compile_query(CHAIN_QUERIES[name], schema=log.schema).executor()
             started = time.process_time()
             found[name] = sum(len(b) for b in driver.run_batches(executor, log.batches()))
             if i:
                 cpu[name].append(time.process_time() - started)
-    per = {name: statistics.median(cpu[name]) / found[name] * 1e6 for name in CHAIN_QUERIES}
-    plain = per["plain"]
-    return [f"- {name}: {found[name]:,} matches enumerated, {statistics.median(cpu[name]):.2f} s"
-            f" CPU, {per[name]:.3f} µs/match, {per[name] / plain:.2f}× the plain pattern"
-            for name in CHAIN_QUERIES]
+    return per_match_lines(cpu, found)
+
+
+def per_match_lines(cpu: dict[str, list[float]], found: dict[str, int]) -> list[str]:
+    """``engine_per_match``'s report from each query's CPU seconds per round (the rounds in
+    the same order for every query) and match count; the first query is the plain pattern."""
+    names = list(cpu)
+    plain = names[0]
+    lines = []
+    for name in names:
+        ratios = [(c / found[name]) / (p / found[plain])
+                  for c, p in zip(cpu[name], cpu[plain], strict=True)]
+        med = statistics.median(cpu[name])
+        lines.append(f"- {name}: {found[name]:,} matches enumerated, {med:.2f} s CPU"
+                     f" (median of {len(cpu[name])}), {med / found[name] * 1e6:.3f} µs/match,"
+                     f" {statistics.median(ratios):.2f}× the plain pattern per match"
+                     f" (rounds {min(ratios):.2f}–{max(ratios):.2f}×)")
+    return lines
 
 
 def chain_brute_counts(df: pl.DataFrame, window: int = NEXT_WINDOW) -> dict[str, int]:

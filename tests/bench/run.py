@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
         correlation_lines += ["", *correlation.report_chain(chfigs)]
         correlation_lines += ["", "Every match enumerated into the batches the writers get (the"
                               " engines alone, in this process; CPU per match):", "",
-                              *correlation.engine_per_match(args.data, repeats=args.repeats)]
+                              *correlation.engine_per_match(args.data)]
         nfigs += chfigs
         if not correlation.agree(cfigs + nfigs):
             notes.append("correlation: a count differs from the brute force")

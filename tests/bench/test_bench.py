@@ -117,3 +117,21 @@ def test_chain_report_gives_the_ratio_per_match():
     text = "\n".join(c.report_chain(figs))
     assert "| 2.00 | 2.000 | 1.00× | 1.00 | 1.000 | 1.00× |" in text
     assert "| 3.00 | 6.000 | 3.00× | 1.00 | 2.000 | 2.00× |" in text
+
+
+def test_per_match_ratio_pairs_the_rounds():
+    """``engine_per_match``'s ratio is the median of each round's own ratio: a round under
+    load slows both queries, and must not count against one of them alone."""
+    from tests.bench import correlation as c
+
+    # rounds at loads 1, 2, 1.5: the chain costs 3× the plain pattern per match in each
+    cpu = {"plain": [1.0, 2.0, 1.5], "comparison chain": [0.3, 0.6, 0.45]}
+    found = {"plain": 1_000_000, "comparison chain": 100_000}
+    lines = c.per_match_lines(cpu, found)
+    assert "1.00× the plain pattern per match (rounds 1.00–1.00×)" in lines[0]
+    assert "0.45 s CPU (median of 3), 4.500 µs/match" in lines[1]
+    assert "3.00× the plain pattern per match (rounds 3.00–3.00×)" in lines[1]
+    # a round where something slowed the chain alone shows in the range, not the median
+    cpu["comparison chain"][1] = 0.9
+    assert "3.00× the plain pattern per match (rounds 3.00–4.50×)" in c.per_match_lines(
+        cpu, found)[1]
