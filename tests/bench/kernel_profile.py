@@ -2,7 +2,8 @@
 (README, "The comparison chain (hash join)").
 
 ``python -m tests.bench.kernel_profile [QUERY] [ROUNDS]`` (``QUERY`` a name of
-``correlation.CHAIN_QUERIES``, default the comparison chain; 6 rounds) runs the query on the
+``correlation.CHAIN_QUERIES`` or a query's text, default the comparison chain; 6 rounds) runs
+the query on the
 1M-event next-match log in this process, with ``perf record`` attached for the measured
 rounds, and prints the share of samples per compiled function and per source line of
 ``pcea_kernel.py`` / ``ordered_kernel.py`` (a line of an inlined helper counts where it is
@@ -49,7 +50,7 @@ def main(name: str = "comparison chain", rounds: int = 6) -> None:
     log = read_events([str(correlation.ensure_next_log(_ROOT / "bench-out" / "data",
                                                        correlation.NEXT_SIZE))],
                       batch_size=262_144)
-    query = correlation.CHAIN_QUERIES[name]
+    query = correlation.CHAIN_QUERIES.get(name, name)
 
     def run() -> int:
         executor = compile_query(query, schema=log.schema).executor()
