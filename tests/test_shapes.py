@@ -224,3 +224,34 @@ def test_explain_prints_names_and_values_literally():
     r = run("explain", "-e", "SELECT * WHERE A ; `[/]` AS `[b]` FILTER `[b]`[v = '[/]']")
     assert r.exit_code == 0, r.output
     assert "type = [/]" in r.stdout and "(v = '[/]')" in r.stdout and "{[/], [b]}" in r.stdout
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("A ; A AS x", [("A", True), ("x", False)]),  # A is both events: the second is an A too
+    ("A AS y ; A AS x", [("y", False), ("x", False)]),  # every A named: no A column
+    ("A ; B AS x", [("A", False), ("x", False)]),
+    ("SELECT A, x WHERE A AS y ; A AS x", [("A", True), ("x", False)]),
+])
+def test_a_label_counts_its_named_events_too(tmp_path, text, want):
+    """A label's column holds every event of its type, the ones ``T AS x`` names too (the
+    long shape's ``vars``): ``A ; A AS x`` reports A as a list of both events. The wide shape
+    took A for one event and refused the query at its first match (found by the ``--jobs``
+    output property)."""
+    from cer_cli.query.parser import parse
+    from cer_cli.query.scope import wide_variables
+
+    assert wide_variables(parse(text)) == want
+    log = tmp_path / "aa.csv"
+    log.write_text("type,time\nA,1\nA,2\nB,3\n")
+    for fmt in ("jsonl", "table"):
+        result = run("match", "-e", text, str(log), "--shape", "wide", "--format", fmt)
+        assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in run("match", "-e", text, str(log), "--shape", "wide",
+                                             "--format", "jsonl").stdout.splitlines()]
+    long = [json.loads(line) for line in run("match", "-e", text, str(log), "--format",
+                                             "jsonl").stdout.splitlines()]
+    assert len(rows) == len(long) > 0
+    for row, match in zip(rows, long, strict=True):
+        for var, many in want:
+            events = [e["position"] for e in match["events"] if var in e["vars"]]
+            assert row[f"{var}.position"] == (events if many else events[0])

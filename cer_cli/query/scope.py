@@ -341,11 +341,16 @@ def _bindings(f: ast.Formula, out: dict[str, int], times: int = 1, labels: bool 
 def wide_variables(query: ast.Query) -> list[tuple[str, bool]]:
     """The wide shape's variables ``(name, many)``, in the order the query names them:
     the SELECT's when it lists some, else every variable a match may bind (AS variables,
-    and event-type labels except where ``T AS x`` names the atom). ``many`` when one match may bind several events (under ``+``,
-    ``(A ; B) AS x``, a label used twice): those become list columns."""
+    and event-type labels except where ``T AS x`` names the atom). ``many`` when one match
+    may bind several events (under ``+``, ``(A ; B) AS x``, a label used twice): those become
+    list columns. A label's column holds every event of its type, named or not (``A ; A AS
+    x``: ``A`` is both events, as in the long shape's ``vars``), so it is counted over every
+    atom even where only the unnamed ones make it a column."""
     found: dict[str, int] = {}
     _bindings(query.formula, found, labels=query.select is not None)
     names = list(found)
     if query.select is not None:
         names = [item.var for item in query.select if item.var in found]
-    return [(v, found[v] > 1) for v in names]
+    counted: dict[str, int] = {}
+    _bindings(query.formula, counted, labels=True)
+    return [(v, counted[v] > 1) for v in names]
