@@ -1,4 +1,5 @@
-# Every target works from a fresh clone: `make install` creates .venv and installs cer with its dev tools.
+# Every target works from a fresh clone: `make install` creates .venv and installs cer with its dev tools,
+# then compiles the numba kernels into numba's cache (tests/warm_kernels.py: ~1 minute, once).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,6 +10,7 @@ $(BIN)/cer: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,spark]'
+	$(BIN)/python -m tests.warm_kernels
 	@touch $(BIN)/cer
 
 # Byte-compiled once here, as pip does for a regular install: an editable one has no .pyc,
