@@ -251,7 +251,9 @@ def test_a_label_counts_its_named_events_too(tmp_path, text, want):
     long = [json.loads(line) for line in run("match", "-e", text, str(log), "--format",
                                              "jsonl").stdout.splitlines()]
     assert len(rows) == len(long) > 0
-    for row, match in zip(rows, long, strict=True):
+    api = cer_cli.match(pl.read_csv(log), text, shape="wide").to_dicts()  # the Python API
+    for row, from_api, match in zip(rows, api, long, strict=True):
         for var, many in want:
             events = [e["position"] for e in match["events"] if var in e["vars"]]
-            assert row[f"{var}.position"] == (events if many else events[0])
+            assert row[f"{var}.position"] == from_api[f"{var}.position"] == (
+                events if many else events[0])

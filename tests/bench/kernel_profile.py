@@ -3,9 +3,8 @@
 
 ``python -m tests.bench.kernel_profile [QUERY] [ROUNDS]`` (``QUERY`` a name of
 ``correlation.CHAIN_QUERIES`` or a query's text, default the comparison chain; 6 rounds) runs
-the query on the
-1M-event next-match log in this process, with ``perf record`` attached for the measured
-rounds, and prints the share of samples per compiled function and per source line of
+the query on the 1M-event next-match log in this process, with ``perf record`` attached for
+the measured rounds, and prints the share of samples per compiled function and per source line of
 ``pcea_kernel.py`` / ``ordered_kernel.py`` (a line of an inlined helper counts where it is
 written, not where it was inlined). Needs Linux ``perf``, binutils' ``nm`` and
 ``addr2line``, and permission to attach ``perf`` to one's own process.
