@@ -601,6 +601,25 @@ def test_integers_beyond_float_precision_are_never_rounded():
     assert "CER_HJ_KERNEL=0" in e.value.hints[0]
 
 
+@pytest.mark.parametrize("sign", [1, -1])
+def test_the_first_integer_float64_rounds_is_never_compared_rounded(sign):
+    """2^53 + 1 is the first integer float64 cannot hold, and it rounds to 2^53: the check
+    once read the rounded values, took 2^53 for exact, and compared 2^53 + 1 > 2^53 as
+    false (no match, exit 0). 2^53 itself is exact and stays on the kernel."""
+    text = "SELECT * WHERE A AS a ; B AS b FILTER a.v > b.v WITHIN 5 EVENTS"
+    top, low = sorted((sign * (2 ** 53 + 1), sign * 2 ** 53), reverse=True)
+    frame = events_frame([{"type": "A", "v": top}, {"type": "B", "v": low}])
+    engine = compile_query(text).executor()
+    assert engine.count(frame) == 1
+    assert "runs as Python objects: compared integers beyond 2^53" in engine.describe()
+    exact = events_frame([{"type": "A", "v": sign * 2 ** 53}, {"type": "B", "v": sign * 2 ** 53}])
+    engine = compile_query(text).executor()
+    assert engine.count(exact) == 0 and engine._state is not None
+    # a later frame with it is refused, as any integer beyond 2^53
+    with pytest.raises(QueryError, match="beyond 2\\^53 in a.v"):
+        engine.count(frame)
+
+
 @compiled_only
 def test_compiled_kernel_counts_and_enumerates_the_chain_as_the_brute_force(monkeypatch):
     monkeypatch.setenv("CER_JIT", "1")

@@ -856,7 +856,7 @@ class HashJoinEngine:
             self._input_exprs = key, self._act_expression(schema), cmp
         _, act_expr, cmp = self._input_exprs
         # with_columns: it broadcasts a mask that is a literal (no attribute in the frame)
-        got = frame.with_columns(act_expr, *(e for _, e, _, _ in cmp))
+        got = frame.with_columns(act_expr, *(c[1] for c in cmp))
         act = got[_ACT].to_numpy().astype(np.int64)
         pos = got[POS].cast(pl.Int64).to_numpy()
         values = self._key_values(frame)

@@ -187,7 +187,8 @@ class Tables:
 
 def compared_columns(pcea: PCEA, tables: Tables, schema) -> list[tuple] | str:
     """Per ``tables.cmp`` column that some comparison fills: ``(column, expression, kind,
-    node)``, the expression the compared value of each event as float64 (NaN: none); or
+    node, value)``: the expression of the compared value of each event as float64 (NaN: none)
+    and of the value itself (``_beyond_exact`` reads it); or
     why the kernel cannot compare them (not numbers). Built once per schema: a run's frames
     share theirs."""
     out = []
@@ -202,8 +203,19 @@ def compared_columns(pcea: PCEA, tables: Tables, schema) -> list[tuple] | str:
             return f"compared values of kind {key[1]} and {probe[1]} (not numbers)"
         for side, kind, node in ((0, key[1], c.key), (1, probe[1], c.probe)):
             expr = pair[side].cast(pl.Float64).fill_null(float("nan")).alias(f"__cer_cmp{i + side}")
-            out.append((i + side, expr, kind, node))
+            out.append((i + side, expr, kind, node, pair[side]))
     return out
+
+
+def _beyond_exact(frame, col: np.ndarray, value) -> bool:
+    """Whether an integer compared value of ``frame`` (``value``, its expression; ``col``, the
+    same as float64) is beyond 2^53, where float64 rounds. Decided on the integers: 2^53 + 1
+    rounds to 2^53, so the floats alone cannot tell it from 2^53 (exact). The floats only
+    say when to look: no integer under 2^53 becomes a float of 2^53 or more."""
+    if not col.size or not max(-np.fmin.reduce(col), np.fmax.reduce(col)) >= EXACT:
+        return False
+    lo, hi = frame.select(value.min().alias("lo"), value.max().alias("hi")).row(0)
+    return max(abs(lo or 0), abs(hi or 0)) > EXACT
 
 
 def compared_values(pcea: PCEA, tables: Tables, frame, schema, first: bool = False,
@@ -219,11 +231,11 @@ def compared_values(pcea: PCEA, tables: Tables, frame, schema, first: bool = Fal
         if isinstance(columns, str):
             return columns
     if got is None:
-        got = frame.select(e for _, e, _, _ in columns) if columns else None
+        got = frame.select(c[1] for c in columns) if columns else None
     out = np.full((max(1, len(tables.cmp)), frame.height), np.nan)
-    for i, expr, kind, node in columns:
+    for i, expr, kind, node, value in columns:
         col = got[expr.meta.output_name()].to_numpy()
-        if kind == "int" and col.size and max(-np.fmin.reduce(col), np.fmax.reduce(col)) > EXACT:
+        if kind == "int" and _beyond_exact(frame, col, value):
             if first:
                 return "compared integers beyond 2^53 (float64 would round them)"
             raise QueryError(
