@@ -494,11 +494,15 @@ def in_window(window: ast.Window | None, start: int, end: int, local: list[int],
     raise TypeError(window)
 
 
+def _has_value(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
 def _partitions(query: ast.Query, events: list[Event]) -> dict[tuple | None, list[int]]:
     """FROM, then PARTITION BY: key -> global positions of the sub-stream, in order.
 
-    Each group uses the first of its names that the event has (non-null); an event that
-    has none of a group's names is skipped."""
+    Each group uses the first of its names that the event has (not null, not NaN: no
+    value, as in predicates); an event that has none of a group's names is skipped."""
     seen = [
         i
         for i, t in enumerate(events)
@@ -510,7 +514,7 @@ def _partitions(query: ast.Query, events: list[Event]) -> dict[tuple | None, lis
     for i in seen:
         key = []
         for group in query.partition_by:
-            value = next((events[i][a] for a in group if events[i].get(a) is not None), None)
+            value = next((events[i][a] for a in group if _has_value(events[i].get(a))), None)
             if value is None:
                 break
             key.append(value)

@@ -438,6 +438,21 @@ def test_spark_decimal_date_boolean_columns_compare_as_locally(spark):
         assert got.select("match", "position").equals(want.select("match", "position")), query
 
 
+def test_a_nan_partition_key_is_no_key_as_locally(spark, tmp_path):
+    """Spark's dropna drops an event whose key is NaN, where the local run made NaN a key
+    of its own; and Spark's coalesce took NaN as the group's value where the next name had
+    one. Both now read NaN as no value (``tests/test_semantics_edges.py``)."""
+    from tests.test_semantics_edges import NAN_KEYS
+
+    log = tmp_path / "log.parquet"
+    pl.DataFrame(NAN_KEYS).write_parquet(log)
+    compiled = compile_query("A ; B PARTITION BY [k, j]", schema=read_events([str(log)]).schema)
+    got = sorted((m.start, m.end) for m in spark_match(compiled, [str(log)], master="local[2]",
+                                                        conf=CONF))
+    assert got == sorted((m.start, m.end) for m in local_matches(compiled, [str(log)]))
+    assert got == [(0, 1), (2, 3), (4, 5)]
+
+
 def test_spark_match_is_lazy(spark):
     """No Spark job runs before an action on the result (with a compiled Plan and a plan
     that needs no ranges); the action then runs jobs in the same group."""

@@ -70,8 +70,8 @@ class Executor(Protocol):
 
 def partition_columns(partition_by, columns) -> list[list[str]]:
     """Per PARTITION BY group, its attributes that the events have: an event's key in the
-    group is the first of them it has (coalesce), and an event without a key in some group
-    is in no partition. Both the executors and Spark's fan-out key events by this."""
+    group is the first of them it has (coalesce; null and NaN are none), and an event without
+    a key in some group is in no partition. Both the executors and Spark's fan-out key events by this."""
     return [[a for a in group if a in columns] for group in partition_by]
 
 
@@ -105,8 +105,13 @@ def prepare_frame(
         frame = frame.filter(pl.col(STREAM).is_in(list(streams)))
     if partition_by:
         exprs = []
+        schema = frame.schema
         for i, present in enumerate(partition_columns(partition_by, frame.columns)):
-            exprs.append((pl.coalesce(present) if present else pl.lit(None)).alias(f"{key}{i}"))
+            # NaN is no value (as in predicates): such a key is missing, the next one of
+            # the group is tried
+            cols = [pl.col(c).fill_nan(None) if schema[c].is_float() else pl.col(c)
+                    for c in present]
+            exprs.append((pl.coalesce(cols) if cols else pl.lit(None)).alias(f"{key}{i}"))
         names = [f"{key}{i}" for i in range(len(exprs))]
         frame = frame.with_columns(exprs).drop_nulls(names)
         # a key of nanosecond or zoned datetimes as its exact text: the engines number keys

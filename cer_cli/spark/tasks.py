@@ -213,7 +213,12 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
     if plan.kind == PARTITION:
         keys = []
         for i, present in enumerate(partition_columns(plan.partition_by, frame.columns)):
-            key = F.coalesce(*map(column, present)) if present else F.lit(None)
+            # NaN is no value, as locally (``prepare_frame``): the group's next attribute
+            floats = {f.name for f in frame.schema.fields
+                      if f.dataType.typeName() in ("double", "float")}
+            cols = [F.when(~F.isnan(column(c)), column(c)) if c in floats else column(c)
+                    for c in present]
+            key = F.coalesce(*cols) if cols else F.lit(None)
             keys.append(key.alias(f"{_KEY}{i}"))
         names = [f"{_KEY}{i}" for i in range(len(keys))]
         keyed = frame.select("*", *keys).dropna(subset=names)
