@@ -4,6 +4,7 @@ ids are interned stably across batches."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -31,7 +32,7 @@ INT_ATTRS = ("a", "b")
 
 
 class Undefined(Exception):
-    """A null attribute or a division by zero: the whole predicate is false."""
+    """A null attribute or a division by zero: the whole atom is false."""
 
 
 def trunc_div(a: int, b: int) -> int:
@@ -85,10 +86,33 @@ def py_truth(p, row) -> bool:
 
 
 def py_holds(p, row) -> bool:
+    """An atom (a comparison, or an ``x[...]`` group: scoped connectives, possibly negated)
+    is false where a value it reads is missing; connectives between atoms combine their
+    truth values, with NOT moved down to the atoms (De Morgan)."""
+    between = (A.And, A.Or, A.Not)
+    if isinstance(p, (A.And, A.Or)) and not p.scoped:
+        left, right = py_holds(p.left, row), py_holds(p.right, row)
+        return (left and right) if isinstance(p, A.And) else (left or right)
+    if isinstance(p, A.Not) and not p.scoped and isinstance(p.operand, between) \
+            and not p.operand.scoped:
+        q = p.operand
+        if isinstance(q, A.Not):
+            return py_holds(q.operand, row)
+        inner = A.And if isinstance(q, A.Or) else A.Or
+        return py_holds(inner(A.Not(q.left), A.Not(q.right)), row)
     try:
         return py_truth(p, row)
     except Undefined:
         return False
+
+
+def group(p):
+    """``p`` as one ``x[...]`` group: every connective in it scoped."""
+    if isinstance(p, (A.And, A.Or)):
+        return dataclasses.replace(p, left=group(p.left), right=group(p.right), scoped=True)
+    if isinstance(p, A.Not):
+        return A.Not(group(p.operand), scoped=True)
+    return p
 
 
 # Tiny floats are excluded: polars divides by subnormals as if they were zero, and float
@@ -108,8 +132,12 @@ num_exprs = st.one_of(
               st.one_of(st.just(A.AttrRef("", "f")), floats.map(A.Literal))),
 )
 str_exprs = st.one_of(st.just(A.AttrRef("", "s")), st.sampled_from(["ab", "b", ""]).map(A.Literal))
-predicates = predicate_trees(num_exprs, int_exprs, str_exprs, ints, st.just(A.AttrRef("", "s")),
-                             ["a", "^b", "b$", "a.b"], max_leaves=4)
+trees = predicate_trees(num_exprs, int_exprs, str_exprs, ints, st.just(A.AttrRef("", "s")),
+                        ["a", "^b", "b$", "a.b"], max_leaves=4)
+# written between atoms (x.a > 1 OR x.b < 2), as one group (x[a > 1 OR b < 2]), or mixed
+predicates = st.one_of(trees, trees.map(group),
+                       st.builds(A.Or, trees.map(group), trees),
+                       st.builds(A.Not, st.builds(A.And, trees, trees.map(group))))
 rows = st.lists(
     st.fixed_dictionaries({
         "a": st.none() | ints,
@@ -179,13 +207,39 @@ def test_nan_is_no_value_even_under_not_or_or():
         A.Compare(">", f, A.Literal(0)),
         A.Compare("=", f, f),
         A.Not(A.Compare("<", f, A.Literal(0))),
-        A.Or(A.Compare(">", a, A.Literal(0)), A.Compare(">", f, A.Literal(0))),
+        # one group x[a > 0 OR f > 0]: a NaN anywhere in it fails it
+        A.Or(A.Compare(">", a, A.Literal(0)), A.Compare(">", f, A.Literal(0)), scoped=True),
         A.InInterval(f, A.Literal(0), None, True),
     ):
         assert df.select(atom_expression(AttrTest(pred), df.schema)).to_series().to_list()[0] is False
+    # between atoms (x.a > 0 OR x.f > 0), the atom on a holds alone; NOT reaches the atoms
+    # (NOT(x.a < 0 AND x.f > 0) is x.a >= 0 OR x.f <= 0)
+    for pred in (A.Or(A.Compare(">", a, A.Literal(0)), A.Compare(">", f, A.Literal(0))),
+                 A.Not(A.And(A.Compare("<", a, A.Literal(0)), A.Compare(">", f, A.Literal(0))))):
+        assert df.select(atom_expression(AttrTest(pred), df.schema)).to_series().to_list()[0] is True
     inf = pl.DataFrame({"f": [float("inf")]})
     undefined = A.Compare(">=", A.BinOp("-", f, f), A.Literal(0))  # inf - inf
     assert inf.select(atom_expression(AttrTest(undefined), inf.schema)).item() is False
+
+
+def test_connectives_between_atoms_keep_their_meaning_when_merged_into_one_test(tmp_path):
+    """The simplify pass merges the filters of one event into one test; merged into one
+    group x[...], an atom on a null failed the whole test: x.id < 0 OR x.v = 0 found no
+    match on id null, v 0 (the reference: one, through x.v = 0)."""
+    from tests.builders import run
+
+    log = tmp_path / "log.parquet"
+    pl.DataFrame({"type": ["A", "A"], "v": [0, 5],
+                  "id": pl.Series([None, 3], dtype=pl.Int64)}).write_parquet(log)
+    for text, want in (("A FILTER A.id < 0 OR A.v = 0", 1), ("A FILTER A[id < 0] OR A[v = 0]", 1),
+                       ("A FILTER A[id < 0 OR v = 0]", 0),
+                       ("A AS x FILTER x.id < 0 OR NOT(x.v < 0)", 2),
+                       ("A FILTER NOT(A.id < 0 AND A.v > 0)", 2),
+                       ("A FILTER NOT A[id < 0 AND v > 0]", 1),
+                       ("A AS x ; B FILTER x.id < 0 OR x.v = 0", 0)):
+        result = run("match", "-e", text, str(log), "--count")
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[-1] == str(want), text
 
 
 def test_predicate_expression_reads_columns_named_by_the_caller():

@@ -64,7 +64,9 @@ FIXTURES = [
      "(T AS x FILTER x.tmp > 40) ; H AS y"),
     # simplify: constants, FALSE branches, merged filter chains, duplicate disjuncts
     (simplify, "((T AS x FILTER x.a > 1) FILTER x.b < 2) OR (H AS y FILTER FALSE)",
-     "T AS x FILTER x[a > 1 AND b < 2]"),  # one event: the merged test is one atom
+     "T AS x FILTER x.a > 1 AND x.b < 2"),  # one event: one merged test, scopes kept
+    (simplify, "(T AS x FILTER x.a > 1) FILTER x[b < 2 OR c > 1] OR x.d = 1",
+     "T AS x FILTER x.a > 1 AND (x[b < 2 OR c > 1] OR x.d = 1)"),
     (simplify, "T AS x FILTER TRUE", "T AS x"),
     (simplify, "T AS x ; (H FILTER FALSE)", None),
     (simplify, "(T AS x FILTER (x.t >= 40 AND x.t < 40))+", None),

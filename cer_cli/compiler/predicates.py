@@ -53,7 +53,7 @@ from cer_cli.query import ast
 from cer_cli.query.checks import LIKE_SYNTAX_HINT, iso_datetime, like_pattern_error
 from cer_cli.query.errors import QueryError
 from cer_cli.query.printer import shown
-from cer_cli.query.scope import bottom_up, operands, pred_vars, strip_var
+from cer_cli.query.scope import bottom_up, is_atom, operands, pred_vars, push_not, strip_var
 
 # --------------------------------------------------------------------------- atoms
 
@@ -470,15 +470,26 @@ def _never_null(expr: pl.Expr | None) -> pl.Expr:
 
 def predicate_expression(pred: ast.Predicate, schema: Mapping[str, pl.DataType],
                          column: Column = _unqualified) -> pl.Expr:
-    """The boolean polars expression of ``pred``, evaluated as ONE atom, on a frame where
-    ``column(ref)`` names the column holding attribute reference ``ref`` (``schema`` gives
-    the frame's column types).
+    """The boolean polars expression of ``pred`` on a frame where ``column(ref)`` names the
+    column holding attribute reference ``ref`` (``schema`` gives the frame's column types):
+    a test of one event reads the event's attributes by bare name (the default
+    ``column``); a test between events reads one combination of events per row, e.g.
+    ``column=lambda r: f"{r.var}.{r.attr}"``.
 
-    Never null. False on a row where any part cannot be computed (absent, null or NaN
-    attribute, division by zero), even under NOT or OR: a test of one event reads the
-    event's attributes by bare name (the default ``column``); a test between events reads
-    one combination of events per row, e.g. ``column=lambda r: f"{r.var}.{r.attr}"``.
+    Never null. An atom (``scope.is_atom``: a comparison, or one ``x[...]`` group with the
+    connectives inside it) is false on a row where any part of it cannot be computed
+    (absent, null or NaN attribute, division by zero), even under NOT or OR. Connectives
+    between atoms combine the atoms' truth values, NOT moved down to the atoms (De
+    Morgan), as for several events (docs/language.md): on ``id`` null and ``v`` 0,
+    ``x.id < 0 OR x.v = 0`` holds, ``x[id < 0 OR v = 0]`` does not.
     """
+    if isinstance(pred, (ast.And, ast.Or)) and not pred.scoped:
+        left = predicate_expression(pred.left, schema, column)
+        right = predicate_expression(pred.right, schema, column)
+        return left & right if isinstance(pred, ast.And) else left | right
+    if not is_atom(pred):  # NOT over connectives between atoms
+        assert isinstance(pred, ast.Not)
+        return predicate_expression(push_not(pred.operand), schema, column)
     expr = _strict(pred, schema, column)
     values = [_value(e, schema, column) for e in operands(pred)]
     if expr is None or any(v is None for v in values):

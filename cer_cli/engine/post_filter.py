@@ -49,7 +49,7 @@ from cer_cli.compiler.correlation import PSI, AbsenceSite, Site, shown
 from cer_cli.compiler.predicates import join_pair, predicate_expression, value_expression
 from cer_cli.events import KEY, POS, STREAM, TYPE, MatchBatch
 from cer_cli.query import ast
-from cer_cli.query.scope import attr_refs, is_atom, pred_vars, prev_refs
+from cer_cli.query.scope import attr_refs, is_atom, pred_vars, prev_refs, push_not
 
 _MATCH = "__cer_match"
 MATCH_ID = _MATCH  #: the candidate id column of ``gap_hits``
@@ -60,17 +60,6 @@ def _column(ref: ast.AttrRef) -> str:
     if isinstance(ref, ast.PrevRef):
         return f"PREV({ref.var}).{ref.attr}"
     return f"{ref.var}.{ref.attr}"
-
-
-def _push_not(p: ast.Predicate) -> ast.Predicate:
-    """``NOT p`` with the negation moved one level down (De Morgan)."""
-    if isinstance(p, ast.And):
-        return ast.Or(ast.Not(p.left), ast.Not(p.right))
-    if isinstance(p, ast.Or):
-        return ast.And(ast.Not(p.left), ast.Not(p.right))
-    if isinstance(p, ast.Not):
-        return p.operand
-    return ast.Not(p)
 
 
 @dataclass(frozen=True)
@@ -184,7 +173,7 @@ class PostFilter:
             right = self._truth(p.right, bound, n, cache, single)
             return left & right if isinstance(p, ast.And) else left | right
         assert isinstance(p, ast.Not)
-        return self._truth(_push_not(p.operand), bound, n, cache, single)
+        return self._truth(push_not(p.operand), bound, n, cache, single)
 
     @staticmethod
     def _atom(p: ast.Predicate, bound: pl.DataFrame, n: int,

@@ -257,6 +257,18 @@ def is_atom(p: ast.Predicate) -> bool:
     return not isinstance(p, _CONNECTIVES)
 
 
+def push_not(p: ast.Predicate) -> ast.Predicate:
+    """``NOT p`` with the negation moved one level down (De Morgan): how ``NOT`` over
+    connectives between atoms reaches the atoms (docs/language.md)."""
+    if isinstance(p, ast.And):
+        return ast.Or(ast.Not(p.left), ast.Not(p.right))
+    if isinstance(p, ast.Or):
+        return ast.And(ast.Not(p.left), ast.Not(p.right))
+    if isinstance(p, ast.Not):
+        return p.operand
+    return ast.Not(p)
+
+
 def filter_atoms(p: ast.Predicate) -> Iterator[ast.Predicate]:
     """The leaves of a filter under ``AND``/``OR``/``NOT`` (constants excluded)."""
     if isinstance(p, (ast.And, ast.Or)):

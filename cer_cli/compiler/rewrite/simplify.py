@@ -100,17 +100,11 @@ def _atom(f: ast.Formula) -> ast.Formula | None:
     pred = fold(conj([rename_var(p, None, var) for p in preds[::-1]]))
     if isinstance(pred, ast.BoolConst):
         return out if pred.value else None
-    # One event: its atoms' connectives mean the same inside or between x[...] groups, so
-    # the merged test is one x[...] atom (and prints as one).
-    return ast.Filter(out, _scoped(pred)) if satisfiable(pred) else None
-
-
-def _scoped(p: ast.Predicate) -> ast.Predicate:
-    if isinstance(p, (ast.And, ast.Or)):
-        return replace(p, left=_scoped(p.left), right=_scoped(p.right), scoped=True)
-    if isinstance(p, ast.Not):
-        return replace(p, operand=_scoped(p.operand), scoped=True)
-    return p
+    # One event, one guard; its connectives keep their scope. They mean the same inside
+    # and between x[...] groups only while every value is there: on id null and v 0,
+    # x[id < 0] OR x[v = 0] holds and x[id < 0 OR v = 0] does not (merged into one group,
+    # the first was false).
+    return ast.Filter(out, pred) if satisfiable(pred) else None
 
 
 def satisfiable(pred: ast.Predicate) -> bool:
@@ -179,14 +173,14 @@ def fold(pred: ast.Predicate) -> ast.Predicate:
         inner = fold(pred.operand)
         if isinstance(inner, ast.BoolConst):
             return ast.BoolConst(not inner.value)
-        return ast.Not(inner, span=pred.span)
+        return replace(pred, operand=inner)  # its scope kept: x[NOT p] is one atom
     if isinstance(pred, (ast.And, ast.Or)):
         left, right = fold(pred.left), fold(pred.right)
         absorbing = isinstance(pred, ast.Or)  # TRUE absorbs OR, FALSE absorbs AND
         for a, b in ((left, right), (right, left)):
             if isinstance(a, ast.BoolConst):
                 return a if a.value == absorbing else b
-        return type(pred)(left, right, span=pred.span)
+        return replace(pred, left=left, right=right)
     return pred
 
 
