@@ -14,6 +14,7 @@ enclosing formula binds.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 from hypothesis import assume
@@ -58,6 +59,28 @@ def streams(draw, min_size: int = 1, max_size: int = 8, types=EVENT_TYPES) -> li
 
 
 
+
+
+#: values where comparisons go wrong quietly: missing (None, NaN), signed zeros, and the
+#: integers around 2^53, where float64 starts rounding (``edge_values``)
+EDGE_INTS = (0, 1, 2, 3, -1, None, 2 ** 53, 2 ** 53 + 1, -(2 ** 53 + 1), 2 ** 62)
+EDGE_FLOATS = (0.0, -0.0, 1.5, 2.0, 3.0, -1.0, math.nan, None)
+
+
+@st.composite
+def edge_values(draw, events: list[dict]) -> list[dict]:
+    """``events`` (from ``streams``) with each attribute's values 0..3 mapped to values of
+    ``EDGE_INTS`` or ``EDGE_FLOATS`` (one kind per attribute, so its column keeps one type),
+    not all missing."""
+    out = [dict(e) for e in events]
+    for attr, top in ATTRIBUTES.items():
+        pool = draw(st.sampled_from((EDGE_INTS, EDGE_FLOATS)))
+        to = {i: draw(st.sampled_from(pool + (None,) * 3)) for i in range(top + 1)}  # often
+        if all(v is None for v in to.values()):
+            to[0] = pool[0]
+        for e in out:
+            e[attr] = to[e[attr]]
+    return out
 
 
 def schema_of(events: list[dict], types=EVENT_TYPES, streams=STREAMS) -> cer_events.Schema:
