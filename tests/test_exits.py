@@ -237,6 +237,12 @@ def test_a_decimal_window_bound_over_integers_float_rounds_is_exit_2(tmp_path: P
     assert cer("match", "-e", query.format(b="2"), str(path), "--count").stdout == b"1\n"
     path.write_text("type,seq,v\nA,10,1\nB,12,2\nB,13,3\n")
     assert cer("match", "-e", query.format(b="2.5"), str(path), "--count").stdout == b"1\n"
+    # the least int64, whose absolute value int64 cannot hold, is named as well (it was an
+    # internal error, exit 1)
+    path.write_text(f"type,seq,v\nA,{-2 ** 63},1\nB,{2 ** 62},2\n")
+    result = cer("match", "-e", query.format(b="2.5"), str(path), "--count")
+    assert result.returncode == 2, result.stderr
+    assert f"data row 0 (0-based), {-2 ** 63}, beyond 2^53" in result.stderr.decode()
 
 
 @pytest.mark.parametrize("source", ["file", "stdin", "expr"])
@@ -259,3 +265,23 @@ def test_a_huge_integer_literal_is_exit_2_with_its_position(log: Path) -> None:
     err = result.stderr.decode()
     assert err.startswith("<expr>:1:22: error: integer too large: 99999999999999999999…(5,000 digits)")
     assert "internal error" not in err and len(err) < 2000
+
+
+@pytest.mark.parametrize("query", ["A ; B WITHIN 3 [seq]",
+                                   "A AS a ; B AS b FILTER a.v < b.v WITHIN 3 [seq]"])
+def test_a_window_time_whose_window_reaches_below_int64_is_exit_2(tmp_path: Path, query) -> None:
+    """``seq - 3`` below the least int64 wrapped around to a huge time in the automaton's
+    kernel, which then dropped the A: no match, exit 0 (the hash join, on offsets, found it).
+    Refused, naming the row; a window that just fits runs."""
+    import polars as pl
+
+    low = -(2 ** 63)
+    path = tmp_path / "seqs.parquet"
+    pl.DataFrame({"type": ["A", "B"], "seq": [low, low + 1], "v": [1, 2]}).write_parquet(path)
+    result = cer("match", "-e", query, str(path), "--count")
+    assert result.returncode == 2, result.stderr
+    err = result.stderr.decode()
+    assert f"stream 'seqs', data row 0 (0-based), {low}, is within the window" in err
+    assert "hint: shift the seq values up" in err
+    pl.DataFrame({"type": ["A", "B"], "seq": [low + 3, low + 4], "v": [1, 2]}).write_parquet(path)
+    assert cer("match", "-e", query, str(path), "--count").stdout == b"1\n"

@@ -9,6 +9,7 @@ each other.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -130,14 +131,35 @@ def prepare_frame(
             frame = frame.with_columns(pl.col(wtime).fill_nan(None))
         times = frame[wtime].drop_nulls()
         if times.len():
-            if (times.diff().drop_nulls() < 0).any() or times[0] < last_time:
+            # not diff(): it wraps past int64 (2^62 after -2^63 read as a step back)
+            if (times < times.shift(1)).any() or times[0] < last_time:
                 raise _unordered(frame, wtime, w, last_time)
             if isinstance(w, ast.AttributeWindow) and isinstance(w.amount, float) \
                     and times.dtype.is_integer() \
                     and max(abs(int(times[0])), abs(int(times[-1]))) > _FLOAT_EXACT:
                 raise _inexact_bound(frame, wtime, w)
+            reach = w.amount if isinstance(w, ast.AttributeWindow) else w.nanoseconds
+            if times.dtype.is_integer() and int(times[0]) - math.ceil(reach) < _INT64_MIN:
+                raise _window_underflow(frame, wtime, w, times[0])
             last_time = times[-1]
     return frame, last_time
+
+
+#: the engines compute a window's ``time - bound`` in int64, which wraps below this
+_INT64_MIN = -(1 << 63)
+
+
+def _window_underflow(frame: pl.DataFrame, wtime: str, w: ast.Window, first) -> QueryError:
+    """The error for a window time so close to the least int64 that ``time - bound`` would
+    wrap around to a huge time, and drop every run before it (no match, exit 0)."""
+    i = int((frame[wtime] == first).arg_true()[0])
+    name = w.attr if isinstance(w, ast.AttributeWindow) else "time"
+    shown = frame[w.attr][i] if isinstance(w, ast.AttributeWindow) else frame[TIME][i]
+    return QueryError(
+        f"WITHIN {window_span(w)}: the {name} of stream {frame[STREAM][i]!r}, data row"
+        f" {frame[ROW][i]} (0-based), {shown}, is within the window of the least 64-bit integer,"
+        f" where {name} minus the window would wrap around", w.span,
+        hints=[f"shift the {name} values up (e.g. subtract the least of them)"])
 
 
 #: integers float64 holds exactly (a window's ``time - bound`` with a float bound is float)
@@ -149,7 +171,8 @@ def _inexact_bound(frame: pl.DataFrame, wtime: str, w: ast.AttributeWindow) -> Q
     is computed in floats, so whether an event is in the window would be decided on
     rounded times. Over integers the floor of the bound is the same window."""
     t = frame[wtime]
-    i = int((t.abs() > _FLOAT_EXACT).arg_true()[0])
+    # not t.abs(): it wraps the least int64 to itself, and no row was found (exit 1)
+    i = int(((t > _FLOAT_EXACT) | (t < -_FLOAT_EXACT)).arg_true()[0])
     floor = int(w.amount // 1)
     return QueryError(
         f"WITHIN {w.amount} [{w.attr}]: a decimal bound over the integer {w.attr} of"

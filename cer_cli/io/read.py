@@ -1003,7 +1003,7 @@ class _Pass:
             return
         if times.len() and not self.unsorted:
             self.unsorted = bool((self.last is not None and times[0] < self.last)
-                                 or (times.diff() < 0).any())
+                                 or (times < times.shift(1)).any())  # diff() wraps
             self.last = times[-1]
 
     def verdict(self) -> tuple[int, bool]:
