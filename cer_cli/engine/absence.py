@@ -43,7 +43,7 @@ import polars as pl
 
 from cer_cli import signals
 from cer_cli.compiler.predicates import AttrTest, StreamTest, TypeTest, atom_expression, strip_var
-from cer_cli.engine.executor import prepare_frame, window_bound
+from cer_cli.engine.executor import prepare_frame, window_bound, window_low
 from cer_cli.engine.post_filter import MATCH_ID as _MATCH
 from cer_cli.engine.post_filter import gap_hits
 from cer_cli.engine.strategies import dedupe, project
@@ -245,7 +245,7 @@ class TrailingAbsence:
         times = prepared[_WTIME].to_numpy()
         if self._tpos is not None:
             # this frame's matches end at its first time or later: they start at most W before
-            keep = self._times >= times[0] - self._bound
+            keep = self._times >= window_low(times[0], self._bound)
             pos, times = np.concatenate([self._tpos[keep], pos]), np.concatenate([self._times[keep], times])
         self._tpos, self._times = pos, times
 

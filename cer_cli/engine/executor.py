@@ -9,11 +9,11 @@ each other.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import polars as pl
 
 from cer_cli.events import ROW, STREAM, TIME, Match, MatchBatch
@@ -138,28 +138,21 @@ def prepare_frame(
                     and times.dtype.is_integer() \
                     and max(abs(int(times[0])), abs(int(times[-1]))) > _FLOAT_EXACT:
                 raise _inexact_bound(frame, wtime, w)
-            reach = w.amount if isinstance(w, ast.AttributeWindow) else w.nanoseconds
-            if times.dtype.is_integer() and int(times[0]) - math.ceil(reach) < _INT64_MIN:
-                raise _window_underflow(frame, wtime, w, times[0])
             last_time = times[-1]
     return frame, last_time
 
 
-#: the engines compute a window's ``time - bound`` in int64, which wraps below this
-_INT64_MIN = -(1 << 63)
+#: the least int64: a window's lower edge below it is held as it (nothing is earlier)
+INT64_MIN = -(1 << 63)
 
 
-def _window_underflow(frame: pl.DataFrame, wtime: str, w: ast.Window, first) -> QueryError:
-    """The error for a window time so close to the least int64 that ``time - bound`` would
-    wrap around to a huge time, and drop every run before it (no match, exit 0)."""
-    i = int((frame[wtime] == first).arg_true()[0])
-    name = w.attr if isinstance(w, ast.AttributeWindow) else "time"
-    shown = frame[w.attr][i] if isinstance(w, ast.AttributeWindow) else frame[TIME][i]
-    return QueryError(
-        f"WITHIN {window_span(w)}: the {name} of stream {frame[STREAM][i]!r}, data row"
-        f" {frame[ROW][i]} (0-based), {shown}, is within the window of the least 64-bit integer,"
-        f" where {name} minus the window would wrap around", w.span,
-        hints=[f"shift the {name} values up (e.g. subtract the least of them)"])
+def window_low(time, bound):
+    """``time - bound``, the earliest window time of a match ending at ``time``, computed
+    without wrapping: in int64, -2^63 + 1 minus 3 wrapped around to a huge time, which
+    dropped every run (no match, exit 0). Below the least int64 it is the least int64."""
+    if isinstance(time, int | np.integer):
+        return max(int(time) - bound, INT64_MIN)
+    return time - bound
 
 
 #: integers float64 holds exactly (a window's ``time - bound`` with a float bound is float)

@@ -82,6 +82,20 @@ DONE, NEED_MOVE = 0, 1
 CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 
 
+#: the least int64: a window's lower edge below it is held as it (``_low_edge``)
+I64_MIN = -(1 << 63)
+
+
+@njit_inline
+def _low_edge(t, bound):
+    """``t - bound``, the earliest start of the window ending at ``t``, without wrapping:
+    in int64, -2^63 + 1 minus 3 wrapped around to a huge time, which pruned every run (no
+    match, exit 0). Below the least int64 it is the least int64 (nothing is earlier)."""
+    if bound > 0 and t < I64_MIN + bound:
+        return I64_MIN
+    return t - bound
+
+
 # ---------------------------------------------------------------------------- tECS nodes
 
 
@@ -353,10 +367,10 @@ def _compact_all(nodes, mt, st, tstate, tlen, ulen, ul, prow, pcount, now, by_ev
         for pp in range(prow.shape[0]):
             r = prow[pp]
             if by_events:
-                taus[r] = pcount[pp] - 1 - bound
+                taus[r] = _low_edge(pcount[pp] - 1, bound)
                 windowed[r] = True
             elif st[HAVE_NOW]:
-                taus[r] = now[0] - bound
+                taus[r] = _low_edge(now[0], bound)
                 windowed[r] = True
     _compact(nodes, mt, st, tstate, tlen, ulen, ul, taus, windowed)
     st[NEXT_COMPACT] = max(st[COMPACT_MIN], 2 * st[NN])
@@ -513,7 +527,7 @@ def _update(i, cols, positions, keys, times, hastime, by_events, has_bound, boun
         t = times[i]
         ht = hastime[i]
     prune = has_bound and ht
-    tau = t - bound
+    tau = _low_edge(t, bound)
     # One pass over T (row r), building T' in the spare row. T is only pruned (idempotent)
     # until the commit, so a move not known yet or too small a node array undoes the event
     # (its nodes are dropped) and returns; the caller fills the move or grows the arrays

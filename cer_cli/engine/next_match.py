@@ -39,7 +39,13 @@ from cer_cli import signals
 from cer_cli.compiler.next_match import NextMatch, step_formula
 from cer_cli.compiler.predicates import comparison_pair, value_expression
 from cer_cli.engine.absence import psi_expression
-from cer_cli.engine.executor import EngineStats, prepare_frame, window_bound, window_text
+from cer_cli.engine.executor import (
+    EngineStats,
+    prepare_frame,
+    window_bound,
+    window_low,
+    window_text,
+)
 from cer_cli.engine.strategies import report
 from cer_cli.events import POS, Match, MatchBatch, as_matches
 from cer_cli.query import ast
@@ -517,7 +523,7 @@ class NextMatchScan:
         """The runs that reached the slice's end wait for the next one, with the values of
         their compared keys; under a time window those whose window closed are dropped."""
         if self._timed and self._newest is not None and len(pt):
-            alive = pt >= self._newest - self._bound
+            alive = pt >= window_low(self._newest, self._bound)
             pi, pt = pi[alive], pt[alive]
         elif self._by_events and len(pt):  # its partition went past the window already
             alive = self._counts[pi[:, PART]] - 1 - pi[:, SLOC] <= self._bound

@@ -37,7 +37,7 @@ import polars as pl
 
 from cer_cli.compiler.predicates import Alphabet
 from cer_cli.engine.driver import COUNT_SLICE_ROWS, SLICE_ROWS, Driver, Progress
-from cer_cli.engine.executor import prepare_frame, window_bound
+from cer_cli.engine.executor import prepare_frame, window_bound, window_low
 from cer_cli.engine.kernel_state import OUT_CAP
 from cer_cli.events import BATCH_EVENTS, POS, MatchBatch, join_batches
 from cer_cli.plan.fanout import PARTITION, RANGES
@@ -559,7 +559,7 @@ class _Feeder:
         first = own[_WTIME].drop_nulls()
         if not first.len():
             return None
-        return _from(tail, first[0] - self.bound)
+        return _from(tail, window_low(first[0], self.bound))
 
     def reach(self, events: pl.DataFrame) -> pl.DataFrame:
         """What of ``events`` a later range may need as context."""
@@ -568,7 +568,7 @@ class _Feeder:
         times = events[_WTIME].drop_nulls()
         if not times.len():
             return events.clear()
-        return _from(events, times[-1] - self.bound)
+        return _from(events, window_low(times[-1], self.bound))
 
 
 def _from(events: pl.DataFrame, low) -> pl.DataFrame:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from cer_cli.engine.driver import Driver
-from cer_cli.engine.executor import partition_columns, window_source
+from cer_cli.engine.executor import partition_columns, window_low, window_source
 from cer_cli.events import POS, ROW, STREAM, TIME, Match
 from cer_cli.io.encoding import partition_json
 from cer_cli.plan import Plan
@@ -246,7 +246,8 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
         qpos = F.col(_QPOS)
         first = frame.agg(*(F.min(F.when(qpos >= p, wt)) for p in starts)).first()
         reach = frame.agg(*(
-            F.min(F.when(wt >= F.lit(t) - bound, qpos)) if t is not None else F.lit(p)
+            F.min(F.when(wt >= F.lit(window_low(t, bound)), qpos)) if t is not None
+            else F.lit(p)
             for t, p in zip(first, starts, strict=True)
         )).first()
         # One event more than needed: every pair of neighbours is then inside one task,
