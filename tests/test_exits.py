@@ -282,3 +282,22 @@ def test_a_window_reaching_below_the_least_int64_keeps_its_runs(tmp_path: Path, 
         pl.DataFrame({"type": ["A", "B"], "seq": [first, first + 1], "v": [1, 2]}).write_parquet(path)
         result = cer("match", "-e", query, str(path), "--count")
         assert (result.returncode, result.stdout, result.stderr) == (0, b"1\n", b""), first
+
+
+@pytest.mark.parametrize("query", ["A ; B WITHIN 1 [v]",
+                                   "A AS a ; B AS b FILTER a.w < b.w WITHIN 1 [v]"])
+def test_an_infinite_window_time_is_exit_2_naming_its_row(tmp_path: Path, query) -> None:
+    """-inf - -inf has no value: on v = -inf, -inf, 0 the automaton found no match and the
+    hash join one, both exit 0. Refused, naming the row; finite floats run."""
+    import polars as pl
+
+    path = tmp_path / "vals.parquet"
+    inf = float("inf")
+    pl.DataFrame({"type": ["A", "B", "B"], "v": [-inf, -inf, 0.0], "w": [1, 2, 3]}).write_parquet(path)
+    result = cer("match", "-e", query, str(path), "--count")
+    assert result.returncode == 2, result.stderr
+    err = result.stderr.decode()
+    assert "stream 'vals', data row 0 (0-based) has v -inf: an infinite window time" in err
+    assert "hint: write a finite v, or leave it empty" in err
+    pl.DataFrame({"type": ["A", "B", "B"], "v": [-1.5, -1.0, 0.0], "w": [1, 2, 3]}).write_parquet(path)
+    assert cer("match", "-e", query, str(path), "--count").stdout == b"1\n"  # B at -1.0

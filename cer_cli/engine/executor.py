@@ -130,6 +130,8 @@ def prepare_frame(
         if frame[wtime].dtype.is_float():
             frame = frame.with_columns(pl.col(wtime).fill_nan(None))
         times = frame[wtime].drop_nulls()
+        if times.dtype.is_float() and times.is_infinite().any():
+            raise _infinite_time(frame, wtime, w)
         if times.len():
             # not diff(): it wraps past int64 (2^62 after -2^63 read as a step back)
             if (times < times.shift(1)).any() or times[0] < last_time:
@@ -140,6 +142,20 @@ def prepare_frame(
                 raise _inexact_bound(frame, wtime, w)
             last_time = times[-1]
     return frame, last_time
+
+
+def _infinite_time(frame: pl.DataFrame, wtime: str, w: ast.Window) -> QueryError:
+    """The error for an infinite window time: its distance to another event's is infinite
+    or undefined (-inf - -inf), and the engines decided it differently (the automaton
+    found no match where the hash join found one)."""
+    i = int(frame[wtime].is_infinite().fill_null(False).arg_true()[0])
+    name = w.attr if isinstance(w, ast.AttributeWindow) else "time"
+    return QueryError(
+        f"WITHIN {window_span(w)}: stream {frame[STREAM][i]!r}, data row {frame[ROW][i]}"
+        f" (0-based) has {name} {frame[wtime][i]}: an infinite window time has no distance"
+        " to the others", w.span,
+        hints=[f"write a finite {name}, or leave it empty (an event without a window time"
+               " may sit inside a match but neither start nor end one)"])
 
 
 #: the least int64: a window's lower edge below it is held as it (nothing is earlier)
