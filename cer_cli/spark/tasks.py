@@ -212,10 +212,9 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
     one = {_GROUP: F.lit(0), _OWN: F.lit(True)}
     if plan.kind == PARTITION:
         keys = []
+        # NaN is no value, as locally (``prepare_frame``): the group's next attribute
+        floats = {f.name for f in frame.schema.fields if f.dataType.typeName() in ("double", "float")}
         for i, present in enumerate(partition_columns(plan.partition_by, frame.columns)):
-            # NaN is no value, as locally (``prepare_frame``): the group's next attribute
-            floats = {f.name for f in frame.schema.fields
-                      if f.dataType.typeName() in ("double", "float")}
             cols = [F.when(~F.isnan(column(c)), column(c)) if c in floats else column(c)
                     for c in present]
             key = F.coalesce(*cols) if cols else F.lit(None)
