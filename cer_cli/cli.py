@@ -525,13 +525,9 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
     """`cer match --spark`: Spark computes the matches; with -o it also writes them (a
     directory in the output's shape), otherwise (or to a descriptor, device or FIFO) they
     are printed here as in local mode."""
-    import itertools
-
     from cer_cli.api import compile_query
     from cer_cli.io.files import writes_in_place
-    from cer_cli.io.read import read_events
-    from cer_cli.io.write import EventLookup, write_matches
-    from cer_cli.spark.job import spark_count, spark_match, spark_schema, spark_write
+    from cer_cli.spark.job import spark_schema
     from cer_cli.spark.output import check_output_dir
     from cer_cli.spark.session import unknown_conf_keys
 
@@ -548,6 +544,22 @@ def _run_spark(text, filename, logs, options, ranges, fmt, output, limit, count,
         of_query=False) for key in unknown_conf_keys(options["conf"])], None, None, strict)
     compiled = compile_query(text, spark_schema(logs, columns=_read_attributes(text), **options),
                              filename)
+    try:
+        _run_compiled_on_spark(compiled, logs, options, ranges, fmt, output, limit, count,
+                               allow_unbounded, shape, strict, by, console, writes, target, mode)
+    except QueryError as e:  # found while running, by a task (an unordered window attribute)
+        raise e.with_source(compiled.text, compiled.filename) from None
+
+
+def _run_compiled_on_spark(compiled, logs, options, ranges, fmt, output, limit, count,
+                           allow_unbounded, shape, strict, by, console, writes, target, mode):
+    """``_run_spark`` once the query is compiled against the logs' schema."""
+    import itertools
+
+    from cer_cli.io.read import read_events
+    from cer_cli.io.write import EventLookup, write_matches
+    from cer_cli.spark.job import spark_count, spark_match, spark_write
+
     if not allow_unbounded:
         _refuse_unbounded(compiled)
     # the log's size is Spark's to know: no memory warning

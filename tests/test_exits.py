@@ -301,3 +301,67 @@ def test_an_infinite_window_time_is_exit_2_naming_its_row(tmp_path: Path, query)
     assert "hint: write a finite v, or leave it empty" in err
     pl.DataFrame({"type": ["A", "B", "B"], "v": [-1.5, -1.0, 0.0], "w": [1, 2, 3]}).write_parquet(path)
     assert cer("match", "-e", query, str(path), "--count").stdout == b"1\n"  # B at -1.0
+
+
+#: (query, log) pairs whose window times are refused at several events, in several ways:
+#: the error names the first such event of the stream (``executor.refused_time``) whatever
+#: the frames, the ``--jobs`` pool's tasks or Spark's tasks (``tests/test_spark.py``) it is
+#: cut into, and it names the earlier event a smaller time is below, even in a frame before.
+INF = float("inf")
+REFUSED_TIMES = {
+    # each key in order on its own, not the stream: row 2's 2 is below row 1's 100
+    "out of order between keys": ("A ; B PARTITION BY [id] WITHIN 5 [v]", {
+        "type": ["A", "A", "B", "B", "A", "B"], "v": [1, 100, 2, 101, 3, 102],
+        "id": [0, 1, 0, 1, 0, 1]}),
+    # two falls: rows 10 and 21
+    "out of order twice": ("A ; B WITHIN 1 [v]", {
+        "type": ["A", "B"] * 15,
+        "v": [*range(10), 3, *range(11, 21), 5, *range(22, 30)]}),
+    # an infinite time at rows 3 and 8 (key 1, then key 0); row 3 is also below row 2
+    "infinite twice": ("A ; B PARTITION BY [id] WITHIN 1 [v]", {
+        "type": ["A", "B"] * 5, "v": [0.0, 1.0, 2.0, -INF, 4.0, 5.0, 6.0, 7.0, INF, 9.0],
+        "id": [0, 1] * 5}),
+    # out of order at row 2 (key 0's 2 below key 1's 50), then key 1 infinite at row 5:
+    # the first is the order's, though each key's own first fault is another
+    "out of order, then infinite": ("A ; B PARTITION BY [id] WITHIN 1 [v]", {
+        "type": ["A", "B", "A", "B", "A", "B"], "v": [1.0, 50.0, 2.0, 51.0, 3.0, INF],
+        "id": [0, 1, 0, 1, 0, 1]}),
+}
+REFUSED_FIRST = {
+    "out of order between keys": "data row 2 (0-based) has v 2, below 100 of stream 'log',"
+                                 " data row 1",
+    "out of order twice": "data row 10 (0-based) has v 3, below 9 of stream 'log', data row 9",
+    "infinite twice": "data row 3 (0-based) has v -inf: an infinite window time",
+    "out of order, then infinite": "data row 2 (0-based) has v 2.0, below 50.0 of stream"
+                                   " 'log', data row 1",
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_TIMES))
+def test_a_refused_window_time_names_the_streams_first(tmp_path: Path, case) -> None:
+    """The first refused window time of the stream, whichever the fault: the infinite
+    check ran before the order check on each frame, so an infinite time after a fall in
+    the same frame was named instead of the fall."""
+    query, columns = REFUSED_TIMES[case]
+    path = tmp_path / "log.parquet"
+    pl.DataFrame(columns).write_parquet(path)
+    for jobs in ("1", "2"):
+        result = cer("match", "-e", query, str(path), "--count", "--jobs", jobs)
+        assert result.returncode == 2, result.stderr
+        assert REFUSED_FIRST[case] in result.stderr.decode(), (jobs, result.stderr)
+
+
+def test_an_unordered_window_time_names_the_earlier_event_in_a_frame_before(tmp_path):
+    """The earlier event a time is below is named even when it ended the frame before:
+    it was then "below 9, an earlier event's", so the message depended on the frames."""
+    from cer_cli.api import compile_query, read_events
+    from cer_cli.query.errors import QueryError
+
+    query, columns = REFUSED_TIMES["out of order twice"]
+    path = tmp_path / "log.parquet"
+    pl.DataFrame(columns).write_parquet(path)
+    for size in (2, 5, 10, 1000):  # row 10 first in its frame (2, 5, 10) or not (1000)
+        log = read_events([str(path)], batch_size=size)
+        with pytest.raises(QueryError) as e:
+            list(compile_query(query, schema=log.schema).run(log.batches()))
+        assert REFUSED_FIRST["out of order twice"] in e.value.message, size

@@ -453,6 +453,31 @@ def test_a_nan_partition_key_is_no_key_as_locally(spark, tmp_path):
     assert got == [(0, 1), (2, 3), (4, 5)]
 
 
+@pytest.mark.parametrize("case", ["out of order between keys", "out of order twice",
+                                  "infinite twice", "out of order, then infinite"])
+def test_a_refused_window_time_is_local_modes_error_word_for_word(spark, tmp_path, case):
+    """A window time refused while running (``tests/test_exits.py``'s cases): the same
+    message, caret and hints as local mode, naming the same event, in every way of running.
+    Before: a task's error came back as one line prefixed ``error: query: error:``, without
+    its hints; each task named its own first refused time (whichever failed first); and a
+    window attribute out of order between the keys of ``PARTITION BY`` (each key in order)
+    was never seen by a task, so Spark gave matches where local mode refuses."""
+    from tests.test_exits import REFUSED_FIRST, REFUSED_TIMES
+
+    query, columns = REFUSED_TIMES[case]
+    log = tmp_path / "log.parquet"
+    pl.DataFrame(columns).write_parquet(log)
+    for mode in (["--count"], ["--format", "jsonl"], ["-o", str(tmp_path / "out.parquet")]):
+        want = _cli("match", "-e", query, str(log), *mode)
+        assert want.exit_code == 2 and REFUSED_FIRST[case] in want.output, want.output
+        assert "hint:" in want.output and "^" in want.output
+        for ranges in (["--ranges", "3"], []):
+            got = _cli("match", "-e", query, str(log), *mode, "--spark", "--master",
+                       "local[2]", *ranges)
+            assert (got.exit_code, got.output) == (2, want.output), (mode, ranges)
+        assert not (tmp_path / "out.parquet").exists()
+
+
 def test_spark_match_is_lazy(spark):
     """No Spark job runs before an action on the result (with a compiled Plan and a plan
     that needs no ranges); the action then runs jobs in the same group."""

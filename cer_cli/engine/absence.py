@@ -129,7 +129,7 @@ class TrailingAbsence:
         self.open_ends = open_ends
         self._events = isinstance(window, ast.EventsWindow)
         self._bound = window_bound(window)
-        self._last_time = float("-inf")
+        self._last_time = None  # the last timed event (executor.Earlier)
         self._key_ids: dict[tuple, int] = {}
         self._count: dict[int, int] = {}  # events seen per partition (EVENTS positions)
         self._waiting: dict[int, list] = {}  # partition -> heap of (deadline, seq, Match)

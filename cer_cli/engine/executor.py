@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import polars as pl
 
-from cer_cli.events import ROW, STREAM, TIME, Match, MatchBatch
+from cer_cli.events import POS, ROW, STREAM, TIME, Match, MatchBatch
 from cer_cli.io.texts import exact_text, inexact_in_python
 from cer_cli.query import ast
 from cer_cli.query.errors import QueryError
@@ -90,18 +90,33 @@ def window_source(w: ast.Window, columns, timed: bool) -> tuple[str, float]:
     return w.attr, w.amount
 
 
+@dataclass(frozen=True)
+class Earlier:
+    """The last event with a window time in the frames before (``prepare_frame``): its
+    window time, and what an error about a later, smaller one names of it."""
+
+    time: object
+    shown: object
+    stream: str
+    row: int
+
+    def __str__(self) -> str:
+        return f"{self.shown} of stream {self.stream!r}, data row {self.row}"
+
+
 def prepare_frame(
-    frame: pl.DataFrame, streams, partition_by, window: ast.Window | None, last_time,
-    key: str, wtime: str,
-) -> tuple[pl.DataFrame, float]:
+    frame: pl.DataFrame, streams, partition_by, window: ast.Window | None,
+    earlier: Earlier | None, key: str, wtime: str,
+) -> tuple[pl.DataFrame, Earlier | None]:
     """The column-wise work every executor does first: FROM, one column ``key{i}`` per
     PARTITION BY group (events without a key are dropped), and the window time ``wtime``
-    checked to be ordered (also against ``last_time``, the previous frame's last time).
+    checked (``refused_time``): finite, ordered (also after ``earlier``, the last timed
+    event of the frames before), and exact under a decimal bound.
 
     A datetime window attribute becomes int64 nanoseconds (the bound is then in ns); any
     other non-numeric one is a ``QueryError`` naming it. A NaN time is no time: such an
     event can neither start nor end a windowed match. Returns the frame and the new
-    ``last_time``."""
+    ``earlier``."""
     if streams is not None:
         frame = frame.filter(pl.col(STREAM).is_in(list(streams)))
     if partition_by:
@@ -130,25 +145,63 @@ def prepare_frame(
         if frame[wtime].dtype.is_float():
             frame = frame.with_columns(pl.col(wtime).fill_nan(None))
         times = frame[wtime].drop_nulls()
-        if times.dtype.is_float() and times.is_infinite().any():
-            raise _infinite_time(frame, wtime, w)
         if times.len():
             # not diff(): it wraps past int64 (2^62 after -2^63 read as a step back)
-            if (times < times.shift(1)).any() or times[0] < last_time:
-                raise _unordered(frame, wtime, w, last_time)
-            if isinstance(w, ast.AttributeWindow) and isinstance(w.amount, float) \
-                    and times.dtype.is_integer() \
-                    and max(abs(int(times[0])), abs(int(times[-1]))) > _FLOAT_EXACT:
-                raise _inexact_bound(frame, wtime, w)
-            last_time = times[-1]
-    return frame, last_time
+            if (times.dtype.is_float() and times.is_infinite().any()) \
+                    or (times < times.shift(1)).any() \
+                    or (earlier is not None and times[0] < earlier.time) \
+                    or (_decimal_over_integers(w, times.dtype)
+                        and max(abs(int(times[0])), abs(int(times[-1]))) > _FLOAT_EXACT):
+                raise refused_time(frame, wtime, w, earlier)
+            i = frame.height - 1 - int(frame[wtime].reverse().is_not_null().arg_true()[0])
+            shown = frame[w.attr if isinstance(w, ast.AttributeWindow) else TIME][i]
+            earlier = Earlier(times[-1], shown, frame[STREAM][i], frame[ROW][i])
+    return frame, earlier
 
 
-def _infinite_time(frame: pl.DataFrame, wtime: str, w: ast.Window) -> QueryError:
-    """The error for an infinite window time: its distance to another event's is infinite
-    or undefined (-inf - -inf), and the engines decided it differently (the automaton
-    found no match where the hash join found one)."""
-    i = int(frame[wtime].is_infinite().fill_null(False).arg_true()[0])
+def _decimal_over_integers(w: ast.Window, dtype: pl.DataType) -> bool:
+    """A decimal attribute bound over integer times: ``time - 2.5`` is float arithmetic."""
+    return isinstance(w, ast.AttributeWindow) and isinstance(w.amount, float) \
+        and dtype.is_integer()
+
+
+def refused_time(frame: pl.DataFrame, wtime: str, w: ast.Window,
+                 earlier: Earlier | None) -> QueryError:
+    """The error for the first event of ``frame`` (in stream order) whose window time is
+    refused: infinite, below an earlier event's, or beyond 2^53 under a decimal bound. The
+    first whatever its fault (on one event: in that order), so that the error does not
+    depend on where the log was cut into frames or tasks: local mode, ``--jobs`` and Spark
+    (``spark.tasks.first_refused_time``) name the same event. Its ``position`` is the
+    event's, for Spark to pick the first of its tasks' errors."""
+    t = frame[wtime]
+    found = []  # (index, fault order, error maker)
+    if t.dtype.is_float():
+        inf = t.is_infinite().fill_null(False)
+        if inf.any():
+            found.append((int(inf.arg_true()[0]), 0, _infinite_time))
+    before = t.forward_fill().shift(1)
+    if earlier is not None:
+        before = before.fill_null(earlier.time)
+    below = ((t < before) & t.is_not_null()).fill_null(False)
+    if below.any():
+        found.append((int(below.arg_true()[0]), 1, _unordered))
+    if _decimal_over_integers(w, t.dtype):
+        # not t.abs(): it wraps the least int64 to itself, and no row was found (exit 1)
+        beyond = ((t > _FLOAT_EXACT) | (t < -_FLOAT_EXACT)).fill_null(False)
+        if beyond.any():
+            found.append((int(beyond.arg_true()[0]), 2, _inexact_bound))
+    i, _, error = min(found, key=lambda f: f[:2])
+    e = error(frame, wtime, w, i, earlier)
+    if POS in frame.columns:
+        e.position = int(frame[POS][i])
+    return e
+
+
+def _infinite_time(frame: pl.DataFrame, wtime: str, w: ast.Window, i: int,
+                   earlier: Earlier | None) -> QueryError:
+    """The error for an infinite window time (row ``i``): its distance to another event's
+    is infinite or undefined (-inf - -inf), and the engines decided it differently (the
+    automaton found no match where the hash join found one)."""
     name = w.attr if isinstance(w, ast.AttributeWindow) else "time"
     return QueryError(
         f"WITHIN {window_span(w)}: stream {frame[STREAM][i]!r}, data row {frame[ROW][i]}"
@@ -175,13 +228,11 @@ def window_low(time, bound):
 _FLOAT_EXACT = 1 << 53
 
 
-def _inexact_bound(frame: pl.DataFrame, wtime: str, w: ast.AttributeWindow) -> QueryError:
-    """The error for a float bound over integer times that float64 rounds: ``time - 2.5``
-    is computed in floats, so whether an event is in the window would be decided on
-    rounded times. Over integers the floor of the bound is the same window."""
-    t = frame[wtime]
-    # not t.abs(): it wraps the least int64 to itself, and no row was found (exit 1)
-    i = int(((t > _FLOAT_EXACT) | (t < -_FLOAT_EXACT)).arg_true()[0])
+def _inexact_bound(frame: pl.DataFrame, wtime: str, w: ast.AttributeWindow, i: int,
+                   earlier: Earlier | None) -> QueryError:
+    """The error for a float bound over integer times that float64 rounds (row ``i``):
+    ``time - 2.5`` is computed in floats, so whether an event is in the window would be
+    decided on rounded times. Over integers the floor of the bound is the same window."""
     floor = int(w.amount // 1)
     return QueryError(
         f"WITHIN {w.amount} [{w.attr}]: a decimal bound over the integer {w.attr} of"
@@ -190,23 +241,19 @@ def _inexact_bound(frame: pl.DataFrame, wtime: str, w: ast.AttributeWindow) -> Q
         hints=[f"write WITHIN {floor} [{w.attr}]: over integers it is the same window"])
 
 
-def _unordered(frame: pl.DataFrame, wtime: str, w: ast.Window, last_time) -> QueryError:
-    """The error for the first event whose window time is below an earlier event's: which
-    stream and data row, and the two values."""
+def _unordered(frame: pl.DataFrame, wtime: str, w: ast.Window, i: int,
+               earlier: Earlier | None) -> QueryError:
+    """The error for an event (row ``i``) whose window time is below the last earlier
+    one's: which stream and data row, and the two values with the earlier event's place
+    (from ``earlier`` when it is in a frame before)."""
     t = frame[wtime]
-    before = t.forward_fill().shift(1).fill_null(last_time)
-    i = int(((t < before) & t.is_not_null()).arg_true()[0])
     name = w.attr if isinstance(w, ast.AttributeWindow) else "time"
     shown = frame[w.attr] if isinstance(w, ast.AttributeWindow) else frame[TIME]
     where = f"stream {frame[STREAM][i]!r}, data row {frame[ROW][i]} (0-based)"
-    prior = t.head(i).drop_nulls()
-    if prior.len():
-        j = int((t.head(i) == prior[-1]).arg_true()[-1])
-        earlier = f"{shown[j]} of stream {frame[STREAM][j]!r}, data row {frame[ROW][j]}"
-    elif shown.dtype == t.dtype:  # the value itself, from the previous frame
-        earlier = f"{last_time}, an earlier event's"
-    else:  # a datetime: the previous frame's time is known only in nanoseconds
-        earlier = "an earlier event's"
+    prior = t.head(i).is_not_null()
+    if prior.any():
+        j = i - 1 - int(prior.reverse().arg_true()[0])
+        earlier = Earlier(t[j], shown[j], frame[STREAM][j], frame[ROW][j])
     return QueryError(
         f"WITHIN {_window_source(w)} needs events ordered by {name}, but the log is not: {where}"
         f" has {name} {shown[i]}, below {earlier}",

@@ -297,7 +297,7 @@ class NextMatchScan:
         self._by_events = isinstance(window, ast.EventsWindow)
         self._timed = isinstance(window, ast.DurationWindow | ast.AttributeWindow)
         self._float = isinstance(self._bound, float) and not self._bound.is_integer()
-        self._last_time = float("-inf")
+        self._last_time = None  # the last timed event (executor.Earlier)
         self._newest = None  # the latest window time read (time windows)
         self._S = len(nm.steps)
         self._compares = nm.compares

@@ -485,7 +485,7 @@ class HashJoinEngine:
         self._parts: dict[tuple | None, _Partition] = {}
         self._fifo: deque = deque()  # time windows: one FIFO for all partitions
         self._ftime = NO_LOWER  # latest window time seen (an upper bound for later nulls)
-        self._last_time = NO_LOWER
+        self._last_time = None  # the last timed event (executor.Earlier)
         self._active: dict[int, tuple[int, ...]] = {}
         self._events = 0
         self._matches = 0

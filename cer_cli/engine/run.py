@@ -105,7 +105,7 @@ class Engine:
         self._key_table: pl.DataFrame | None = None
         #: whether a frame came with other key dtypes: every frame is then numbered key by key
         self._key_fallback = False
-        self._last_time: float = float("-inf")
+        self._last_time = None  # the last timed event (executor.Earlier)
         self._compact_min = compact_min
         self._out_cap = out_cap
         self._budget = budget

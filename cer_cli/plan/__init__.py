@@ -124,7 +124,7 @@ class KeyWindow:
         keys = "__cer_key_"
         need = {POS, STREAM, *(a for group in self.partition_by for a in group)}
         prepared, _ = prepare_frame(frame.select(c for c in frame.columns if c in need),
-                                    self.streams, self.partition_by, None, float("-inf"),
+                                    self.streams, self.partition_by, None, None,
                                     keys, keys + "t")
         if not self.partition_by:  # FROM without PARTITION BY: one stream, one key
             return prepared.select(POS, pl.lit(0, pl.Int8).alias(f"{keys}0"))

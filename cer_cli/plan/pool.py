@@ -430,7 +430,7 @@ class _Feeder:
         self.groups = plan.partition_by if plan.fanout.kind == PARTITION else ()
         self.window = plan.query.within
         self.bound = window_bound(self.window)
-        self.last_time = float("-inf")
+        self.last_time = None  # the last timed event (executor.Earlier)
         # partition: the task of each bucket of keys (-1: not seen yet), events per task
         self.owner = np.full(BUCKETS, -1, dtype=np.int64)
         self.load = np.zeros(pool.jobs, dtype=np.int64)

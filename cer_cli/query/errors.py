@@ -52,6 +52,10 @@ class QueryError(Exception):
     source: str | None = None
     hints: list[str] = field(default_factory=list)
     filename: str | None = None
+    #: The stream position of the event the error is about, when it is about one (a window
+    #: time refused while running): Spark's tasks each meet their own first, and the
+    #: driver reports the one local mode meets, the least.
+    position: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)

@@ -3,11 +3,14 @@ runtime's, exit 1) and one readable line instead of py4j's."""
 
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from cer_cli.io.contract import LogError
+from cer_cli.query.ast import Span
+from cer_cli.query.errors import QueryError
 
 
 @dataclass
@@ -178,3 +181,30 @@ def input_errors():
         yield
     except LogError as e:
         raise SparkError(e.message, e.hints, input_error=True) from None
+
+
+#: How a task hands a ``QueryError`` to the driver: this mark, then the error as JSON (its
+#: message, span, hints and position), in the message of the exception the task raises.
+QUERY_ERROR = "cer-query-error:"
+
+
+def encode_query_error(e: QueryError) -> str:
+    """``QUERY_ERROR`` and ``e`` as one line of JSON (``decode_query_error``)."""
+    span = None if e.span is None else [e.span.start, e.span.end]
+    return QUERY_ERROR + json.dumps({"message": e.message, "span": span, "hints": e.hints,
+                                     "position": e.position})
+
+
+def decode_query_error(text: str) -> QueryError | None:
+    """The ``QueryError`` a task encoded into ``text`` (a Spark failure's message, with
+    Spark's and py4j's text around it), or None: its caret, hints and position survive,
+    so the driver renders it as local mode does."""
+    at = text.rfind(QUERY_ERROR)
+    if at < 0:
+        return None
+    try:
+        d, _ = json.JSONDecoder().raw_decode(text, at + len(QUERY_ERROR))
+    except ValueError:
+        return None
+    span = None if d["span"] is None else Span(*d["span"])
+    return QueryError(d["message"], span, hints=list(d["hints"]), position=d["position"])

@@ -18,22 +18,32 @@ pyarrow and numpy). Spark and input failures become ``SparkError`` (``errors``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 
 from cer_cli.events import POS, Match, Schema
 from cer_cli.io import contract
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import RANGES
 from cer_cli.query.errors import QueryError
-from cer_cli.spark.errors import SparkError, spark_error
+from cer_cli.spark.errors import SparkError, decode_query_error, spark_error
 from cer_cli.spark.output import WRITE_FORMATS, output_spec, write_directory
-from cer_cli.spark.read import event_frame, input_bytes, logs_schema, open_logs, stream_frame
+from cer_cli.spark.read import (
+    Events,
+    event_frame,
+    input_bytes,
+    logs_schema,
+    open_logs,
+    stream_frame,
+)
 from cer_cli.spark.run import Run
 from cer_cli.spark.session import spark_session
 from cer_cli.spark.tasks import (
     IPC_SCHEMA,
+    checks_time_order,
     count_matches,
     find_matches,
+    first_refused_time,
     in_arrow,
     matches_of,
     time_ranges,
@@ -73,6 +83,37 @@ def _opened(run: Run, logs: list[str], type_column, times, log_format) -> list:
 STREAM_MATCHES = 100_000
 
 
+@contextmanager
+def _failures(run: Run, compiled: Plan, numbered: Callable[[], Events],
+              ranges: int | None, what: str = "") -> Iterator[None]:
+    """A failed run as the user should see it: a query error a task met (``tasks``
+    encodes it) as a ``QueryError``, so the CLI renders it as local mode does, caret and
+    hints; one about an event (a refused window time) replaced by the first such event's
+    (``first_refused_time`` over ``numbered()`` events), whichever task failed first;
+    anything else as ``spark_error`` says (``what`` leads its message)."""
+    try:
+        yield
+    except SparkError:
+        raise
+    except Exception as e:
+        error = e if isinstance(e, QueryError) else decode_query_error(str(e))
+        if error is None:
+            raise spark_error(e, what=what) from None
+        if error.position is not None:
+            error = first_refused_time(run, compiled, numbered(), ranges) or error
+        raise error from None
+
+
+def _check_time_order(run: Run, compiled: Plan, ev: Callable[[], Events],
+                      ranges: int | None) -> None:
+    """Refuse, before the run, a window time out of order between the keys of a
+    ``partition`` fan-out (``tasks.checks_time_order``), as local mode does."""
+    if checks_time_order(compiled, ev()):
+        error = first_refused_time(run, compiled, ev(), ranges)
+        if error is not None:
+            raise error
+
+
 def spark_match(
     compiled: Plan,
     logs: list[str],
@@ -93,19 +134,19 @@ def spark_match(
     logs cannot serve)."""
     spark = spark_session(master, conf)
     run = Run(spark)
+    ev = None
     try:
-        ev = event_frame(run, _opened(run, logs, type_column, times, log_format))
-        found = find_matches(run, compiled, ev, ranges)
-        parts = max(1, -(-found.count() // STREAM_MATCHES))
-        rows = (found.repartitionByRange(parts, "end", "seq").sortWithinPartitions("end", "seq")
-                .mapInArrow(in_arrow, IPC_SCHEMA).toLocalIterator())
-        keys: dict = {}
-        for r in rows:
-            yield from matches_of(r[0], keys)
-    except (SparkError, QueryError):
-        raise
-    except Exception as e:
-        raise spark_error(e) from None
+        with _failures(run, compiled, lambda: ev, ranges):
+            ev = event_frame(run, _opened(run, logs, type_column, times, log_format))
+            _check_time_order(run, compiled, lambda: ev, ranges)
+            found = find_matches(run, compiled, ev, ranges)
+            parts = max(1, -(-found.count() // STREAM_MATCHES))
+            rows = (found.repartitionByRange(parts, "end", "seq")
+                    .sortWithinPartitions("end", "seq")
+                    .mapInArrow(in_arrow, IPC_SCHEMA).toLocalIterator())
+            keys: dict = {}
+            for r in rows:
+                yield from matches_of(r[0], keys)
     finally:
         run.close()
 
@@ -129,22 +170,29 @@ def spark_count(
     a data row (then the count runs again on numbered events, for that message)."""
     spark = spark_session(master, conf)
     run = Run(spark)
+    opened, numbered = [], []
+
+    def events() -> Events:  # numbered by POS, once, when a check or a message needs it
+        if not numbered:
+            numbered.append(event_frame(run, opened))
+        return numbered[0]
+
     try:
-        opened = _opened(run, logs, type_column, times, log_format)
-        ev = stream_frame(opened, compiled.read_columns)
-        if compiled.fanout.kind == RANGES and not time_ranges(compiled, ev):
-            ev = event_frame(run, opened)
-        try:
-            return count_matches(run, compiled, ev, ranges)
-        except Exception as e:
-            error = e if isinstance(e, SparkError) else spark_error(e)
-            if not error.input_error or POS in ev.frame.columns:
-                raise error from None
-        return count_matches(run, compiled, event_frame(run, opened), ranges)
-    except (SparkError, QueryError):
-        raise
-    except Exception as e:
-        raise spark_error(e) from None
+        with _failures(run, compiled, events, ranges):
+            opened = _opened(run, logs, type_column, times, log_format)
+            ev = stream_frame(opened, compiled.read_columns)
+            if compiled.fanout.kind == RANGES and not time_ranges(compiled, ev):
+                ev = events()
+            if checks_time_order(compiled, ev):
+                _check_time_order(run, compiled, events, ranges)
+            try:
+                return count_matches(run, compiled, ev, ranges)
+            except Exception as e:
+                error = e if isinstance(e, SparkError) else spark_error(e)
+                if not error.input_error or POS in ev.frame.columns \
+                        or decode_query_error(str(e)) is not None:
+                    raise
+            return count_matches(run, compiled, events(), ranges)
     finally:
         run.close()
 
@@ -176,14 +224,13 @@ def spark_write(
                          ["formats: " + ", ".join(WRITE_FORMATS)], input_error=True)
     spark = spark_session(master, conf)
     run = Run(spark)
+    ev = None
     try:
-        ev = event_frame(run, _opened(run, logs, type_column, times, log_format))
-        found = find_matches(run, compiled, ev, ranges)
-        return write_directory(run, found, ev, output_spec(ev, shape, variables), output,
-                               output_format, mode)
-    except (SparkError, QueryError):
-        raise
-    except Exception as e:
-        raise spark_error(e, what=f"cannot write {output}: ") from None
+        with _failures(run, compiled, lambda: ev, ranges, what=f"cannot write {output}: "):
+            ev = event_frame(run, _opened(run, logs, type_column, times, log_format))
+            _check_time_order(run, compiled, lambda: ev, ranges)
+            found = find_matches(run, compiled, ev, ranges)
+            return write_directory(run, found, ev, output_spec(ev, shape, variables), output,
+                                   output_format, mode)
     finally:
         run.close()

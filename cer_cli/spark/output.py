@@ -18,7 +18,7 @@ from cer_cli.io.output import (
     VARS_SEPARATOR,
     OutputSpec,
 )
-from cer_cli.spark.errors import SparkError, spark_error
+from cer_cli.spark.errors import SparkError, decode_query_error, spark_error
 from cer_cli.spark.processes import writing
 from cer_cli.spark.read import Events, column, java_pattern
 from cer_cli.spark.run import Run
@@ -219,5 +219,7 @@ def write_directory(run: Run, matches: DataFrame, ev: Events, spec: OutputSpec, 
         try:
             writer.format(output_format).save(output)
         except Exception as e:  # the output's failure (exit 1), unless a task's query error
+            if decode_query_error(str(e)) is not None:
+                raise  # the caller's to render (``job._failures``)
             raise spark_error(e, what=f"cannot write {output}: ", writing=True) from None
     return total

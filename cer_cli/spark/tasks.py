@@ -21,12 +21,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from cer_cli.engine.driver import Driver
-from cer_cli.engine.executor import partition_columns, window_low, window_source
+from cer_cli.engine.executor import partition_columns, prepare_frame, window_low, window_source
 from cer_cli.events import POS, ROW, STREAM, TIME, Match
 from cer_cli.io.encoding import partition_json
 from cer_cli.plan import Plan
 from cer_cli.plan.fanout import PARTITION, RANGES
 from cer_cli.query import ast
+from cer_cli.query.errors import QueryError
+from cer_cli.spark.errors import decode_query_error, encode_query_error
 from cer_cli.spark.read import ORDER, Events, column
 from cer_cli.spark.run import Run
 
@@ -70,6 +72,12 @@ def _task(compiled: Plan, count: bool = False, rows: int | None = None,
     rows = rows or TASK_ROWS  # read here, on the driver: the tasks get the value
 
     def run(batches):
+        try:
+            yield from _run(batches)
+        except QueryError as e:  # the driver's to say, as local mode says it
+            raise RuntimeError(encode_query_error(e)) from None
+
+    def _run(batches):
         import polars as pl
         import pyarrow as pa
 
@@ -227,6 +235,16 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
         return frame.repartition(1).withColumns(one).sortWithinPartitions(*order)
     if POS not in frame.columns:
         return _time_ranges(compiled, ev, frame, nparts)
+    return _position_ranges(run, q, ev, frame, nparts)
+
+
+def _position_ranges(run: Run, q: ast.Query, ev: Events, frame: DataFrame,
+                     nparts: int) -> DataFrame:
+    """The ``ranges`` fan-out cut by position (``frame``: ``ev``'s events after FROM, with
+    POS): about ``nparts`` ranges, each with its context, as GROUP and OWN, partitioned by
+    GROUP and sorted by position."""
+    from pyspark.sql import functions as F
+
     if q.streams is not None:
         # eager: ev.frame's partitions are already in POS order
         frame, n = (run.rank(frame, _QPOS, POS) if run.lazy or not ev.partitions_in_order
@@ -264,6 +282,73 @@ def _tasks(run: Run, compiled: Plan, ev: Events, ranges: int | None) -> DataFram
     own = qpos >= F.element_at(F.array(*(F.lit(p).cast("long") for p in starts)), F.col(_GROUP) + 1)
     return (pieces.withColumn(_OWN, own).repartitionByRange(r, _GROUP)
             .sortWithinPartitions(_GROUP, POS))
+
+
+ERROR_SCHEMA = "position long, error string"
+
+
+def checks_time_order(compiled: Plan, ev: Events) -> bool:
+    """Whether the fan-out leaves a window time's order unchecked: a ``partition`` task
+    sees only its keys' events, so an attribute window over a column the logs are not
+    sorted by (their time column) could be out of order between keys, which local mode
+    refuses (and a task holding both keys would). ``first_refused_time`` checks it."""
+    w = compiled.query.within
+    return (compiled.fanout.kind == PARTITION and isinstance(w, ast.AttributeWindow)
+            and ev.time_columns != (w.attr,))
+
+
+def first_refused_time(run: Run, compiled: Plan, ev: Events,
+                       ranges: int | None = None) -> QueryError | None:
+    """The error local mode raises for the stream's first refused window time
+    (``executor.refused_time``: infinite, out of order, inexact), or None; ``ev`` numbered
+    by POS. The stream is cut into position ranges with the ``ranges`` fan-out's context,
+    so every earlier event a later one could be below is in its range's task; each task
+    checks its ranges as the engines do (``prepare_frame``) and the least position wins.
+    Run before a ``partition`` fan-out that cannot check the order itself
+    (``checks_time_order``), and when a task refused a time, to name the one local mode
+    names, whichever task failed first."""
+    q = compiled.query
+    frame = ev.frame
+    if q.streams is not None:
+        frame = frame.filter(column(STREAM).isin(list(q.streams)))
+    nparts = ranges or run.spark.sparkContext.defaultParallelism
+    tasks, back = _arrow_safe(_position_ranges(run, q, ev, frame, nparts))
+    found = tasks.mapInArrow(_check_times(compiled, back), ERROR_SCHEMA).collect()
+    if not found:
+        return None
+    return decode_query_error(min(found, key=lambda r: r[0])[1])
+
+
+def _check_times(compiled: Plan, names_back: dict[str, str]):
+    """``first_refused_time``'s ``mapInArrow`` function: per range, the first refused window
+    time's error (``ERROR_SCHEMA``), if any."""
+    q, groups = compiled.query, compiled.partition_by
+
+    def run(batches):
+        import pyarrow as pa
+
+        group, earlier, failed = None, None, False
+        for frame in _frames(batches, TASK_ROWS):
+            if names_back:
+                frame = frame.rename(names_back)
+            for part in frame.partition_by(_GROUP, maintain_order=True):
+                if part[_GROUP][0] != group:
+                    group, earlier, failed = part[_GROUP][0], None, False
+                if failed:
+                    continue
+                events = part.drop(_GROUP, _OWN, _QPOS, strict=False)
+                try:
+                    _, earlier = prepare_frame(events, None, groups, q.within, earlier,
+                                               _KEY, _WTIME)
+                except QueryError as e:
+                    failed = True
+                    yield pa.RecordBatch.from_pydict({"position": [e.position],
+                                                      "error": [encode_query_error(e)]})
+
+    return run
+
+
+_WTIME = "__cer_wtime"
 
 
 def time_ranges(compiled: Plan, ev: Events) -> bool:
