@@ -179,6 +179,10 @@ def test_bracket_group_of_names_every_type_has_warns():
     schema = Schema({"A": {"user_id": "int", "item_id": "int"}, "B": {"user_id": "int", "item_id": "int"}})
     report = check_query(parse("A ; B PARTITION BY [user_id, item_id]"), schema)
     assert any("did you mean a composite key" in w for w, _ in report.warnings)
+    # not "'user_id' only": where user_id is null or NaN the next name is the key
+    assert any("partitions by 'user_id' wherever it has a value" in w
+               and "read only where 'user_id' is empty or NaN" in w
+               for w, _ in report.warnings)
     for text in ("A ; B PARTITION BY user_id, item_id", "A ; B PARTITION BY [user_id]"):
         assert not any("composite" in w for w, _ in check_query(parse(text), schema).warnings)
     # a wide log: every column is an attribute of every type, but A's user_id is all null

@@ -494,9 +494,10 @@ def partition_warnings(query: Query, schema: Schema) -> tuple[tuple[str, Span | 
                 for t in types):
             spans = query.partition_spans[i] if i < len(query.partition_spans) else ()
             out.append((
-                f"PARTITION BY [{', '.join(group)}] partitions by '{group[0]}' only: a bracket"
-                " group lists alternative names and every event type has the first; did you mean"
-                f" a composite key? write PARTITION BY {', '.join(group)}",
+                f"PARTITION BY [{', '.join(group)}] partitions by '{group[0]}' wherever it has"
+                " a value: a bracket group lists alternative names, the next one read only where"
+                f" '{group[0]}' is empty or NaN, and every event type has '{group[0]}'; did you"
+                f" mean a composite key? write PARTITION BY {', '.join(group)}",
                 spans[0] if spans else query.span))
     return tuple(out)
 
