@@ -37,6 +37,7 @@ from cer_cli.io.encoding import (
     json_loads,
     jsonl_lines,
     match_record,
+    parquet_ready,
     plain_text,
     refuse_for_csv,
     table_cell,
@@ -152,7 +153,7 @@ def write_parquet(
         for frame in match_frames(matches, lookup, shape, variables, partition_names, buffer_rows):
             if not frame.height:
                 continue
-            table = frame.to_arrow()
+            table = parquet_ready(frame).to_arrow()
             if writer is None:
                 sink = str(path) if isinstance(path, str | Path) else path
                 writer = pq.ParquetWriter(sink, table.schema)
@@ -166,7 +167,7 @@ def write_parquet(
                 rows = nbytes = 0
         if writer is None:  # through pyarrow too: polars would write to the descriptor itself,
             # bypassing the stream that names the output in a failure
-            empty = empty_frame(lookup, shape, variables).to_arrow()
+            empty = parquet_ready(empty_frame(lookup, shape, variables)).to_arrow()
             writer = pq.ParquetWriter(str(path) if isinstance(path, str | Path) else path,
                                       empty.schema)
         flush()
