@@ -1102,8 +1102,10 @@ def _refuse_rounded_integers(frame: pl.DataFrame, g: _Log, dtypes: dict[str, pl.
     printed as ``9007199254740992.0`` in every output, and compared equal to 2^53. The first
     such value is refused naming its row (an unclear value is not guessed at); integers
     that float64 holds exactly (every one up to 2^53, 2^62) are read as before."""
-    for c, d in dtypes.items():
-        src = frame.schema.get(c) if d.is_float() else None
+    floats = [c for c, d in dtypes.items() if d.is_float()]
+    schema = frame.schema if floats else {}  # once: ``frame.schema`` is O(columns)
+    for c in floats:
+        src = schema.get(c)
         if src is None or not src.is_integer():
             continue
         x = pl.col(c)
