@@ -32,7 +32,7 @@ from cer_cli.query.errors import QueryError
 from cer_cli.query.parser import parse
 from cer_cli.query.printer import to_text
 from tests import test_outputs as outputs
-from tests.gen_formulas import formulas, queries, streams
+from tests.gen_formulas import edge_values, formulas, queries, streams
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the module (``cer_cli.plan.fanout`` is also the name of its function)
@@ -74,7 +74,7 @@ def check_pool_equals_one_core(query, events, directory: Path, batch: int) -> No
     if compiled.fanout.kind == SINGLE:
         return
     try:
-        want = [(m.key(), m.partition)
+        want = [(m.key(), repr(m.partition))  # repr: a key -0.0 is not 0.0, NaN is NaN
                 for m in as_matches(driver.run_batches(compiled.executor(), log.batches()))]
     except QueryError as e:  # found while running: the pool finds it too
         for jobs in (2, 3):
@@ -84,7 +84,7 @@ def check_pool_equals_one_core(query, events, directory: Path, batch: int) -> No
         return
     for jobs in (2, 3):
         with small_pieces():
-            got = [(m.key(), m.partition)
+            got = [(m.key(), repr(m.partition))
                    for m in as_matches(pool.run_batches(compiled, log.batches(), jobs))]
             n = pool.run_count(compiled, log.batches(), jobs)
         assert got == want, (text, jobs)
@@ -98,12 +98,19 @@ def compiled_kind(text: str, log) -> str | None:
         return None
 
 
+#: The streams of the pool's properties: half of them with edge values in ``v`` and ``id``.
+STREAMS = streams(max_size=12) | streams(max_size=12).flatmap(edge_values)
+
+
 @given(query=queries(formulas(max_depth=3)) | queries(formulas(max_depth=3, with_absent=True)),
-       events=streams(max_size=12), batch=st.sampled_from([1, 3, 100]))
+       events=STREAMS, batch=st.sampled_from([1, 3, 100]))
 @PROPS
 @example(query=parse("A ; B PARTITION BY [id] WITHIN 2 EVENTS"),
          events=[{"type": t, "stream": "S1", "time": i, "ts": i, "v": 0, "id": i % 2}
                  for i, t in enumerate("AABBAB")], batch=1).via("two keys, frames of 1")
+@example(query=parse("A ; B PARTITION BY [id] WITHIN 3 EVENTS"),
+         events=[{**e, "time": i} for i, e in enumerate(outputs.EDGE * 2)], batch=1).via(
+    "edge values, a key -0.0 and 0.0")
 @example(query=parse("A ; B ; C WITHIN 1 second"),
          events=[{"type": t, "stream": "S1", "time": i * 400_000_000, "ts": i, "v": 0, "id": 0}
                  for i, t in enumerate("ABCABCAABBCC")], batch=3).via("a duration's context")
@@ -114,7 +121,8 @@ def test_the_pool_gives_the_single_cores_matches_in_its_order(tmp_path_factory, 
 
 @pytest.mark.slow
 @given(query=queries(formulas(max_depth=3)) | queries(formulas(max_depth=3, with_absent=True)),
-       events=streams(max_size=20), batch=st.sampled_from([1, 2, 5, 100]))
+       events=streams(max_size=20) | streams(max_size=20).flatmap(edge_values),
+       batch=st.sampled_from([1, 2, 5, 100]))
 @settings(PROPS, max_examples=600)
 def test_the_pool_gives_the_single_cores_matches_in_its_order_long(tmp_path_factory, query,
                                                                   events, batch):
@@ -122,15 +130,19 @@ def test_the_pool_gives_the_single_cores_matches_in_its_order_long(tmp_path_fact
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
-@given(case=outputs.CASES)
+@given(case=outputs.OUTPUT_CASES)
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @example(case=(parse("SELECT NONE WHERE A ; B PARTITION BY [id] WITHIN 3 EVENTS"),
                outputs._events("AABBAB"), None)).via("SELECT NONE, two keys")
 @example(case=(parse("A AS x ; B AS y WITHIN 2 EVENTS"), outputs._events("ABABAB"), 2))
+@example(case=(parse("A+ AS x ; B AS y PARTITION BY [id] WITHIN 4 EVENTS"),
+               [{**e, "time": i} for i, e in enumerate(outputs.EDGE * 2)], None)).via(
+    "edge values in every column and key")
 def test_every_output_of_cer_match_jobs(tmp_path_factory, jobs, case):
     """``tests/test_outputs.py``'s property with ``--jobs N``: every format and shape, the
-    table, ``--count`` and ``--limit`` read back equal to the engine's own matches."""
+    table, ``--count`` and ``--limit`` read back equal to the engine's own matches, their
+    values (edge values too) to the log's."""
     plain = outputs.run
 
     def run(*args):

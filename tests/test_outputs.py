@@ -3,6 +3,12 @@ through ``cer match`` in every format and shape (JSONL, CSV, Parquet, the table;
 wide) and through ``cer_cli.match``; each output is read back and its matches (interval and
 ``μ``) compared with the engine's own, and their number with ``--count``.
 
+Half the logs hold edge values (``gen_formulas.edge_values``: nulls, NaN, -0.0, integers
+around 2^53 and 2^62): every output's values (``v``, ``id``, ``ts`` of each reported event,
+and the partition key) are read back too and compared with the log's own, each by the text
+rule the README documents for its format (``RULES``), and ``--count --by id`` with the
+engine's partitions.
+
 The generator must produce matches that report no event — ``SELECT NONE``, a ``SELECT``
 that misses the branch of an OR a match took, a formula of ``NOT(E)`` only — since those
 were the matches the writers lost: ``test_the_cases_include_matches_without_reported_events``
@@ -12,7 +18,9 @@ proves it does. The Spark side of the same comparison is in ``tests/test_spark.p
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -32,7 +40,7 @@ from cer_cli.query.parser import parse
 from cer_cli.query.printer import to_text
 from cer_cli.query.scope import wide_variables
 from tests.builders import run
-from tests.gen_formulas import STREAMS, formulas, queries, streams
+from tests.gen_formulas import STREAMS, edge_values, formulas, queries, streams
 
 #: The log files' columns: Parquet keeps the types even in a log without events.
 LOG_SCHEMA = {"type": pl.String, "time": pl.Int64, "ts": pl.Int64, "v": pl.Int64, "id": pl.Int64}
@@ -42,10 +50,15 @@ TIME_OPTIONS = TimeOptions(column=("time",), unit=("ns",))
 #: there, since epoch ns in January 1970 are refused as a wrong unit (``contract.check_times``).
 EPOCH_2024 = 1_704_067_200 * 10**9
 
+_QUERIES = queries(formulas(max_depth=3)) | queries(formulas(max_depth=3, with_absent=True))
 #: (query, events, --limit): the suite's random queries (sometimes with ``φ1 ; !ψ ; φ2``)
 #: and streams.
-CASES = st.tuples(queries(formulas(max_depth=3)) | queries(formulas(max_depth=3, with_absent=True)),
-                  streams(max_size=8), st.none() | st.integers(0, 3))
+CASES = st.tuples(_QUERIES, streams(max_size=8), st.none() | st.integers(0, 3))
+#: The same with edge values in ``v`` and ``id`` (``gen_formulas.edge_values``).
+EDGE_CASES = st.tuples(_QUERIES, streams(max_size=8).flatmap(edge_values),
+                       st.none() | st.integers(0, 3))
+#: What the local properties draw: either (Spark's sample draws ``CASES``).
+OUTPUT_CASES = CASES | EDGE_CASES
 PROPS = settings(max_examples=25, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -57,23 +70,39 @@ def log_rows(events: list[dict]) -> list[dict]:
              "stream": e["stream"]} for i, e in enumerate(events)]
 
 
+def log_schema(events: list[dict]) -> dict[str, pl.DataType]:
+    """The logs' column types, the same in every log: ``LOG_SCHEMA``, with Float64 for an
+    attribute that holds a float (``edge_values`` draws floats, NaN and -0.0 among them,
+    or integers, per attribute). Explicit: polars cannot infer a column of None, NaN and
+    integers from rows (``pl.DataFrame(dicts)`` fails on a NaN after integers)."""
+    schema = dict(LOG_SCHEMA)
+    for attr in ("v", "id"):
+        if any(isinstance(e[attr], float) for e in events):
+            schema[attr] = pl.Float64
+    return schema
+
+
+def _frame(rows: list[dict], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """``rows`` as a frame of ``schema``, built column by column with each column's type."""
+    return pl.DataFrame([pl.Series(k, [r[k] for r in rows], dtype=d) for k, d in schema.items()])
+
+
 def write_logs(events: list[dict], directory: Path) -> list[str]:
     """``S1.parquet`` and ``S2.parquet`` (both, even without events: FROM and ``S>E`` name
     them)."""
     rows = log_rows(events)
+    schema = log_schema(events)
     logs = []
     for name in STREAMS:
-        mine = [{k: r[k] for k in LOG_SCHEMA} for r in rows if r["stream"] == name]
         path = directory / f"{name}.parquet"
-        pl.DataFrame(mine, schema=LOG_SCHEMA).write_parquet(path)
+        _frame([r for r in rows if r["stream"] == name], schema).write_parquet(path)
         logs.append(str(path))
     return logs
 
 
 def one_frame(events: list[dict]) -> pl.DataFrame:
     """All the events as one user frame (``cer_cli.match`` reads one stream)."""
-    return pl.DataFrame([{k: r[k] for k in LOG_SCHEMA} for r in log_rows(events)],
-                        schema=LOG_SCHEMA)
+    return _frame(log_rows(events), log_schema(events))
 
 
 def compiled_case(query: ast.Query, logs: list[str]) -> tuple[str, Plan, list[Match]] | None:
@@ -192,6 +221,157 @@ def from_table(text: str, wide: bool) -> list[Key]:
             for s, e, found in out]
 
 
+# --------------------------------------------------------------------------- values read back
+
+#: The attributes whose values are compared (``time`` is printed as a datetime).
+VALUE_ATTRS = ("ts", "v", "id")
+#: What one match of an output holds: its partition key, and its cells ``{(position,
+#: attribute): value}`` (long shapes) or ``{(variable, attribute): value}`` (wide shapes).
+Cells = tuple[object, dict[tuple, object]]
+
+
+def _nan(x) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
+def _json(x):
+    """The JSON text rule: NaN is null, other values are themselves."""
+    if isinstance(x, list):
+        return [_json(y) for y in x]
+    return None if _nan(x) else x
+
+
+def _csv(x):
+    """A CSV cell as text (None: the empty cell): a null empty, NaN ``NaN`` (read back as
+    NaN), an integer its exact digits, a float its shortest text (``-0.0`` keeps its sign);
+    a list (the wide shape under ``+``) is its JSON array."""
+    if isinstance(x, list):
+        return _json(x)
+    return None if x is None else "NaN" if _nan(x) else repr(x)
+
+
+def _table(x):
+    """The table's text (None: left out, as a null is): NaN is shown as a null is; a list
+    ``[a, ∅]``, left out when no item has a value."""
+    if isinstance(x, list):
+        texts = [_table(y) for y in x]
+        return None if all(t is None for t in texts) else \
+            "[" + ", ".join("∅" if t is None else t for t in texts) + "]"
+    return None if x is None or _nan(x) else repr(x)
+
+
+#: Each format's text rule for a log value: Parquet and the frames keep it as it is.
+RULES = {"typed": lambda x: x, "json": _json, "csv": _csv, "table": _table}
+
+
+def expected_cells(matches: list[Match], rows: list[dict], rule: str, names: list[str],
+                   shape: str, wide: list[tuple[str, bool]]) -> list[Cells]:
+    """What each match of an output must hold, from the log's own rows (``rows[p]`` is the
+    event at position ``p``) and the engine's partition keys (``names``: their names; the
+    ``partition`` column is JSON text in every format, the table prints its own text)."""
+    to = RULES[rule]
+    key = _table if rule == "table" else _json
+    out = []
+    for m in matches:
+        part = None if m.partition is None else dict(zip(names, map(key, m.partition),
+                                                         strict=True))
+        cells: dict[tuple, object] = {}
+        if shape == "long":
+            for p, _ in m.events:
+                for a in VALUE_ATTRS:
+                    cells[(p, a)] = to(rows[p][a])
+        else:
+            for var, many in wide:
+                where = [p for p, vs in m.events if var in vs]
+                if not where:
+                    continue  # a variable the match does not bind: its columns are null
+                for a in VALUE_ATTRS:
+                    cells[(var, a)] = to([rows[p][a] for p in where] if many else rows[where[0]][a])
+        if rule == "table":
+            cells = {k: v for k, v in cells.items() if v is not None}
+        out.append((part, cells))
+    return out
+
+
+def _partition(value):
+    """A ``partition`` column's JSON text (null or empty without PARTITION BY), or JSONL's
+    object."""
+    return json.loads(value) if isinstance(value, str) and value else value or None
+
+
+def cells_of_jsonl(text: str) -> list[Cells]:
+    out = []
+    for r in (json.loads(line) for line in text.split("\n") if line):
+        out.append((r["partition"], {(e["position"], a): e["attrs"][a]
+                                     for e in r["events"] for a in VALUE_ATTRS}))
+    return out
+
+
+def cells_of_long(frame: pl.DataFrame) -> list[Cells]:
+    """The long shape's rows (CSV read as text: positions are texts there)."""
+    groups: dict[object, list[dict]] = {}
+    for row in frame.iter_rows(named=True):
+        groups.setdefault(row["match"], []).append(row)
+    return [(_partition(rows[0]["partition"]),
+             {(int(r["position"]), a): r[a] for r in rows if r["position"] is not None
+              for a in VALUE_ATTRS}) for rows in groups.values()]
+
+
+def cells_of_wide(rows: list[dict], wide: list[tuple[str, bool]], text: bool = False
+                  ) -> list[Cells]:
+    """The wide shape's rows (``text``: a CSV's cells, lists as JSON arrays)."""
+    out = []
+    for r in rows:
+        cells = {}
+        for var, many in wide:
+            if r[f"{var}.position"] in (None, ""):
+                continue
+            for a in VALUE_ATTRS:
+                value = r[f"{var}.{a}"]
+                cells[(var, a)] = _cell(value) if text and many else value
+        out.append((_partition(r["partition"]), cells))
+    return out
+
+
+def cells_of_table(text: str, wide: bool) -> list[Cells]:
+    """The table: each title's partition (``id=1``), each row's ``attributes`` cell
+    (``ts=0  v=1``), by position (long) or by variable (wide)."""
+    out: list[Cells] = []
+    for line in text.splitlines():
+        if TITLE.match(line):
+            parts = line.split("  ")[2:]
+            keys = [p for p in parts if not p.startswith("time ")]
+            part = dict(kv.split("=", 1) for kv in keys[0].split(" ")) if keys else None
+            out.append((part, {}))
+            continue
+        if "│" not in line:
+            continue
+        cells = [c.strip() for c in line.split("│")]
+        attrs = dict(kv.split("=", 1) for kv in cells[-1].split("  ") if kv)
+        who = cells[0] if wide else int(cells[0])
+        out[-1][1].update({(who, a): v for a, v in attrs.items() if a in VALUE_ATTRS})
+    return out
+
+
+def same_values(got: list[Cells], want: list[Cells], where: tuple) -> None:
+    """Equal as their ``repr``: an integer is not its float (2^53 + 1 is not 2^53, nor
+    ``9007199254740993.0``), -0.0 is not 0.0, NaN is NaN."""
+    assert len(got) == len(want), where
+    for n, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert repr(g) == repr(w), (where, f"match {n}", g, w)
+
+
+def check_counts_by(base: list[str], query: ast.Query, matches: list[Match]) -> None:
+    """``--count --by id`` of a PARTITION BY [id] query: a row per partition key, as the
+    engine's matches name them, with their numbers (JSONL: the JSON rule)."""
+    got = run(*base, "--count", "--by", "id", "--format", "jsonl")
+    assert got.exit_code == 0, got.output
+    rows = [json.loads(line) for line in got.stdout.splitlines()]
+    want = Counter(repr(_json(m.partition[0])) for m in matches)
+    assert Counter({repr(r["id"]): r["matches"] for r in rows}) == want, (to_text(query), rows)
+    assert len(rows) == len(want)
+
+
 # --------------------------------------------------------------------------- the property
 
 
@@ -214,7 +394,16 @@ def check_every_output(query: ast.Query, events: list[dict], limit: int | None,
     count = run(*base, "--count")
     assert count.exit_code == 0, count.output
     assert int(count.stdout) == len(want), text
-    names = [v for v, _ in wide_variables(compiled.query)]
+    rows = log_rows(events)
+    wide = wide_variables(compiled.query)
+    names = [v for v, _ in wide]
+    parts = [g[0] for g in compiled.query.partition_by]
+    if parts and limit is None:
+        check_counts_by(base, query, matches)
+
+    def values(rule: str, shape: str) -> list[Cells]:
+        return expected_cells(matches[:limit], rows, rule, parts, shape, wide)
+
     for shape in ("long", "wide"):
         expected = want if shape == "long" else projected(matches, names)[:limit]
         for fmt in ("jsonl", "csv", "parquet"):
@@ -223,26 +412,37 @@ def check_every_output(query: ast.Query, events: list[dict], limit: int | None,
             assert result.exit_code == 0, (fmt, shape, result.output)
             if fmt == "jsonl" and shape == "long":
                 got = from_jsonl(out.read_text(encoding="utf-8"))
+                cells = cells_of_jsonl(out.read_text(encoding="utf-8"))
             elif fmt == "jsonl":
-                got = from_wide([json.loads(x) for x in out.read_text().splitlines()], names)
+                records = [json.loads(x) for x in out.read_text().splitlines()]
+                got, cells = from_wide(records, names), cells_of_wide(records, wide)
             elif shape == "long":
                 frame = pl.read_csv(out, schema_overrides={"vars": pl.String}) if fmt == "csv" \
                     else pl.read_parquet(out)
                 got = from_long(frame)
+                cells = cells_of_long(pl.read_csv(out, infer_schema=False) if fmt == "csv"
+                                      else frame)
             elif fmt == "csv":
-                got = from_wide(pl.read_csv(out, infer_schema=False).to_dicts(), names, text=True)
+                records = pl.read_csv(out, infer_schema=False).to_dicts()
+                got = from_wide(records, names, text=True)
+                cells = cells_of_wide(records, wide, text=True)
             else:
-                got = from_wide(pl.read_parquet(out).to_dicts(), names)
+                records = pl.read_parquet(out).to_dicts()
+                got, cells = from_wide(records, names), cells_of_wide(records, wide)
             assert got == expected, (text, fmt, shape)
+            rule = {"jsonl": "json", "csv": "csv", "parquet": "typed"}[fmt]
+            same_values(cells, values(rule, shape), (text, fmt, shape))
         table = run(*base, "--shape", shape, "--format", "table")
         assert table.exit_code == 0, table.output
         assert from_table(table.stdout, wide=shape == "wide") == expected, (text, "table", shape)
+        same_values(cells_of_table(table.stdout, wide=shape == "wide"), values("table", shape),
+                    (text, "table", shape))
     check_frames(compiled, events)
 
 
 def check_frames(compiled: Plan, events: list[dict]) -> None:
     """``cer_cli.match`` (long and wide) and ``cer_cli.count`` on one frame of the events,
-    against the engine's own matches over the same frame."""
+    against the engine's own matches over the same frame, values included."""
     frame = one_frame(events)
     options = {"time_column": "time", "time_unit": "ns", "stream": "S1"}
     log = read_frame(frame, "S1", None, TIME_OPTIONS)
@@ -250,10 +450,19 @@ def check_frames(compiled: Plan, events: list[dict]) -> None:
         matches = list(compiled.run(log.batches()))
     except QueryError:  # e.g. a window over a column this frame does not order
         return
-    names = [v for v, _ in wide_variables(compiled.query)]
-    assert from_long(cer_cli.match(frame, compiled, **options)) == keys(matches)
+    wide_vars = wide_variables(compiled.query)
+    names = [v for v, _ in wide_vars]
+    parts = [g[0] for g in compiled.query.partition_by]
+    rows = log_rows(events)
+    long = cer_cli.match(frame, compiled, **options)
+    assert from_long(long) == keys(matches)
+    same_values(cells_of_long(long), expected_cells(matches, rows, "typed", parts, "long",
+                                                     wide_vars), "cer_cli.match")
     wide = cer_cli.match(frame, compiled, shape="wide", **options)
     assert from_wide(wide.to_dicts(), names) == projected(matches, names)
+    same_values(cells_of_wide(wide.to_dicts(), wide_vars),
+                expected_cells(matches, rows, "typed", parts, "wide", wide_vars),
+                "cer_cli.match wide")
     assert cer_cli.count(frame, compiled, **options) == len(matches)
 
 
@@ -262,13 +471,24 @@ def _events(types: str) -> list[dict]:
             for i, t in enumerate(types)]
 
 
+def _edge_events(types: str, v: list, ids: list) -> list[dict]:
+    """Events of ``types`` with the given ``v`` and ``id`` values (edge values, hand-picked)."""
+    return [{"type": t, "stream": "S1", "time": i, "ts": i, "v": v[i], "id": ids[i]}
+            for i, t in enumerate(types)]
+
+
+#: Every edge value in one log: integers around 2^53 and 2^62 in ``v``, NaN, -0.0 and null
+#: among the floats of ``id``.
+EDGE = _edge_events("ABABAB", [2**53, 2**53 + 1, -(2**53 + 1), 2**62, None, -1],
+                    [-0.0, float("nan"), 0.0, None, 1.5, -0.0])
+
 #: Matches without reported events in each form, always among the property's examples.
 EMPTY = [(parse(q), _events("AAB"), limit) for q, limit in [
     ("SELECT NONE WHERE A ; B", None), ("NOT(B)", None), ("SELECT x WHERE (A AS x OR A) ; B", None),
     ("SELECT x WHERE (A AS x OR A) ; B", 3)]]
 
 
-@given(case=CASES)
+@given(case=OUTPUT_CASES)
 @PROPS
 @example(case=EMPTY[0]).via("SELECT NONE")
 @example(case=EMPTY[1]).via("NOT only")
@@ -280,12 +500,15 @@ EMPTY = [(parse(q), _events("AAB"), limit) for q, limit in [
                   ("S1", 2)]], 3)).via("--limit while the window's lookup drops old frames")
 @example(case=(parse("SELECT A WHERE A AS x FILTER 1 = 1"), _events("A"), None)).via(
     "SELECT names the label of T AS x: the wide shape has its columns")
+@example(case=(parse("A AS x ; B AS y"), EDGE, None)).via("edge values in every column")
+@example(case=(parse("A+ ; B AS y PARTITION BY [id]"), EDGE, None)).via(
+    "a -0.0 and 0.0 key, lists of edge values")
 def test_every_match_reaches_every_output(tmp_path_factory, case):
     check_every_output(*case, tmp_path_factory.mktemp("out"))
 
 
 @pytest.mark.slow
-@given(case=CASES)
+@given(case=OUTPUT_CASES)
 @settings(PROPS, max_examples=400)
 def test_every_match_reaches_every_output_long(tmp_path_factory, case):
     check_every_output(*case, tmp_path_factory.mktemp("out"))

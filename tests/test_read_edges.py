@@ -658,3 +658,36 @@ def test_a_bad_rows_line_counts_the_quoted_line_breaks_before_it(tmp_path: Path)
     timed.write_text('type,time,v\nA,1,"two\nlines"\nB,2,"x\ny"\nA,x,4\n')
     with pytest.raises(LogError, match=r"line 6 \(data row 2, 0-based\): cannot parse time"):
         read_events([str(timed)])
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_an_integer_that_another_logs_floats_would_round_is_refused(tmp_path: Path, fmt) -> None:
+    """A column of integers in one log and of floats in another is float64 in the event
+    frame, which holds integers exactly only up to 2^53: 2^53 + 1 printed as
+    ``9007199254740992.0`` in every output (exit 0), and compared equal to 2^53. It is
+    refused naming its row (exit 2), also through the Python API; integers float64 holds
+    exactly are read as before, and a count that never reads the column is not stopped."""
+    import cer_cli
+
+    ints = pl.DataFrame({"type": ["A", "A", "A"], "t": [0, 1, 2],
+                         "v": pl.Series([2**53, 2**62, 2**53 + 1], dtype=pl.Int64)})
+    floats = pl.DataFrame({"type": ["B"], "t": [3], "v": pl.Series([float("nan")])})
+    for name, frame in [("i", ints), ("f", floats)]:
+        getattr(frame, f"write_{fmt}")(tmp_path / f"{name}.{fmt}")
+    logs = [str(tmp_path / f"i.{fmt}"), str(tmp_path / f"f.{fmt}")]
+    got = run("match", "-e", "A ; B", *logs, "--format", "jsonl")
+    assert got.exit_code == 2, got.output
+    line = "line 4 (data row 2, 0-based)" if fmt == "csv" else "data row 2 (0-based)"
+    assert f"i.{fmt}: {line}, column 'v': the integer 9007199254740993 would be rounded to" \
+           " 9007199254740992" in got.output, got.output
+    assert "give 'v' one type in every log" in got.output
+    assert "Traceback" not in got.output
+    with pytest.raises(LogError, match="the integer 9007199254740993 would be rounded"):
+        cer_cli.match(logs={"i": ints, "f": floats}, query="A ; B", time_column="t")
+    assert run("match", "-e", "A ; B", *logs, "--count").stdout.strip() == "3"
+    getattr(ints.head(2), f"write_{fmt}")(tmp_path / f"i.{fmt}")  # 2^53 and 2^62: exact
+    exact = run("match", "-e", "A ; B", *logs, "--format", "jsonl")
+    assert exact.exit_code == 0, exact.output
+    values = [e["attrs"]["v"] for r in map(json.loads, exact.stdout.splitlines())
+              for e in r["events"]]
+    assert values == [2.0**62, None, 2.0**53, None]  # latest start first

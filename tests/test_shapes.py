@@ -128,6 +128,31 @@ def test_the_table_prints_values_literally_and_nested_ones_as_json(tmp_path, sha
         assert text in r.stdout, (text, r.stdout)
 
 
+def test_the_wide_table_leaves_out_nan_as_the_long_one_does(tmp_path):
+    """A float NaN (or infinity) is no value, and JSON writes it as null: the long table
+    leaves such an attribute out, as it leaves out a null. The wide table printed it as
+    ``f=∅`` (and a list of NaN only as ``[∅]``), so the two shapes disagreed."""
+    log = tmp_path / "l.parquet"
+    pl.DataFrame({"type": ["A", "B", "B"], "time": [1, 2, 3],
+                  "f": pl.Series([float("nan"), float("inf"), -0.0], dtype=pl.Float64),
+                  "n": pl.Series([None, 2**53 + 1, None], dtype=pl.Int64)}).write_parquet(log)
+    lines = {}
+    for shape, query in [("long", "A AS x ; B AS y ; B AS z"), ("wide", "A AS x ; B AS y ; B AS z"),
+                         ("wide", "A AS x ; B AS y ; (B AS z)+")]:
+        r = run("match", "-e", query, str(log), "--format", "table", "--shape", shape)
+        assert r.exit_code == 0, r.output
+        rows = [[c.strip() for c in line.split("│")] for line in r.stdout.splitlines()
+                if "│" in line]
+        lines[shape, "+" in query] = [row[-1] for row in rows]
+    want = ["time=1", "time=2  n=9007199254740993", "time=3  f=-0.0"]
+    assert lines["long", False] == lines["wide", False] == want
+    assert lines["wide", True] == want[:2] + ["time=[3]  f=[-0.0]"]
+    r = run("match", "-e", "A AS x ; (B AS y)+", str(log), "--format", "table", "--shape", "wide",
+            "--limit", "1")
+    rows = [[c.strip() for c in line.split("│")] for line in r.stdout.splitlines() if "│" in line]
+    assert rows[-1] == ["y", "[1]", "[B]", "time=[2]  n=[9007199254740993]"], r.stdout  # f=[inf]
+
+
 # --------------------------------------------------------------------------- long columns
 
 

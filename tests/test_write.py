@@ -467,3 +467,52 @@ def test_csv_writes_durations_as_jsonl_does_and_names_what_it_refuses(tmp_path: 
     list(lk.tap(objects.batches()))
     with pytest.raises(LogError, match="column 'o' holds Python objects, which the CSV output"):
         write_matches(matches, lk, "csv", stdout=io.StringIO())
+
+
+# --------------------------------------------------------------------------- 128-bit integers
+
+
+@pytest.mark.parametrize("shape", ["long", "wide"])
+def test_parquet_holds_128_bit_integers_with_every_digit(tmp_path: Path, shape) -> None:
+    """A column of Int64 in one log and UInt64 in another has the common type Int128 (as
+    an NDJSON column of integers beyond int64 has): neither Arrow nor Parquet has such an
+    integer, and ``-o out.parquet`` failed with an internal error (``ArrowInvalid: ...
+    '_pli128'``, exit 1). It is written as a decimal of 38 digits, every digit kept, the
+    same values JSONL prints; a wider integer is refused naming its column (exit 2)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.builders import run
+
+    pl.DataFrame({"type": ["A", "A"], "time": [0, 1],
+                  "v": pl.Series([-(2**62), 2**53 + 1], dtype=pl.Int64)}).write_parquet(
+        tmp_path / "s.parquet")
+    pl.DataFrame({"type": ["B"], "time": [2],
+                  "v": pl.Series([2**63 + 1], dtype=pl.UInt64)}).write_parquet(
+        tmp_path / "u.parquet")
+    logs = [str(tmp_path / "s.parquet"), str(tmp_path / "u.parquet")]
+    q = "SELECT * WHERE (A AS x)+ ; B AS y"
+    out = tmp_path / "out.parquet"
+    got = run("match", "-e", q, *logs, "--shape", shape, "-o", str(out), "--allow-unbounded")
+    assert got.exit_code == 0, got.output
+    table = pq.read_table(out)
+    printed = [json.loads(line) for line in run(
+        "match", "-e", q, *logs, "--shape", shape, "--format", "jsonl",
+        "--allow-unbounded").stdout.splitlines()]
+    if shape == "long":
+        assert table.schema.field("v").type == pa.decimal128(38, 0)
+        want = [e["attrs"]["v"] for r in printed for e in r["events"]]
+        assert [int(x) for x in table.column("v").to_pylist()] == want
+    else:
+        assert table.schema.field("x.v").type.value_type == pa.decimal128(38, 0)
+        assert [[int(x) for x in xs] for xs in table.column("x.v").to_pylist()] == \
+            [r["x.v"] for r in printed]
+        assert [int(x) for x in table.column("y.v").to_pylist()] == [r["y.v"] for r in printed]
+    assert str(2**63 + 1) in json.dumps(printed) and str(2**53 + 1) in json.dumps(printed)
+    (tmp_path / "huge.ndjson").write_text('{"type": "A", "v": -1}\n{"type": "B", "v": '
+                                          + str(10**38) + "}\n")
+    refused = run("match", "-e", "A ; B", str(tmp_path / "huge.ndjson"), "-o",
+                  str(tmp_path / "huge.parquet"))
+    assert refused.exit_code == 2, refused.output
+    assert "column 'v' holds an integer of more than 38 digits" in refused.output
+    assert not (tmp_path / "huge.parquet").exists()

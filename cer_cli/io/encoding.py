@@ -275,6 +275,46 @@ def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(out) if out else frame
 
 
+#: What Parquet holds a 128-bit integer as: no Parquet (nor Arrow) integer type has 128
+#: bits, a decimal of 38 digits is the standard type that holds the most of them.
+PARQUET_INT128 = pl.Decimal(38, 0)
+
+
+def _parquet_dtype(dtype: pl.DataType) -> pl.DataType:
+    """``dtype`` with each 128-bit integer type in it (a list's items, a struct's fields
+    too) as ``PARQUET_INT128``."""
+    if dtype in (pl.Int128, pl.UInt128):
+        return PARQUET_INT128
+    if isinstance(dtype, pl.List):
+        return pl.List(_parquet_dtype(dtype.inner))
+    if isinstance(dtype, pl.Array):
+        return pl.Array(_parquet_dtype(dtype.inner), dtype.shape)
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct({f.name: _parquet_dtype(f.dtype) for f in dtype.fields})
+    return dtype
+
+
+def parquet_ready(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` as Parquet can hold it: 128-bit integers (an NDJSON log's integers beyond
+    int64, or a column of Int64 in one log and UInt64 in another, whose common type is
+    Int128) as decimals of 38 digits, every digit kept. Neither Arrow nor Parquet has a
+    128-bit integer: the Parquet writer failed on such a column (``ArrowInvalid: ...
+    '_pli128'``, an internal error). An integer of 39 digits, which no Parquet number holds
+    exactly, is refused naming its column."""
+    cast = {name: to for name, dtype in frame.schema.items()
+            if (to := _parquet_dtype(dtype)) != dtype}
+    out = []
+    for name, to in cast.items():
+        try:
+            out.append(frame[name].cast(to))
+        except pl.exceptions.InvalidOperationError:
+            raise LogError(f"column {name!r} holds an integer of more than 38 digits, which"
+                           " Parquet cannot hold",
+                           ["use --format jsonl or --format csv (both write its digits)"],
+                           ) from None
+    return frame.with_columns(out) if out else frame
+
+
 def refuse_for_csv(schema: pl.Schema) -> None:
     """CSV has no lists, structs, bytes or Python objects (``io.output.CSV_REFUSED``; polars
     fails mid-write): name the column instead."""

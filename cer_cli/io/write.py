@@ -37,6 +37,8 @@ from cer_cli.io.encoding import (
     json_loads,
     jsonl_lines,
     match_record,
+    parquet_ready,
+    plain_text,
     refuse_for_csv,
     table_cell,
 )
@@ -151,7 +153,7 @@ def write_parquet(
         for frame in match_frames(matches, lookup, shape, variables, partition_names, buffer_rows):
             if not frame.height:
                 continue
-            table = frame.to_arrow()
+            table = parquet_ready(frame).to_arrow()
             if writer is None:
                 sink = str(path) if isinstance(path, str | Path) else path
                 writer = pq.ParquetWriter(sink, table.schema)
@@ -165,7 +167,7 @@ def write_parquet(
                 rows = nbytes = 0
         if writer is None:  # through pyarrow too: polars would write to the descriptor itself,
             # bypassing the stream that names the output in a failure
-            empty = empty_frame(lookup, shape, variables).to_arrow()
+            empty = parquet_ready(empty_frame(lookup, shape, variables)).to_arrow()
             writer = pq.ParquetWriter(str(path) if isinstance(path, str | Path) else path,
                                       empty.schema)
         flush()
@@ -230,8 +232,8 @@ def render_wide_table(
                 attrs = "  ".join(
                     f"{_safe(label)}={_cells(row[name]) if many else _cell(row[name])}"
                     for name, label, many in shown[var]
-                    if row[name] is not None
-                    and (not many or any(x is not None for x in row[name])))
+                    if _has_value(row[name])
+                    and (not many or any(_has_value(x) for x in row[name])))
                 table.add_row(_safe(var), _cells(row[f"{var}.position"]),
                               _cells(row[f"{var}.type"]), attrs)
             console.print(table)
@@ -256,6 +258,14 @@ def _safe(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+def _has_value(v: Any) -> bool:
+    """Whether the table shows attribute value ``v``: not a null, nor a float NaN or
+    infinity, which JSON writes as null (``encoding.json_value``). The long table leaves
+    them out through ``match_record``; the wide one, which reads the frame's values, printed
+    a NaN as ``v=∅`` where the long one left it out, as it leaves out a null."""
+    return plain_text(v) is not None
 
 
 def _cell(v: Any) -> str:
