@@ -685,6 +685,16 @@ def test_an_integer_that_another_logs_floats_would_round_is_refused(tmp_path: Pa
     with pytest.raises(LogError, match="the integer 9007199254740993 would be rounded"):
         cer_cli.match(logs={"i": ints, "f": floats}, query="A ; B", time_column="t")
     assert run("match", "-e", "A ; B", *logs, "--count").stdout.strip() == "3"
+    # the first row holding one, whichever its column (as Spark's reader names it): was the
+    # first column's first, row 2 here
+    two = ints.with_columns(w=pl.Series([1, 2**53 + 1, 1], dtype=pl.Int64))
+    getattr(two, f"write_{fmt}")(tmp_path / f"i.{fmt}")
+    getattr(floats.with_columns(w=pl.lit(0.5)), f"write_{fmt}")(tmp_path / f"f.{fmt}")
+    got = run("match", "-e", "A ; B", *logs, "--format", "jsonl")
+    line = "line 3 (data row 1, 0-based)" if fmt == "csv" else "data row 1 (0-based)"
+    assert got.exit_code == 2 and f"{line}, column 'w'" in got.output, got.output
+    getattr(floats, f"write_{fmt}")(tmp_path / f"f.{fmt}")
+    getattr(ints, f"write_{fmt}")(tmp_path / f"i.{fmt}")
     getattr(ints.head(2), f"write_{fmt}")(tmp_path / f"i.{fmt}")  # 2^53 and 2^62: exact
     exact = run("match", "-e", "A ; B", *logs, "--format", "jsonl")
     assert exact.exit_code == 0, exact.output

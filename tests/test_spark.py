@@ -481,6 +481,40 @@ def test_a_refused_window_time_is_local_modes_error_word_for_word(spark, tmp_pat
         assert not (tmp_path / "out.parquet").exists()
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_an_integer_that_another_logs_floats_would_round_is_refused_as_locally(spark, tmp_path,
+                                                                              fmt):
+    """A column of integers in one log and of floats in another: local mode refuses the
+    first integer float64 would round (``tests/test_read_edges.py``); Spark's union widened
+    it to double and wrote 2^53 + 1 as 2^53, exit 0. The same first row (row 1, in ``w``:
+    ``v`` rounds from row 2, which a count reading only ``v`` names), column and words now,
+    however it runs; exact integers (2^53, 2^62) still run."""
+    big = 2**53 + 1
+    ints = pl.DataFrame({"type": ["A"] * 4, "t": [0, 1, 2, 3],
+                         "v": pl.Series([2**53, 2**62, big, 1], dtype=pl.Int64),
+                         "w": pl.Series([1, big, big, big], dtype=pl.Int64)})
+    floats = pl.DataFrame({"type": ["B"], "t": [4], "v": [1.5], "w": [2.5]})
+    for name, frame in [("i", ints), ("f", floats)]:
+        getattr(frame, f"write_{fmt}")(tmp_path / f"{name}.{fmt}")
+    logs = [str(tmp_path / f"i.{fmt}"), str(tmp_path / f"f.{fmt}")]
+    query = "A AS a ; B AS b FILTER a.v > b.v"
+    spark_args = ["--spark", "--master", "local[2]"]
+    for mode in (["--count"], ["--format", "jsonl"], ["-o", str(tmp_path / "out.parquet")]):
+        want = _cli("match", "-e", query, *logs, *mode)
+        # --count reads only the query's columns (v, from row 2), the others every column
+        first = "column 'v'" if mode == ["--count"] else "column 'w'"
+        assert want.exit_code == 2 and f"{first}: the integer 9007199254740993" in want.output
+        got = _cli("match", "-e", query, *logs, *mode, *spark_args)
+        assert (got.exit_code, got.output) == (2, want.output), mode
+    assert not (tmp_path / "out.parquet").exists()
+    exact = ints.head(2).with_columns(w=pl.Series([1, 2], dtype=pl.Int64))  # 2^53, 2^62
+    getattr(exact, f"write_{fmt}")(tmp_path / f"i.{fmt}")
+    want = _cli("match", "-e", query, *logs, "--format", "jsonl")
+    assert want.exit_code == 0 and want.stdout.count("\n") == 2, want.output
+    assert _cli("match", "-e", query, *logs, "--format", "jsonl", *spark_args).stdout \
+        == want.stdout
+
+
 def test_spark_match_is_lazy(spark):
     """No Spark job runs before an action on the result (with a compiled Plan and a plan
     that needs no ranges); the action then runs jobs in the same group."""

@@ -890,6 +890,19 @@ def unit_bound(unit: str) -> int:
     return (2**63 - 1) // TIME_UNITS[unit]
 
 
+def rounded_integer(place: str, column: str, value) -> LogError:
+    """The error for an integer of ``column`` at ``place`` that float64 would round: the
+    column holds floats in another log, so both readers widen it to float64, exact only up
+    to 2^53 (``io.read._refuse_rounded_integers``, ``spark.read.refuse_rounded_integers``)."""
+    return LogError(
+        f"{place}, column {column!r}: the integer {value} would be rounded to"
+        f" {float(value):.0f}: another log holds floats in {column!r}, so the column is"
+        " float64, which holds integers exactly only up to 2^53",
+        [f"give {column!r} one type in every log: integers (where the other log's values are"
+         " whole numbers) or floats (accepting the rounding)"],
+    )
+
+
 def row_place(path: Any, fmt: str, row: int) -> str:
     """Where 0-based data row ``row`` of a log is, in a message: line numbers for text
     formats (a header line in CSV; quoted line breaks before the row counted, in a local

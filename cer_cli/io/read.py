@@ -1099,12 +1099,14 @@ def _refuse_rounded_integers(frame: pl.DataFrame, g: _Log, dtypes: dict[str, pl.
     """Refuse an integer that its column's common type would round: a column of integers
     in this log and of floats in another is float64 in the event frame (polars' supertype),
     which holds integers exactly only up to 2^53. 2^53 + 1 became 2^53 without a word: it
-    printed as ``9007199254740992.0`` in every output, and compared equal to 2^53. The first
-    such value is refused naming its row (an unclear value is not guessed at); integers
-    that float64 holds exactly (every one up to 2^53, 2^62) are read as before."""
+    printed as ``9007199254740992.0`` in every output, and compared equal to 2^53. The
+    frame's first row holding such a value is refused (``contract.rounded_integer``: its
+    first such column), as Spark's reader refuses it; integers that float64 holds exactly
+    (every one up to 2^53, 2^62) are read as before."""
     floats = [c for c, d in dtypes.items() if d.is_float()]
     schema = frame.schema if floats else {}  # once: ``frame.schema`` is O(columns)
-    for c in floats:
+    found = []  # (row index, column order, column)
+    for i, c in enumerate(floats):
         src = schema.get(c)
         if src is None or not src.is_integer():
             continue
@@ -1112,16 +1114,11 @@ def _refuse_rounded_integers(frame: pl.DataFrame, g: _Log, dtypes: dict[str, pl.
         bad = frame.select(pl.arg_where(
             x.is_not_null() & (x.cast(pl.Float64).cast(src, strict=False) != x).fill_null(True)
         ).first()).item()
-        if bad is None:
-            continue
-        value, row = frame[c][bad], frame[ROW][bad]
-        raise LogError(
-            f"{_where(g.spec, row)}, column {c!r}: the integer {value} would be rounded to"
-            f" {float(value):.0f}: another log holds floats in {c!r}, so the column is"
-            " float64, which holds integers exactly only up to 2^53",
-            [f"give {c!r} one type in every log: integers (where the other log's values are"
-             " whole numbers) or floats (accepting the rounding)"],
-        )
+        if bad is not None:
+            found.append((bad, i, c))
+    if found:
+        bad, _, c = min(found)
+        raise contract.rounded_integer(_where(g.spec, frame[ROW][bad]), c, frame[c][bad])
 
 
 def _iter_log(g: _Log, batch_size: int, dtypes: dict[str, pl.DataType]) -> Iterator[pl.DataFrame]:

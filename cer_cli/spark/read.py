@@ -591,6 +591,56 @@ def _time_error(spark, g: _Log) -> SparkError:
     return SparkError(e.message, e.hints, input_error=True)
 
 
+def refuse_rounded_integers(spark, logs: list[_Log], kinds: dict[str, str | None],
+                            keep: Collection[str] | None = None) -> None:
+    """Refuse, as the local reader does (``contract.rounded_integer``), an integer that the
+    union would round: a column of integers in one log and of floats in another is double
+    in the event frame, exact only up to 2^53; Spark wrote 2^53 + 1 as 2^53 with exit 0
+    where local mode refuses the log. The first log (argument order) holding one, its first
+    row, that row's first such column. Only where a column meets both kinds (``keep``: the
+    columns read): one small job per such log, and the lookup only then."""
+    from pyspark.sql import functions as F
+
+    for g in logs:
+        d = g.decision
+        cols = [c for c in d.data_columns if d.columns.get(c) == "int"
+                and kinds.get(c) == "float" and (keep is None or c in keep)]
+        if not cols:
+            continue
+        bad = functools.reduce(lambda a, b: a | b, map(_rounds, cols))
+        if not g.df.select(F.max(bad.cast("int"))).first()[0]:
+            continue
+        numbered = (_with_rows(spark, g.df) if g.by_files
+                    else Run(spark, lazy=True).index(g.df, ROW)[0])  # nothing persisted
+        row = numbered.filter(bad).orderBy(ROW).select(ROW, *map(column, cols)).first()
+        c, value = next((c, v) for c, v in zip(cols, row[1:], strict=True)
+                        if v is not None and int(float(v)) != int(v))
+        e = contract.rounded_integer(contract.row_place(g.src.path, g.src.format, row[0]), c,
+                                     int(value))
+        raise SparkError(e.message, e.hints, input_error=True)
+
+
+def _rounds(c: str):
+    """Whether column ``c``'s integer changes as a double, in exact integer arithmetic: a
+    double and a long compare as doubles (rounded alike), and a double cast to a decimal
+    goes through its shortest text (2^62 became 4611686018427387900). Below 2^63 the double
+    is cast back to a long (exact for a whole double; null, so rounded, at 2^63); from 2^63
+    (an unsigned 64-bit column, a decimal here) both are taken 2^63 down first, which is
+    exact for the double too (a multiple of 2^11 below 2^64)."""
+    from pyspark.sql import functions as F
+
+    x = column(c)
+    top = F.lit(str(2**63)).cast("decimal(20,0)")
+    edge = F.lit(2.0**63)  # a double at it casts to the greatest long, not null
+
+    def differs(d, i):
+        return F.coalesce((d >= edge) | (d.try_cast("long") != i.try_cast("long")), F.lit(True))
+
+    low = differs(x.cast("double"), x)
+    high = differs(x.cast("double") - edge, x.cast("decimal(20,0)") - top)
+    return x.isNotNull() & F.when(x.cast("decimal(20,0)") < top, low).otherwise(high)
+
+
 def _type_error(spark, g: _Log) -> SparkError:
     """The local reader's error for the log's first row without an event type."""
     from pyspark.sql import functions as F
@@ -773,6 +823,7 @@ def event_frame(run: Run, logs: list[_Log]) -> Events:
     if not run.lazy:
         _ensure_rows(logs)
     time_type, kinds = _time_type(logs), _kinds(logs)
+    refuse_rounded_integers(run.spark, logs, kinds)
     frames, columns = [], []
     if not run.lazy and len(logs) == 1 and logs[0].by_files:
         g = logs[0]
@@ -817,6 +868,7 @@ def stream_frame(logs: list[_Log], keep: Collection[str]) -> Events:
     _judge_times(logs)
     _ensure_rows(logs)
     time_type, kinds = _time_type(logs), _kinds(logs)
+    refuse_rounded_integers(logs[0].df.sparkSession, logs, kinds, keep)
     frames, columns = [], []
     for g in logs:
         if not g.by_files:  # a DataFrame: its partition order
