@@ -211,8 +211,9 @@ def test_attribute_window_treats_nan_times_as_missing():
     later = events_frame([{"type": "A", "stream": "S", "ts": 0.5}])  # before 2.0: disorder
     with pytest.raises(QueryError, match="ordered") as info:
         list(engine.run(later))
-    assert info.value.message.endswith("stream 'S', data row 0 (0-based) has ts 0.5, below 2.0,"
-                                       " an earlier event's")
+    # the earlier event is named, though it was in the frame before
+    assert info.value.message.endswith("stream 'S', data row 0 (0-based) has ts 0.5, below 2.0"
+                                       " of stream 'S', data row 2")
 
 
 def test_datetime_window_attribute_is_in_nanoseconds_and_others_are_rejected():
