@@ -658,3 +658,20 @@ def test_a_bad_rows_line_counts_the_quoted_line_breaks_before_it(tmp_path: Path)
     timed.write_text('type,time,v\nA,1,"two\nlines"\nB,2,"x\ny"\nA,x,4\n')
     with pytest.raises(LogError, match=r"line 6 \(data row 2, 0-based\): cannot parse time"):
         read_events([str(timed)])
+
+
+# --------------------------------------------------------------------------- columns read
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_count_of_a_log_without_type_and_time_columns_counts_its_events(tmp_path: Path,
+                                                                        fmt: str) -> None:
+    """``--count`` reads only the type, time and queried columns: a log with neither, whose
+    columns the query did not read, was read as no column, and so (in polars) as no row."""
+    frame = pl.DataFrame({"v": [1, 2, 3], "w": ["a", "b", "c"]})
+    log = tmp_path / f"S.{fmt}"
+    frame.write_csv(log) if fmt == "csv" else frame.write_parquet(log)
+    assert run("match", "-e", "S", str(log), "--count").stdout == "3\n"
+    assert run("match", "-e", "S ; S", str(log), "--count").stdout == "3\n"
+    assert run("match", "-e", "S ; S WITHIN 1 EVENTS", str(log), "--count").stdout == "2\n"
+    assert read_events([str(log)], columns=set()).n_events == 3

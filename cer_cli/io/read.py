@@ -758,9 +758,12 @@ class EventLog:
 
 
 def _projected(g: _Log, keep: Collection[str]) -> _Log:
-    """``g`` reading only ``keep`` of its columns, besides its type and time columns."""
+    """``g`` reading only ``keep`` of its columns, besides its type and time columns. A log
+    with neither, whose columns the query reads none of, keeps its first column: a polars
+    frame of no columns has no rows, so ``--count`` of such a log counted 0 events."""
     d = g.decision
     own = [c for c in g.columns if c in keep or c in (d.type_column, d.time_column)]
+    own = own or list(g.columns)[:1]
     return g if len(own) == len(g.columns) else replace(g, lf=g.lf.select(own))
 
 
