@@ -675,3 +675,18 @@ def test_count_of_a_log_without_type_and_time_columns_counts_its_events(tmp_path
     assert run("match", "-e", "S ; S", str(log), "--count").stdout == "3\n"
     assert run("match", "-e", "S ; S WITHIN 1 EVENTS", str(log), "--count").stdout == "2\n"
     assert read_events([str(log)], columns=set()).n_events == 3
+
+
+def test_the_time_column_named_exactly_wins_over_one_differing_in_case(tmp_path: Path) -> None:
+    """``type,time,Time``: the last of the columns named time in any case was taken, so the
+    events were ordered by ``Time`` (B before A: no match of ``A ; B``, exit 0)."""
+    log = write(tmp_path / "l.csv", "type,time,Time\nA,1,5\nB,2,3\n")
+    assert read_schema([log]).time_column == "time"
+    assert run("match", "-e", "A ; B", log, "--count").stdout == "1\n"
+    assert read_schema([write(tmp_path / "o.csv", "type,Time,v\nA,1,5\n")]).time_column == "Time"
+    two = write(tmp_path / "t.csv", "type,TIME,Time\nA,1,5\nB,2,3\n")
+    r = run("match", "-e", "A ; B", two, "--count")
+    assert r.exit_code == 2, r.output
+    assert (f"error: {two}: cannot tell the time column: 'TIME' and 'Time' differ only in case,"
+            " and none is named 'time'\n  hint: pass --time-column TIME") in r.output
+    assert run("match", "-e", "A ; B", two, "--time-column", "Time", "--count").stdout == "0\n"
