@@ -690,3 +690,22 @@ def test_the_time_column_named_exactly_wins_over_one_differing_in_case(tmp_path:
     assert (f"error: {two}: cannot tell the time column: 'TIME' and 'Time' differ only in case,"
             " and none is named 'time'\n  hint: pass --time-column TIME") in r.output
     assert run("match", "-e", "A ; B", two, "--time-column", "Time", "--count").stdout == "0\n"
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "-9223372036854775809"])
+def test_an_integer_time_beyond_int64_is_refused_naming_its_row(tmp_path: Path, value: str) -> None:
+    """polars reads such a CSV column as Int128 (a Parquet one may be UInt64); casting it
+    to int64 failed naming no row (``conversion from `i128` to `i64` failed``)."""
+    log = write(tmp_path / "l.csv", f"type,time\nA,1\nB,{value}\nC,3\n")
+    r = run("match", "-e", "A ; B", log, "--count")
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: {log}: line 3 (data row 1, 0-based): time value {value}"
+                               " in column 'time' is beyond a 64-bit integer's range"), r.output
+    unsigned = tmp_path / "u.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": pl.Series([1, 2**63], dtype=pl.UInt64)}
+                 ).write_parquet(unsigned)
+    with pytest.raises(LogError, match=r"data row 1 \(0-based\): time value 9223372036854775808"
+                                       " in column 'time' is beyond a 64-bit"):
+        read_events([str(unsigned)])
+    edge = write(tmp_path / "e.csv", "type,time\nA,-9223372036854775808\nB,9223372036854775807\n")
+    assert run("match", "-e", "A ; B", edge, "--count").stdout == "1\n"

@@ -973,6 +973,10 @@ def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
     if unit is not None and _NUMBER.match(raw):
         return LogError(f"{where}: time value {raw} in column {column!r} is out of range for"
                         f" {_option('time-unit', unit)}")
+    if re.fullmatch(r"\s*[+-]?\d+\s*", raw) and not -2**63 <= int(raw) < 2**63:
+        return LogError(f"{where}: time value {raw.strip()} in column {column!r} is beyond a"
+                        " 64-bit integer's range (-2^63 to 2^63 - 1), in which times are kept",
+                        ["fix the value, or order the events by another column (--time-column)"])
     return LogError(
         f"{where}: cannot parse time value {raw!r} in column {column!r}",
         ["time values must be all datetimes (ISO 8601: 2024-02-01T10:00:00, optionally with Z"

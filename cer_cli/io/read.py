@@ -522,7 +522,9 @@ def _time_expr(d: contract.LogDecision, dtype: pl.DataType) -> pl.Expr:
             col = col.cast(pl.Datetime("us"))
         return col.dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     if kind in ("int", "float"):
-        x = col.cast(pl.Int64 if kind == "int" else pl.Float64)
+        # an integer beyond int64 (an Int128 or UInt64 column: a CSV's 2^63) is no time,
+        # refused naming its row; a strict cast failed naming none
+        x = col.cast(pl.Int64 if kind == "int" else pl.Float64, strict=False)
         ok = x.is_not_null() if kind == "int" else x.is_finite()
         if d.time_unit is None:
             return pl.when(ok).then(x)
