@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -709,3 +710,29 @@ def test_an_integer_time_beyond_int64_is_refused_naming_its_row(tmp_path: Path, 
         read_events([str(unsigned)])
     edge = write(tmp_path / "e.csv", "type,time\nA,-9223372036854775808\nB,9223372036854775807\n")
     assert run("match", "-e", "A ; B", edge, "--count").stdout == "1\n"
+
+
+def test_a_float_or_decimal_time_with_a_unit_is_its_exact_nanoseconds(tmp_path: Path) -> None:
+    """``x * 1e9`` was a float product, 256 ns apart at 1.7e18: 1700000001.13 s became
+    ...1.129999872 or ...1.130000128, so events 1.13 s apart fell outside ``WITHIN 1130
+    milliseconds`` (exit 0, no match), and 27% of the pairs of a log 13 ms apart."""
+    log = write(tmp_path / "f.csv", "type,time\nA,1700000000.00\nB,1700000001.13\n")
+    r = run("match", "-e", "A ; B WITHIN 1130 milliseconds", log, "--time-unit", "s",
+            "--format", "jsonl")
+    assert [json.loads(line)["end_time"] for line in r.stdout.splitlines()] == \
+        ["2023-11-14T22:13:21.130000"], r.output
+    steps = write(tmp_path / "s.csv", "type,time\n" + "".join(
+        f"{'AB'[i % 2]},{1700000000 + i * 13 / 1000!r}\n" for i in range(200)))
+    assert run("match", "-e", "A ; B WITHIN 13 milliseconds", steps, "--time-unit", "s",
+               "--count").stdout == "100\n"
+    ms = write(tmp_path / "m.csv", "type,time\nA,1700000000000.5\nB,1700000001130.5\n")
+    assert read_events([ms], times=TimeOptions(unit=("ms",))).frame()[TIME].to_list() == [
+        1_700_000_000_000_500_000, 1_700_000_001_130_500_000]
+    # a decimal by its digits: 89 ns apart, one float64 (and so a tie: B, row 0, first)
+    dec = tmp_path / "d.parquet"
+    pl.DataFrame({"type": ["B", "A"], "time": pl.Series(
+        [Decimal("1700000000.123456789"), Decimal("1700000000.123456700")],
+        dtype=pl.Decimal(38, 9))}).write_parquet(dec)
+    frame = read_events([str(dec)], times=TimeOptions(unit=("s",))).frame()
+    assert frame[TIME].to_list() == [1_700_000_000_123_456_700, 1_700_000_000_123_456_789]
+    assert frame[TYPE].to_list() == ["A", "B"]
