@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -701,3 +702,80 @@ def test_an_integer_that_another_logs_floats_would_round_is_refused(tmp_path: Pa
     values = [e["attrs"]["v"] for r in map(json.loads, exact.stdout.splitlines())
               for e in r["events"]]
     assert values == [2.0**62, None, 2.0**53, None]  # latest start first
+
+
+# --------------------------------------------------------------------------- columns read
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_count_of_a_log_without_type_and_time_columns_counts_its_events(tmp_path: Path,
+                                                                        fmt: str) -> None:
+    """``--count`` reads only the type, time and queried columns: a log with neither, whose
+    columns the query did not read, was read as no column, and so (in polars) as no row."""
+    frame = pl.DataFrame({"v": [1, 2, 3], "w": ["a", "b", "c"]})
+    log = tmp_path / f"S.{fmt}"
+    frame.write_csv(log) if fmt == "csv" else frame.write_parquet(log)
+    assert run("match", "-e", "S", str(log), "--count").stdout == "3\n"
+    assert run("match", "-e", "S ; S", str(log), "--count").stdout == "3\n"
+    assert run("match", "-e", "S ; S WITHIN 1 EVENTS", str(log), "--count").stdout == "2\n"
+    assert read_events([str(log)], columns=set()).n_events == 3
+
+
+def test_the_time_column_named_exactly_wins_over_one_differing_in_case(tmp_path: Path) -> None:
+    """``type,time,Time``: the last of the columns named time in any case was taken, so the
+    events were ordered by ``Time`` (B before A: no match of ``A ; B``, exit 0)."""
+    log = write(tmp_path / "l.csv", "type,time,Time\nA,1,5\nB,2,3\n")
+    assert read_schema([log]).time_column == "time"
+    assert run("match", "-e", "A ; B", log, "--count").stdout == "1\n"
+    assert read_schema([write(tmp_path / "o.csv", "type,Time,v\nA,1,5\n")]).time_column == "Time"
+    two = write(tmp_path / "t.csv", "type,TIME,Time\nA,1,5\nB,2,3\n")
+    r = run("match", "-e", "A ; B", two, "--count")
+    assert r.exit_code == 2, r.output
+    assert (f"error: {two}: cannot tell the time column: 'TIME' and 'Time' differ only in case,"
+            " and none is named 'time'\n  hint: pass --time-column TIME") in r.output
+    assert run("match", "-e", "A ; B", two, "--time-column", "Time", "--count").stdout == "0\n"
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "-9223372036854775809"])
+def test_an_integer_time_beyond_int64_is_refused_naming_its_row(tmp_path: Path, value: str) -> None:
+    """polars reads such a CSV column as Int128 (a Parquet one may be UInt64); casting it
+    to int64 failed naming no row (``conversion from `i128` to `i64` failed``)."""
+    log = write(tmp_path / "l.csv", f"type,time\nA,1\nB,{value}\nC,3\n")
+    r = run("match", "-e", "A ; B", log, "--count")
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: {log}: line 3 (data row 1, 0-based): time value {value}"
+                               " in column 'time' is beyond a 64-bit integer's range"), r.output
+    unsigned = tmp_path / "u.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": pl.Series([1, 2**63], dtype=pl.UInt64)}
+                 ).write_parquet(unsigned)
+    with pytest.raises(LogError, match=r"data row 1 \(0-based\): time value 9223372036854775808"
+                                       " in column 'time' is beyond a 64-bit"):
+        read_events([str(unsigned)])
+    edge = write(tmp_path / "e.csv", "type,time\nA,-9223372036854775808\nB,9223372036854775807\n")
+    assert run("match", "-e", "A ; B", edge, "--count").stdout == "1\n"
+
+
+def test_a_float_or_decimal_time_with_a_unit_is_its_exact_nanoseconds(tmp_path: Path) -> None:
+    """``x * 1e9`` was a float product, 256 ns apart at 1.7e18: 1700000001.13 s became
+    ...1.129999872 or ...1.130000128, so events 1.13 s apart fell outside ``WITHIN 1130
+    milliseconds`` (exit 0, no match), and 27% of the pairs of a log 13 ms apart."""
+    log = write(tmp_path / "f.csv", "type,time\nA,1700000000.00\nB,1700000001.13\n")
+    r = run("match", "-e", "A ; B WITHIN 1130 milliseconds", log, "--time-unit", "s",
+            "--format", "jsonl")
+    assert [json.loads(line)["end_time"] for line in r.stdout.splitlines()] == \
+        ["2023-11-14T22:13:21.130000"], r.output
+    steps = write(tmp_path / "s.csv", "type,time\n" + "".join(
+        f"{'AB'[i % 2]},{1700000000 + i * 13 / 1000!r}\n" for i in range(200)))
+    assert run("match", "-e", "A ; B WITHIN 13 milliseconds", steps, "--time-unit", "s",
+               "--count").stdout == "100\n"
+    ms = write(tmp_path / "m.csv", "type,time\nA,1700000000000.5\nB,1700000001130.5\n")
+    assert read_events([ms], times=TimeOptions(unit=("ms",))).frame()[TIME].to_list() == [
+        1_700_000_000_000_500_000, 1_700_000_001_130_500_000]
+    # a decimal by its digits: 89 ns apart, one float64 (and so a tie: B, row 0, first)
+    dec = tmp_path / "d.parquet"
+    pl.DataFrame({"type": ["B", "A"], "time": pl.Series(
+        [Decimal("1700000000.123456789"), Decimal("1700000000.123456700")],
+        dtype=pl.Decimal(38, 9))}).write_parquet(dec)
+    frame = read_events([str(dec)], times=TimeOptions(unit=("s",))).frame()
+    assert frame[TIME].to_list() == [1_700_000_000_123_456_700, 1_700_000_000_123_456_789]
+    assert frame[TYPE].to_list() == ["A", "B"]

@@ -776,15 +776,25 @@ def type_column(where: str, columns: Iterable[str], given: str | None) -> str | 
 
 def _detect_time(log: LogDecision) -> str | None:
     """A log's time column by the rules: its only datetime column, else a column named
-    ts/time/timestamp (in that order, case-insensitive) of a time kind."""
+    ts/time/timestamp (in that order, case-insensitive) of a time kind: the one of that
+    name exactly, else the one whose name differs only in case. Several of those (``Time``
+    and ``TIME``) are refused, as cer cannot tell which one orders the events: the last of
+    them was taken, so ``type,time,Time`` was ordered by ``Time``."""
     data = {c: log.columns[c] for c in log.data_columns}
     dated = [c for c, k in data.items() if k == "datetime"]
     if len(dated) == 1:
         return dated[0]
-    lowered = {c.lower(): c for c in data}
     usable = (*TIME_KINDS, "null") if log.empty else TIME_KINDS  # an empty log: by name alone
-    named = [lowered[n] for n in TIME_NAMES if n in lowered and data[lowered[n]] in usable]
-    return named[0] if named else None
+    for n in TIME_NAMES:
+        named = [c for c, k in data.items() if c.lower() == n and k in usable]
+        if n in named or len(named) == 1:
+            return n if n in named else named[0]
+        if named:
+            raise LogError(f"{log.where}: cannot tell the time column: "
+                           + " and ".join(repr(c) for c in named)
+                           + f" differ only in case, and none is named {n!r}",
+                           [f"pass {_option('time-column', named[0])} (or another column)"])
+    return None
 
 
 def time_columns(logs: Sequence[LogDecision], given: Any = None) -> list[LogDecision]:
@@ -976,6 +986,10 @@ def bad_time(where: str, column: str, raw: str | None, fmt: str | None = None,
     if unit is not None and _NUMBER.match(raw):
         return LogError(f"{where}: time value {raw} in column {column!r} is out of range for"
                         f" {_option('time-unit', unit)}")
+    if re.fullmatch(r"\s*[+-]?\d+\s*", raw) and not -2**63 <= int(raw) < 2**63:
+        return LogError(f"{where}: time value {raw.strip()} in column {column!r} is beyond a"
+                        " 64-bit integer's range (-2^63 to 2^63 - 1), in which times are kept",
+                        ["fix the value, or order the events by another column (--time-column)"])
     return LogError(
         f"{where}: cannot parse time value {raw!r} in column {column!r}",
         ["time values must be all datetimes (ISO 8601: 2024-02-01T10:00:00, optionally with Z"

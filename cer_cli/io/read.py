@@ -522,16 +522,33 @@ def _time_expr(d: contract.LogDecision, dtype: pl.DataType) -> pl.Expr:
             col = col.cast(pl.Datetime("us"))
         return col.dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     if kind in ("int", "float"):
-        x = col.cast(pl.Int64 if kind == "int" else pl.Float64)
+        # an integer beyond int64 (an Int128 or UInt64 column: a CSV's 2^63) is no time,
+        # refused naming its row; a strict cast failed naming none
+        x = col.cast(pl.Int64 if kind == "int" else pl.Float64, strict=False)
         ok = x.is_not_null() if kind == "int" else x.is_finite()
         if d.time_unit is None:
             return pl.when(ok).then(x)
         ok = ok & (x.abs() <= contract.unit_bound(d.time_unit))
-        scaled = x * contract.TIME_UNITS[d.time_unit]
-        return pl.when(ok).then(scaled if kind == "int" else scaled.round(mode="half_away_from_zero").cast(pl.Int64))
+        if kind == "int":
+            return pl.when(ok).then(x * contract.TIME_UNITS[d.time_unit])
+        return pl.when(ok).then(_exact_ns(col, dtype, d.time_unit))
     if kind == "str":
         return _parse_datetime(col, d.time_format).dt.epoch(contract.TIME_UNIT).cast(pl.Int64)
     return pl.lit(None, dtype=pl.Int64)
+
+
+def _exact_ns(col: pl.Expr, dtype: pl.DataType, unit: str) -> pl.Expr:
+    """Nanoseconds since the epoch of a float or decimal time in ``unit``, exactly: a
+    decimal by its digits, a float as the shortest decimal that writes it (``repr``: the
+    text a CSV held), rounded half away from zero. A float product (``x * 1e9``) is a
+    float too, 256 ns apart at 1.7e18: ``1700000001.13`` s became ...1.129999872 (a
+    decimal went through that float as well), so times 1.13 s apart were more than
+    ``WITHIN 1130 milliseconds`` apart. Out of range (refused by the caller): null."""
+    digits = len(str(contract.TIME_UNITS[unit])) - 1  # of a nanosecond in the unit: s 9
+    text = col if dtype.is_decimal() else col.cast(pl.String)  # polars: the shortest text
+    # the time in 1e-9 ns (an Int128), so that rounding it to ns rounds once
+    fine = text.cast(pl.Decimal(38, digits + 9), strict=False).to_physical()
+    return ((fine.abs() + 500_000_000) // 1_000_000_000 * fine.sign()).cast(pl.Int64)
 
 
 def _parse_datetime(col: pl.Expr, fmt: str | None = None, zoned: bool = False) -> pl.Expr:
@@ -758,9 +775,12 @@ class EventLog:
 
 
 def _projected(g: _Log, keep: Collection[str]) -> _Log:
-    """``g`` reading only ``keep`` of its columns, besides its type and time columns."""
+    """``g`` reading only ``keep`` of its columns, besides its type and time columns. A log
+    with neither, whose columns the query reads none of, keeps its first column: a polars
+    frame of no columns has no rows, so ``--count`` of such a log counted 0 events."""
     d = g.decision
     own = [c for c in g.columns if c in keep or c in (d.type_column, d.time_column)]
+    own = own or list(g.columns)[:1]
     return g if len(own) == len(g.columns) else replace(g, lf=g.lf.select(own))
 
 
