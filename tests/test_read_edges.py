@@ -779,3 +779,10 @@ def test_a_float_or_decimal_time_with_a_unit_is_its_exact_nanoseconds(tmp_path: 
     frame = read_events([str(dec)], times=TimeOptions(unit=("s",))).frame()
     assert frame[TIME].to_list() == [1_700_000_000_123_456_700, 1_700_000_000_123_456_789]
     assert frame[TYPE].to_list() == ["A", "B"]
+    # from 2^53 on a float is a whole number, taken as it is: its shortest text (what a
+    # CSV of it holds) is 1.7000000001234568e+18, 232 ns off
+    big = tmp_path / "n.parquet"
+    pl.DataFrame({"type": ["A", "B"], "time": [1700000000123456768.0, 2.0**53 + 2]}
+                 ).write_parquet(big)
+    assert read_events([str(big)], times=TimeOptions(unit=("ns",))).frame()[TIME].to_list() \
+        == [2**53 + 2, 1700000000123456768]

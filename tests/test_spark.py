@@ -218,6 +218,55 @@ def test_a_log_in_time_order_is_numbered_without_a_sort(spark, tmp_path, disorde
         spark.conf.set(key, before)
 
 
+def test_float_and_decimal_times_with_a_unit_are_local_modes_nanoseconds(spark, tmp_path):
+    """A float or decimal time with ``--time-unit``: the same nanoseconds as the local
+    reader's (``io.read._exact_ns``: the shortest text, or the digits, rounded half away
+    from zero once; from 2^53 on the float's whole number), for every unit, CSV and Parquet.
+    Spark's was a double product, 256 ns apart at 1.7e18 (1700000001.13 s became
+    ...1.129999872), so ``WITHIN 1130 milliseconds`` missed events 1.13 s apart."""
+    import random
+    from decimal import Decimal
+
+    from cer_cli.events import ROW, TIME
+    from cer_cli.io.contract import TimeOptions
+    from cer_cli.spark.read import event_frame, open_logs
+    from cer_cli.spark.run import Run
+
+    rng = random.Random(26)
+    cases = {  # unit: float times, each range of the unit's plausible epoch times
+        "s": [1700000000.0, 1700000001.13, -1.5, 2.5e-10, -2.5e-10, 0.0000000015,
+              *(round(1.7e9 + rng.random() * 1e8, rng.randint(0, 9)) for _ in range(300))],
+        "ms": [1700000000000.5, 1.5e-6, *(1.7e12 + rng.random() * 1e11 for _ in range(300))],
+        "us": [1.7e15 + 0.5, 2.0**53 + 2, 9.1e15, *(1.7e15 + rng.random() * 1e14
+                                                       for _ in range(300))],
+        "ns": [1.7e18, 1700000000123456768.0, 2.0**53 - 0.5, 2.0**53, 5.0618987205794704e16,
+               *(1.7e18 + rng.random() * 1e17 for _ in range(300))],
+    }
+    for unit, times in cases.items():
+        logs = []
+        frame = pl.DataFrame({"type": ["A"] * len(times), "time": times})
+        for fmt in ("csv", "parquet"):
+            logs.append(tmp_path / f"{unit}.{fmt}")
+            getattr(frame, f"write_{fmt}")(logs[-1])
+        if unit == "s":  # a decimal, by its digits
+            logs.append(tmp_path / "dec.parquet")
+            pl.DataFrame({"type": ["A", "B", "C"], "time": pl.Series(
+                [Decimal("1700000000.123456789"), Decimal("-0.0000000005"),
+                 Decimal("1700000000.1234567895")], dtype=pl.Decimal(38, 10))}
+            ).write_parquet(logs[-1])
+        options = TimeOptions(unit=(unit,))
+        for log in logs:
+            want = read_events([str(log)], times=options).frame().sort(ROW)[TIME].to_list()
+            run = Run(spark)
+            try:
+                ev = event_frame(run, open_logs(spark, [str(log)], None, None, options))
+                got = [r[0] for r in ev.frame.orderBy(ROW).select(TIME).collect()]
+            finally:
+                run.close()
+            assert got == want, (log.name, [(a, b) for a, b in zip(got, want, strict=True)
+                                            if a != b][:5])
+
+
 def _write_streams(events: list[dict], directory: Path) -> list[str]:
     """One CSV per stream (stream name = file stem), columns type, time, ts, v, id."""
     logs = []

@@ -900,6 +900,11 @@ def unit_bound(unit: str) -> int:
     return (2**63 - 1) // TIME_UNITS[unit]
 
 
+#: From here on a float64 is a whole number: a float time with a unit is then taken as the
+#: whole number it is, not by its shortest text (``io.read._exact_ns``, ``spark.read._exact_ns``)
+FLOAT_WHOLE = 2.0**53
+
+
 def rounded_integer(place: str, column: str, value) -> LogError:
     """The error for an integer of ``column`` at ``place`` that float64 would round: the
     column holds floats in another log, so both readers widen it to float64, exact only up

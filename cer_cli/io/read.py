@@ -543,12 +543,20 @@ def _exact_ns(col: pl.Expr, dtype: pl.DataType, unit: str) -> pl.Expr:
     text a CSV held), rounded half away from zero. A float product (``x * 1e9``) is a
     float too, 256 ns apart at 1.7e18: ``1700000001.13`` s became ...1.129999872 (a
     decimal went through that float as well), so times 1.13 s apart were more than
-    ``WITHIN 1130 milliseconds`` apart. Out of range (refused by the caller): null."""
-    digits = len(str(contract.TIME_UNITS[unit])) - 1  # of a nanosecond in the unit: s 9
+    ``WITHIN 1130 milliseconds`` apart. From 2^53 on a float is a whole number, taken as it
+    is: its shortest text has invented digits there (1.7000000001234568e+18 for
+    1700000000123456768), and Java's, which Spark's reader has (``spark.read._time_expr``),
+    is not the shortest (below 1e16 both are). Out of range (refused by the caller): null."""
+    factor = contract.TIME_UNITS[unit]
+    digits = len(str(factor)) - 1  # of a nanosecond in the unit: s 9
     text = col if dtype.is_decimal() else col.cast(pl.String)  # polars: the shortest text
     # the time in 1e-9 ns (an Int128), so that rounding it to ns rounds once
     fine = text.cast(pl.Decimal(38, digits + 9), strict=False).to_physical()
-    return ((fine.abs() + 500_000_000) // 1_000_000_000 * fine.sign()).cast(pl.Int64)
+    ns = ((fine.abs() + 500_000_000) // 1_000_000_000 * fine.sign()).cast(pl.Int64)
+    if dtype.is_decimal():
+        return ns
+    whole = col.cast(pl.Int64, strict=False) * factor
+    return pl.when(col.abs() >= contract.FLOAT_WHOLE).then(whole).otherwise(ns)
 
 
 def _parse_datetime(col: pl.Expr, fmt: str | None = None, zoned: bool = False) -> pl.Expr:
