@@ -114,6 +114,10 @@ STREAMS = streams(max_size=12) | streams(max_size=12).flatmap(edge_values)
 @example(query=parse("A ; B ; C WITHIN 1 second"),
          events=[{"type": t, "stream": "S1", "time": i * 400_000_000, "ts": i, "v": 0, "id": 0}
                  for i, t in enumerate("ABCABCAABBCC")], batch=3).via("a duration's context")
+@example(query=parse("SELECT * WHERE (S1>B AS x) OR B OR NOT(A) PARTITION BY [id]"),
+         events=[{"type": t, "stream": s, "time": 0, "ts": 0, "v": 0, "id": int(s == "S2")}
+                 for t, s in [("A", "S1")] * 4 + [("B", "S2"), ("B", "S1")]],
+         batch=1).via("two label sets at one event: ordered by label, not by which came first")
 def test_the_pool_gives_the_single_cores_matches_in_its_order(tmp_path_factory, query, events,
                                                              batch):
     check_pool_equals_one_core(query, events, tmp_path_factory.mktemp("logs"), batch)

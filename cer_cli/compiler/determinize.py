@@ -125,8 +125,12 @@ class LazyDFA:
                     else:
                         unmarked.add(t.target)
         target = self._intern(frozenset(unmarked)) if unmarked else -1
-        moves = sorted((self.labelset(labels), frozenset(qs)) for labels, qs in marked.items())
-        return target, tuple((self._intern(qs), lid) for lid, qs in moves)
+        # ordered by the label sets themselves, not their ids: ids follow which events came
+        # first, so a --jobs or Spark task that saw other events (another key's) would
+        # order one event's matches otherwise than one core did
+        moves = sorted((tuple(sorted(labels)), qs) for labels, qs in marked.items())
+        return target, tuple((self._intern(frozenset(qs)), self.labelset(frozenset(key)))
+                             for key, qs in moves)
 
     @property
     def stats(self) -> DFAStats:
