@@ -161,7 +161,7 @@ def test_explain_shows_the_gap_guard():
 
 
 @given(queries(formulas(max_depth=3, with_absent=True)), streams(max_size=8))
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_absence_equals_reference(query, events):
     got = list(plan(query).run(events_frame(events)))
     if query.limit is None:
@@ -251,7 +251,7 @@ def _trailing_queries(draw):
 
 
 @given(_trailing_queries(), streams(max_size=9), st.booleans())
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_trailing_absence_equals_reference(query, events, open_ends):
     from cer_cli.engine.driver import run_matches
 
@@ -347,7 +347,7 @@ _BLOCKED = {"cases": 0, "blocked": 0}
 
 
 @given(query=_general_correlated(), events=streams(min_size=4, max_size=10))
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_general_correlated_absence_equals_reference(query, events):
     try:
         check_query(query, schema_of(events))
@@ -480,7 +480,7 @@ _TRAILING = {"cases": 0, "blocked": 0, "bisect": 0, "scan": 0}
 
 @given(query=_trailing_correlated(), events=streams(min_size=3, max_size=10),
        cuts=st.lists(st.integers(1, 9), max_size=3), open_ends=st.booleans())
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_trailing_correlated_absence_equals_reference(query, events, cuts, open_ends):
     """The engine decides each waiting match when its deadline passes, from the events it
     kept (over several frames: the cuts), and agrees with the reference; ``--open-absence

@@ -123,7 +123,7 @@ def _partition_queries():
 
 
 @given(_partition_queries(), streams(max_size=7))
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.filter_too_much])
 def test_engine_equals_reference_with_predicates_between_events(query, events):
     try:

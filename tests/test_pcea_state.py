@@ -186,7 +186,7 @@ def test_tiny_kernel_on_joins_trees_projections_partitions_and_limits(tiny, text
 
 
 #: the random tests' settings (the ``tiny`` fixture is not reset between examples: harmless)
-RANDOM = settings(max_examples=120, deadline=None,
+RANDOM = settings(max_examples=60, deadline=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                          HealthCheck.function_scoped_fixture])
 
