@@ -29,6 +29,7 @@ from cer_cli.api import compile_query, read_events
 from cer_cli.io.read import read_frame
 from cer_cli.io.write import EventLookup, write_matches
 from cer_cli.query.errors import QueryError
+from cer_cli.query.parser import parse
 from cer_cli.query.scope import wide_variables
 from tests import test_outputs as outputs
 from tests.gen_formulas import formulas, queries, schema_of, streams
@@ -307,16 +308,59 @@ def test_random_queries_equal_local(spark, tmp_path_factory, query, events, rang
     assert spark_count(compiled, logs, ranges=ranges) == len(expected), text
 
 
-@given(case=outputs.CASES)
+def _spark_written(out: Path, fmt: str, shape: str) -> tuple[pl.DataFrame, object]:
+    """A directory Spark wrote with ``-o``: its rows in output order (by match, then
+    position) with the columns that place them (Parquet, CSV: typed), and its cells as read
+    back (Parquet: the same frame; CSV: every cell as text; JSON: the cells by match)."""
+    if fmt == "jsonl":
+        rows = [json.loads(line) for f in sorted(out.glob("*.json"))
+                for line in f.read_text().splitlines()]
+        rows.sort(key=lambda r: (r["match"], -1 if r.get("position") is None else r["position"]))
+        # every key in every row, a null too (Spark's JSON writer left nulls out)
+        assert all(r.keys() == rows[0].keys() for r in rows), rows
+        placed = pl.DataFrame([{k: r[k] for k in ("match", "start", "end", "position", "type",
+                                                  "vars")} for r in rows],
+                              schema={"match": pl.Int64, "start": pl.Int64, "end": pl.Int64,
+                                      "position": pl.Int64, "type": pl.String,
+                                      "vars": pl.List(pl.String)})
+        cells: dict = {}
+        for r in rows:
+            cell = cells.setdefault(r["match"], (outputs._partition(r["partition"]), {}))[1]
+            if r["position"] is not None:
+                cell.update({(r["position"], a): r[a] for a in outputs.VALUE_ATTRS})
+        return placed, list(cells.values())
+    if fmt == "parquet":
+        typed = texts = pl.read_parquet(str(out / "*.parquet"))
+    else:
+        typed = pl.read_csv(str(out / "*.csv"), schema_overrides={"vars": pl.String})
+        texts = pl.read_csv(str(out / "*.csv"), infer_schema=False)
+    order = ["match", "position"] if shape == "long" else ["match"]
+    index = typed.select(order).with_row_index("__i").sort(order, nulls_last=False)["__i"]
+    return typed[index], texts[index]
+
+
+#: What ``--spark -o DIR`` writes in the outputs property: (shape, format).
+SPARK_WRITES = [("long", "parquet"), ("long", "csv"), ("long", "jsonl"), ("wide", "parquet"),
+                ("wide", "csv")]
+
+
+@given(case=outputs.OUTPUT_CASES)
 @settings(max_examples=3, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @example(case=outputs.EMPTY[0]).via("SELECT NONE")
 @example(case=outputs.EMPTY[2]).via("an OR branch without the selected variable")
+@example(case=(parse("A+ ; B AS y PARTITION BY [id]"), outputs.EDGE, None)).via(
+    "edge values: a -0.0 and 0.0 key, lists of NaN, nulls, 2^53 + 1")
 def test_random_queries_reach_every_spark_output(spark, tmp_path_factory, case):
-    """A sample of ``tests/test_outputs.py``'s property through ``--spark``: the matches
-    printed (``--format jsonl``), written by Spark (``-o DIR``, long and wide) and returned
-    by ``cer_cli.spark.match`` (long and wide) are the engine's own, as many as ``--count``
-    says; a match without reported events included (one long row, event columns null)."""
+    """A sample of ``tests/test_outputs.py``'s property through ``--spark``, edge values
+    (``gen_formulas.edge_values``) included: the matches printed (``--format jsonl``),
+    written by Spark (``-o DIR``: long Parquet, CSV and JSON; wide Parquet and CSV) and
+    returned by ``cer_cli.spark.match`` (long and wide) are the engine's own, as many as
+    ``--count`` says, a match without reported events included (one long row, event
+    columns null); and every value (``ts``, ``v``, ``id`` of each reported event, the
+    partition key) is the log's, by its format's rule (``outputs.RULES``: Parquet and the
+    frames keep NaN and -0.0, CSV writes ``NaN``, JSON null), as local mode writes it;
+    ``--count --by id`` counts the engine's partitions."""
     from cer_cli.spark import match
 
     query, events, _ = case
@@ -326,7 +370,14 @@ def test_random_queries_reach_every_spark_output(spark, tmp_path_factory, case):
     if found is None:
         return
     text, compiled, matches = found
-    names = [v for v, _ in wide_variables(compiled.query)]
+    wide = wide_variables(compiled.query)
+    names = [v for v, _ in wide]
+    parts = [g[0] for g in compiled.query.partition_by]
+    rows = outputs.log_rows(events)
+
+    def values(rule: str, shape: str, of=matches) -> list:
+        return outputs.expected_cells(of, rows, rule, parts, shape, wide)
+
     base = ["match", "-e", text, *logs, *outputs.TIME, "--allow-unbounded", "--spark",
             "--master", "local[2]"]
     count = _cli(*base, "--count")
@@ -335,17 +386,26 @@ def test_random_queries_reach_every_spark_output(spark, tmp_path_factory, case):
     printed = _cli(*base, "--format", "jsonl")
     assert printed.exit_code == 0, printed.output
     assert outputs.from_jsonl(printed.stdout) == outputs.keys(matches), text
-    for shape, fmt in [("long", "parquet"), ("long", "csv"), ("wide", "parquet")]:
+    outputs.same_values(outputs.cells_of_jsonl(printed.stdout), values("json", "long"),
+                        (text, "printed jsonl"))
+    if parts:
+        outputs.check_counts_by(base, query, matches)
+    for shape, fmt in SPARK_WRITES:
         out = directory / f"{shape}.{fmt}"
         result = _cli(*base, "--shape", shape, "-o", str(out))
         assert result.exit_code == 0, result.output
-        written = (pl.read_parquet(str(out / "*.parquet")) if fmt == "parquet" else
-                   pl.read_csv(str(out / "*.csv"), schema_overrides={"vars": pl.String}))
-        written = written.sort(["match", "position"] if shape == "long" else "match")
+        written, cells = _spark_written(out, fmt, shape)
+        rule = {"jsonl": "json", "csv": "csv", "parquet": "typed"}[fmt]
+        where = (text, fmt, shape)
         if shape == "long":
-            assert outputs.from_long(written) == outputs.keys(matches), (text, fmt)
+            assert outputs.from_long(written) == outputs.keys(matches), where
+            got = cells if fmt == "jsonl" else outputs.cells_of_long(cells)
         else:
-            assert outputs.from_wide(written.to_dicts(), names) == outputs.projected(matches, names)
+            records = (cells if fmt == "csv" else written).to_dicts()
+            assert outputs.from_wide(records, names, text=fmt == "csv") \
+                == outputs.projected(matches, names), where
+            got = outputs.cells_of_wide(records, wide, text=fmt == "csv")
+        outputs.same_values(got, values(rule, shape), where)
     frame = outputs.one_frame(events)
     frame.write_parquet(directory / "all.parquet")
     local = read_frame(frame, "S1", None, outputs.TIME_OPTIONS)
@@ -354,8 +414,12 @@ def test_random_queries_reach_every_spark_output(spark, tmp_path_factory, case):
     df = spark.read.parquet(str(directory / "all.parquet"))
     long = pl.from_arrow(match(df, compiled, **options).toArrow())
     assert outputs.from_long(long) == outputs.keys(want), text
-    wide = pl.from_arrow(match(df, compiled, shape="wide", **options).toArrow())
-    assert outputs.from_wide(wide.to_dicts(), names) == outputs.projected(want, names), text
+    outputs.same_values(outputs.cells_of_long(long), values("typed", "long", want),
+                        (text, "cer_cli.spark.match"))
+    shaped = pl.from_arrow(match(df, compiled, shape="wide", **options).toArrow())
+    assert outputs.from_wide(shaped.to_dicts(), names) == outputs.projected(want, names), text
+    outputs.same_values(outputs.cells_of_wide(shaped.to_dicts(), wide),
+                        values("typed", "wide", want), (text, "cer_cli.spark.match wide"))
 
 
 # --------------------------------------------------------------------------- range split

@@ -215,6 +215,8 @@ def write_directory(run: Run, matches: DataFrame, ev: Events, spec: OutputSpec, 
     writer = frame.write.mode(mode)
     if output_format == "csv":  # quotes doubled inside quoted fields (RFC 4180), as local CSV
         writer = writer.option("header", True).option("escape", '"')
+    if output_format == "json":  # every key in every line, a null too, as local JSONL
+        writer = writer.option("ignoreNullFields", False)
     with writing(output, mode):
         try:
             writer.format(output_format).save(output)
