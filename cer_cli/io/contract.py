@@ -492,7 +492,8 @@ class LogDecision:
 
     A reader says what it saw — ``where`` the log is (for messages), its ``stream``,
     ``format`` and argument ``index``, its columns in order with their kinds (``kind_of``)
-    and its own name of each column's type (``types``, for messages), and whether it has no
+    and its own name of each column's type (``types``, for messages, and for Spark's
+    reader to tell a decimal time from a double), and whether it has no
     row (``empty``, asked only when ``untyped``) — and ``decide`` fills in the rest: the kinds
     the reader must read (``null`` for every column of an empty text log, ``str`` for a CSV's
     time column), the type column, the time column with its ``--time-unit`` and
@@ -898,6 +899,12 @@ def unit_bound(unit: str) -> int:
     """The largest magnitude of a numeric time in ``unit`` whose nanoseconds fit int64;
     larger values are refused, not wrapped around."""
     return (2**63 - 1) // TIME_UNITS[unit]
+
+
+def unit_digits(unit: str) -> int:
+    """The decimal places of a nanosecond in ``unit`` (s: 9, ns: 0): how finely both
+    readers' ``_exact_ns`` round a fractional time in it."""
+    return len(str(TIME_UNITS[unit])) - 1
 
 
 #: From here on a float64 is a whole number: a float time with a unit is then taken as the

@@ -547,8 +547,7 @@ def _exact_ns(col: pl.Expr, dtype: pl.DataType, unit: str) -> pl.Expr:
     is: its shortest text has invented digits there (1.7000000001234568e+18 for
     1700000000123456768), and Java's, which Spark's reader has (``spark.read._time_expr``),
     is not the shortest (below 1e16 both are). Out of range (refused by the caller): null."""
-    factor = contract.TIME_UNITS[unit]
-    digits = len(str(factor)) - 1  # of a nanosecond in the unit: s 9
+    factor, digits = contract.TIME_UNITS[unit], contract.unit_digits(unit)
     text = col if dtype.is_decimal() else col.cast(pl.String)  # polars: the shortest text
     # the time in 1e-9 ns (an Int128), so that rounding it to ns rounds once
     fine = text.cast(pl.Decimal(38, digits + 9), strict=False).to_physical()

@@ -480,8 +480,7 @@ def _exact_ns(col, unit: str, decimal: bool):
     ``WITHIN 1130 milliseconds`` apart, as locally before."""
     from pyspark.sql import functions as F
 
-    factor = contract.TIME_UNITS[unit]
-    digits = len(str(factor)) - 1  # of a nanosecond in the unit: s 9
+    factor, digits = contract.TIME_UNITS[unit], contract.unit_digits(unit)
     # the text's value to 1e-9 ns (rounded half up, as polars' cast), then to ns: one rounding
     fine = col.cast("string").try_cast(f"decimal(38,{digits + 9})")
     ns = (F.round(fine, digits) * F.lit(factor).cast(f"decimal({digits + 1},0)")).try_cast("long")
